@@ -1,0 +1,27 @@
+"""Warning categories raised by skfedcp."""
+
+__all__ = [
+    "InfiniteThresholdWarning",
+    "PrivacyLeakWarning",
+    "SmallCalibrationSetWarning",
+]
+
+
+class SmallCalibrationSetWarning(UserWarning):
+    """A calibration set is too small for the requested ``alpha``.
+
+    The affected quantile is ``+inf``: the prediction set is trivial (the
+    whole real line, or every label), which is valid but uninformative.
+    """
+
+
+class InfiniteThresholdWarning(SmallCalibrationSetWarning):
+    """The calibrated threshold is ``+inf`` (no finite threshold is valid)."""
+
+
+class PrivacyLeakWarning(UserWarning):
+    """A setting weakens or voids a formal privacy guarantee.
+
+    Raised, for example, when score bounds are derived from the data instead
+    of being fixed in advance by the user.
+    """

@@ -1,0 +1,121 @@
+"""Group rows by client, in the order of the sorted client labels."""
+
+import numpy as np
+import pandas as pd
+
+from ..utils._validation import check_client_ids
+
+__all__ = ["ClientPartition", "split_by_client"]
+
+
+class ClientPartition:
+    """Which rows belong to which client, ordered by sorted client label.
+
+    Built once per fit; splitting any per-row array afterwards costs one
+    gather. Rows that arrive already grouped (client labels non-decreasing,
+    the usual case when client tables are concatenated) are never copied.
+
+    Parameters
+    ----------
+    client_ids : array-like of shape (n_samples,) or None
+        Client label of each row; ``None`` means one client labelled ``0``.
+    n_samples : int, optional
+        Expected length of ``client_ids``; inferred when omitted.
+
+    Attributes
+    ----------
+    clients : ndarray of shape (n_clients,)
+        Sorted unique client labels.
+    sizes : ndarray of shape (n_clients,)
+        Number of rows of each client.
+    codes : ndarray of shape (n_samples,)
+        Position of each row's client in ``clients``.
+
+    Examples
+    --------
+    >>> part = ClientPartition(["b", "a", "b"])
+    >>> part.clients
+    array(['a', 'b'], dtype=object)
+    >>> [g.tolist() for g in part.split([10, 20, 30])]
+    [[20], [10, 30]]
+    """
+
+    def __init__(self, client_ids, n_samples=None):
+        if n_samples is None:
+            n_samples = 1 if client_ids is None else len(client_ids)
+        ids = check_client_ids(client_ids, n_samples)
+        if ids.shape[0] == 0:
+            raise ValueError("client_ids is empty: there are no calibration rows.")
+        if ids.dtype.kind in "iu" and (ids.shape[0] < 2 or np.all(ids[1:] >= ids[:-1])):
+            # Already grouped by client, in sorted order: no sort, no copy.
+            starts = np.flatnonzero(np.diff(ids)) + 1
+            self.clients = ids[np.concatenate(([0], starts))]
+            self.codes = None
+            self._order = None
+            self._bounds = np.concatenate(([0], starts, [ids.shape[0]]))
+        else:
+            codes, uniques = pd.factorize(ids, sort=True)
+            self.clients = np.asarray(uniques)
+            code_dtype = np.int16 if len(uniques) < 2**15 else np.intp
+            self.codes = codes.astype(code_dtype, copy=False)
+            self._order = np.argsort(self.codes, kind="stable")
+            counts = np.bincount(self.codes, minlength=len(uniques))
+            self._bounds = np.concatenate(([0], np.cumsum(counts)))
+        self.sizes = np.diff(self._bounds)
+        self._ids = ids
+
+    @property
+    def n_clients(self):
+        """Number of clients."""
+        return self.clients.shape[0]
+
+    def client_codes(self):
+        """Return the position of each row's client in ``clients``."""
+        if self.codes is None:
+            return np.repeat(np.arange(self.n_clients), self.sizes)
+        return self.codes
+
+    def grouped(self, values):
+        """Return ``values`` reordered so that each client's rows are contiguous."""
+        values = np.asarray(values)
+        return values if self._order is None else values[self._order]
+
+    def split(self, values):
+        """Split a per-row array into one array per client (views when possible)."""
+        grouped = self.grouped(values)
+        b = self._bounds
+        return [grouped[b[i] : b[i + 1]] for i in range(self.n_clients)]
+
+    def as_matrix(self, values):
+        """Return an ``(n_clients, n)`` view when every client has ``n`` rows, else None."""
+        if self.n_clients == 0 or np.any(self.sizes != self.sizes[0]):
+            return None
+        return self.grouped(values).reshape(self.n_clients, self.sizes[0])
+
+
+def split_by_client(values, client_ids=None):
+    """Split a per-row array by client.
+
+    Parameters
+    ----------
+    values : array-like of shape (n_samples,)
+        Per-row values (e.g. conformity scores).
+    client_ids : array-like of shape (n_samples,) or None
+        Client label of each row; ``None`` means one client.
+
+    Returns
+    -------
+    clients : ndarray of shape (n_clients,)
+        Sorted unique client labels.
+    groups : list of ndarray
+        ``groups[j]`` holds the values of client ``clients[j]``, in row order.
+
+    Examples
+    --------
+    >>> clients, groups = split_by_client([1.0, 2.0, 3.0], [1, 0, 1])
+    >>> clients.tolist(), [g.tolist() for g in groups]
+    ([0, 1], [[2.0], [1.0, 3.0]])
+    """
+    values = np.asarray(values)
+    part = ClientPartition(client_ids, values.shape[0])
+    return part.clients, part.split(values)

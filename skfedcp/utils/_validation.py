@@ -1,0 +1,126 @@
+"""Input checks with early, named errors."""
+
+from numbers import Real
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["check_alpha", "check_client_ids", "check_scores"]
+
+
+def check_alpha(alpha, *, name="alpha"):
+    """Return ``alpha`` as a float after checking that it lies in (0, 1).
+
+    Parameters
+    ----------
+    alpha : float
+        Target miscoverage level.
+    name : str, default="alpha"
+        Name used in the error message.
+
+    Returns
+    -------
+    alpha : float
+
+    Examples
+    --------
+    >>> check_alpha(0.1)
+    0.1
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, Real):
+        raise TypeError(f"{name} must be a float in (0, 1); got {alpha!r}.")
+    alpha = float(alpha)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"{name} must be in the open interval (0, 1); got {alpha!r}.")
+    return alpha
+
+
+def check_scores(scores, *, name="scores", allow_inf=False):
+    """Return conformity scores as a 1-D float64 array after checking them.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_samples,)
+        Conformity scores.
+    name : str, default="scores"
+        Name used in error messages.
+    allow_inf : bool, default=False
+        Whether ``+inf`` / ``-inf`` values are accepted. NaN never is.
+
+    Returns
+    -------
+    scores : ndarray of shape (n_samples,), dtype float64
+
+    Examples
+    --------
+    >>> check_scores([0.5, 1, 2])
+    array([0.5, 1. , 2. ])
+    """
+    try:
+        arr = np.asarray(scores, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of numbers; got {scores!r}.") from exc
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got an array of shape {arr.shape}.")
+    if allow_inf:
+        if np.isnan(arr).any():
+            raise ValueError(f"{name} must not contain NaN.")
+    elif not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite (no NaN or inf).")
+    return arr
+
+
+def check_client_ids(client_ids, n_samples, *, name="client_ids"):
+    """Check a client-partition vector and return it as a 1-D array.
+
+    Parameters
+    ----------
+    client_ids : array-like of shape (n_samples,) or None
+        The client that holds each row. ``None`` means a single client,
+        labelled ``0``. Labels may be integers or strings.
+    n_samples : int
+        Expected length.
+    name : str, default="client_ids"
+        Name used in error messages.
+
+    Returns
+    -------
+    client_ids : ndarray of shape (n_samples,)
+
+    Examples
+    --------
+    >>> check_client_ids(["a", "b", "a"], 3)
+    array(['a', 'b', 'a'], dtype=object)
+    >>> check_client_ids(None, 2)
+    array([0, 0])
+    """
+    if client_ids is None:
+        return np.zeros(n_samples, dtype=np.intp)
+    if isinstance(client_ids, pd.DataFrame):
+        raise ValueError(
+            f"{name} must be 1-D of shape ({n_samples},); got a DataFrame of shape "
+            f"{client_ids.shape}."
+        )
+    if isinstance(client_ids, pd.Series | pd.Index):
+        ids = client_ids.to_numpy()
+    else:
+        ids = np.asarray(client_ids)
+    if ids.ndim != 1:
+        raise ValueError(f"{name} must be 1-D of shape ({n_samples},); got {ids.shape}.")
+    if ids.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} has {ids.shape[0]} entries but X has {n_samples} rows; "
+            "give one client label per row."
+        )
+    if ids.dtype.kind in "fc":
+        if np.isnan(ids).any():
+            raise ValueError(f"{name} must not contain NaN.")
+        if not np.all(np.isfinite(ids)):
+            raise ValueError(f"{name} must not contain inf.")
+    elif ids.dtype.kind == "O":
+        if pd.isna(ids).any():
+            raise ValueError(f"{name} must not contain NaN or None.")
+        ids = ids.astype(object)
+    elif ids.dtype.kind not in "iubUS":
+        raise TypeError(f"{name} must hold integer or string labels; got {ids.dtype}.")
+    return ids
