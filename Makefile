@@ -25,12 +25,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# ISLP ships Bikeshare; --no-deps because its requirements pull in torch.
+ISLP := ISLP==0.6.0
+
 $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[datasets]"
+	$(BIN)/python -m pip install --quiet --no-deps $(ISLP)
 	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev,datasets,plot]"
+	$(BIN)/python -m pip install --quiet --no-deps $(ISLP)
 	@touch $@ $(VENV)/.installed-demo
 
 $(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev

@@ -59,9 +59,12 @@ _Table = namedtuple(
 
 
 def _missing_package_error(package):
+    hint = _EXTRA_HINT
+    if package == "ISLP":  # its requirements pull in torch: install it alone
+        hint += f' and pip install --no-deps "ISLP=={_PINS[package]}"'
     return ImportError(
         f"This loader needs the optional package {package}=={_PINS[package]}, "
-        f"which is not installed. Install the data extra with: {_EXTRA_HINT}"
+        f"which is not installed. Install the data extra with: {hint}"
     )
 
 
