@@ -1,6 +1,7 @@
 """Warning categories raised by skfedcp."""
 
 __all__ = [
+    "ClippedScoresWarning",
     "InfiniteThresholdWarning",
     "PrivacyLeakWarning",
     "SmallCalibrationSetWarning",
@@ -24,4 +25,14 @@ class PrivacyLeakWarning(UserWarning):
 
     Raised, for example, when score bounds are derived from the data instead
     of being fixed in advance by the user.
+    """
+
+
+class ClippedScoresWarning(UserWarning):
+    """Scores outside the public bounds were clipped into the outer bins.
+
+    Clipping below the lowest edge is conservative. Clipping above the top
+    edge rounds scores *down*, so a threshold is then valid only for the
+    clipped score. The count in the message is computed from private data and
+    is not privatised: it is a diagnostic for the data holder only.
     """
