@@ -110,7 +110,11 @@ def private_quantile(
     **Privacy.** Central ``epsilon``-DP for replace-one neighbours with ``n``
     public (and for add/remove-one neighbours at a fixed level): changing one
     score moves every ``w_b`` by at most ``Delta_q``, and the exponential
-    mechanism with factor ``epsilon / 2`` is ``epsilon``-DP. In a federated
+    mechanism with factor ``epsilon / 2`` is ``epsilon``-DP. The bound is
+    attained at ``q = 1/2``; at other levels one replacement moves all ``L_b``
+    one way and all ``G_b`` the other, so the loss is at most
+    ``epsilon (1 + min(q, 1-q) / max(q, 1-q)) / 2`` (not exploited by the
+    corrections, which follow the papers). In a federated
     protocol each client runs it on its own scores (``epsilon``-DP per client
     data set). ``bounds``/``edges`` must be public; deriving them from the data
     voids the guarantee.

@@ -122,6 +122,15 @@ class TestExactPrivacy:
         worst = _max_log_ratio(_log_probs, 0.5, 10.0, BIN_GRIDS[2])
         assert worst == pytest.approx(10.0, rel=1e-3)
 
+    @pytest.mark.parametrize("level", LEVELS)
+    def test_replace_one_loss_by_level(self, level):
+        # Away from q = 1/2 one replacement moves all L_b one way and all G_b
+        # the other, so the loss is eps (1 + min(q,1-q)/max(q,1-q)) / 2, and
+        # large epsilon attains it.
+        ratio = min(level, 1 - level) / max(level, 1 - level)
+        worst = _max_log_ratio(_log_probs, level, 10.0, BIN_GRIDS[2])
+        assert worst == pytest.approx(10.0 * (1 + ratio) / 2, rel=1e-3)
+
     @pytest.mark.parametrize("level", [0.5, 0.9, 1.0])
     def test_add_remove_bound(self, level):
         # With the level held fixed, add/remove neighbours are also covered.
