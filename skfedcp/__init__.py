@@ -2,4 +2,6 @@
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["__version__"]
+from .regression import FedConformalRegressor  # noqa: E402
+
+__all__ = ["FedConformalRegressor", "__version__"]

@@ -3,6 +3,7 @@
 __all__ = [
     "ClippedScoresWarning",
     "InfiniteThresholdWarning",
+    "PrefitEstimatorWarning",
     "PrivacyLeakWarning",
     "SmallCalibrationSetWarning",
 ]
@@ -25,6 +26,15 @@ class PrivacyLeakWarning(UserWarning):
 
     Raised, for example, when score bounds are derived from the data instead
     of being fixed in advance by the user.
+    """
+
+
+class PrefitEstimatorWarning(UserWarning):
+    """A fitted estimator was passed without :class:`~sklearn.frozen.FrozenEstimator`.
+
+    It is used as is (every row calibrates), but ``clone`` and
+    ``GridSearchCV`` would refit a copy of it on an internal split. Wrap it in
+    ``FrozenEstimator`` to keep it fixed everywhere.
     """
 
 

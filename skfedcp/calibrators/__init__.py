@@ -1,5 +1,77 @@
-"""Calibration strategies: client step, server step, in-process simulation."""
+"""Calibration strategies: client step, server step, in-process simulation.
 
+Each strategy has a snake_case alias usable wherever a ``calibrator`` is
+accepted (``FedConformalRegressor(calibrator="qq")``).
+"""
+
+from sklearn.base import clone
+
+from ._averaging import AveragingCalibrator
 from ._base import BaseCalibrator, CoverageBounds, stack_messages
+from ._central import CentralCalibrator
+from ._qq_coverage import (
+    QQSelection,
+    qq_conditional_tail,
+    qq_coverage,
+    qq_coverage_unequal,
+    select_qq_ranks,
+)
+from ._quantile_of_quantiles import QuantileOfQuantilesCalibrator
 
-__all__ = ["BaseCalibrator", "CoverageBounds", "stack_messages"]
+#: Registry alias -> calibrator class.
+CALIBRATORS = {
+    "central": CentralCalibrator,
+    "qq": QuantileOfQuantilesCalibrator,
+    "avg": AveragingCalibrator,
+}
+
+
+def get_calibrator(calibrator):
+    """Return a fresh calibrator from a registry alias or an instance (cloned).
+
+    Parameters
+    ----------
+    calibrator : str or BaseCalibrator
+        An alias from ``CALIBRATORS`` or a calibrator instance.
+
+    Returns
+    -------
+    calibrator : BaseCalibrator
+        A new, unfitted object; the argument is never mutated.
+
+    Examples
+    --------
+    >>> get_calibrator("qq")
+    QuantileOfQuantilesCalibrator()
+    """
+    if isinstance(calibrator, str):
+        try:
+            return CALIBRATORS[calibrator]()
+        except KeyError:
+            raise ValueError(
+                f"calibrator must be one of {sorted(CALIBRATORS)} or a BaseCalibrator "
+                f"instance; got {calibrator!r}."
+            ) from None
+    if isinstance(calibrator, BaseCalibrator):
+        return clone(calibrator)
+    raise TypeError(
+        "calibrator must be a string alias or a BaseCalibrator instance; got "
+        f"{type(calibrator).__name__}."
+    )
+
+
+__all__ = [
+    "CALIBRATORS",
+    "AveragingCalibrator",
+    "BaseCalibrator",
+    "CentralCalibrator",
+    "CoverageBounds",
+    "QQSelection",
+    "QuantileOfQuantilesCalibrator",
+    "get_calibrator",
+    "qq_conditional_tail",
+    "qq_coverage",
+    "qq_coverage_unequal",
+    "select_qq_ranks",
+    "stack_messages",
+]

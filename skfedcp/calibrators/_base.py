@@ -57,7 +57,7 @@ def stack_messages(messages):
         keys = messages[0].keys()
         if any(msg.keys() != keys for msg in messages):
             raise ValueError("messages do not all carry the same fields.")
-        stacked = {key: np.asarray([msg[key] for msg in messages]) for key in keys}
+        stacked = {key: _stack_field([msg[key] for msg in messages]) for key in keys}
     else:
         raise TypeError(
             "messages must be a list of dicts (one per client) or a dict of arrays; "
@@ -67,6 +67,14 @@ def stack_messages(messages):
     if len(lengths) != 1:
         raise ValueError("every message field must have one entry per client.")
     return stacked
+
+
+def _stack_field(values):
+    if all(np.ndim(v) == 0 for v in values):
+        return np.asarray(values)
+    out = np.empty(len(values), dtype=object)  # e.g. raw scores of varying length
+    out[:] = [np.asarray(v) for v in values]
+    return out
 
 
 class BaseCalibrator(BaseEstimator):
@@ -102,6 +110,8 @@ class BaseCalibrator(BaseEstimator):
     calibration_info_ : dict
         The public plan used (ranks, exact coverage, feasibility, ...).
     """
+
+    _parameter_constraints: dict = {}
 
     # Whether client or server steps consume randomness.
     _randomized = False
@@ -177,7 +187,9 @@ class BaseCalibrator(BaseEstimator):
         """
         groups = partition.split(scores)
         messages = [
-            self.client_step(g, alpha=alpha, n_per_client=partition.sizes, random_state=r)
+            self.client_step(
+                g, alpha=alpha, n_per_client=partition.sizes, random_state=r
+            )
             for g, r in zip(groups, rngs, strict=True)
         ]
         return stack_messages(messages)
@@ -207,6 +219,7 @@ class BaseCalibrator(BaseEstimator):
         self : object
             The fitted calibrator.
         """
+        self._validate_params()
         alpha = check_alpha(alpha)
         scores = check_scores(scores)
         partition = ClientPartition(client_ids, scores.shape[0])

@@ -106,7 +106,9 @@ def check_client_ids(client_ids, n_samples, *, name="client_ids"):
     else:
         ids = np.asarray(client_ids)
     if ids.ndim != 1:
-        raise ValueError(f"{name} must be 1-D of shape ({n_samples},); got {ids.shape}.")
+        raise ValueError(
+            f"{name} must be 1-D of shape ({n_samples},); got {ids.shape}."
+        )
     if ids.shape[0] != n_samples:
         raise ValueError(
             f"{name} has {ids.shape[0]} entries but X has {n_samples} rows; "

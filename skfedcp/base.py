@@ -1,0 +1,106 @@
+"""Shared machinery of the conformal wrappers: frozen models, splits, calibrators."""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, MetaEstimatorMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from .calibrators import CALIBRATORS, BaseCalibrator, get_calibrator
+from .exceptions import PrefitEstimatorWarning
+from .federated import ClientPartition
+from .utils._sklearn_compat import Interval, StrOptions, _safe_indexing
+from .utils._validation import check_client_ids
+
+__all__ = ["BaseFedConformal"]
+
+
+def is_prefit(estimator):
+    """Whether ``estimator`` is used as is (frozen, or fitted and not frozen)."""
+    if isinstance(estimator, FrozenEstimator):
+        return True
+    try:
+        check_is_fitted(estimator)
+    except (NotFittedError, TypeError):
+        return False
+    warnings.warn(
+        f"{type(estimator).__name__} is already fitted: it is used as is and every "
+        "row calibrates. clone() and GridSearchCV would refit a copy on an internal "
+        "split; wrap it in sklearn.frozen.FrozenEstimator to keep it fixed.",
+        PrefitEstimatorWarning,
+        stacklevel=3,
+    )
+    return True
+
+
+class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
+    """Base of the conformal wrappers; not for direct use.
+
+    Subclasses call :meth:`_calibration_split` to decide which rows train and
+    which calibrate, and :meth:`_fit_calibrator` to turn calibration scores
+    into ``threshold_``.
+    """
+
+    _parameter_constraints = {
+        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        "calibrator": [StrOptions(set(CALIBRATORS)), BaseCalibrator],
+        "calibration_size": [Interval(Real, 0, 1, closed="neither")],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+    }
+
+    def _calibration_split(self, client_ids, prefit, rng):
+        """Return ``(train_idx, cal_idx)``, a random split made within each client.
+
+        With a prefit model every row calibrates and ``train_idx`` is empty.
+        """
+        n = client_ids.shape[0]
+        if prefit:
+            return np.empty(0, dtype=np.intp), np.arange(n)
+        part = ClientPartition(client_ids, n)
+        codes = part.client_codes()
+        n_cal = np.floor(self.calibration_size * part.sizes).astype(np.intp)
+        empty = np.flatnonzero(n_cal == 0)
+        if empty.size:
+            j = empty[0]
+            raise ValueError(
+                f"client {part.clients[j]} has {part.sizes[j]} sample(s): no "
+                f"calibration row is left after the split with calibration_size="
+                f"{self.calibration_size}. Give every client at least "
+                f"{int(np.ceil(1 / self.calibration_size))} rows, raise "
+                "calibration_size, or pass a fitted model as FrozenEstimator."
+            )
+        order = np.lexsort((rng.random_sample(n), codes))
+        starts = np.concatenate(([0], np.cumsum(part.sizes)[:-1]))
+        sorted_codes = codes[order]
+        position = np.arange(n) - starts[sorted_codes]
+        is_cal = position < n_cal[sorted_codes]
+        cal_idx = np.sort(order[is_cal])
+        train_idx = np.sort(order[~is_cal])
+        if train_idx.size == 0:
+            raise ValueError(
+                "no training row is left after the calibration split; lower "
+                "calibration_size or pass a fitted model as FrozenEstimator."
+            )
+        return train_idx, cal_idx
+
+    @staticmethod
+    def _rows(X, idx):
+        return _safe_indexing(X, idx)
+
+    def _check_client_ids(self, client_ids, n_samples):
+        return check_client_ids(client_ids, n_samples)
+
+    def _fit_calibrator(self, scores, client_ids, rng):
+        """Fit a fresh calibrator; set ``calibrator_``, ``threshold_`` and friends."""
+        calibrator = get_calibrator(self.calibrator)
+        calibrator.fit(scores, client_ids, alpha=self.alpha, random_state=rng)
+        self.calibrator_ = calibrator
+        self.threshold_ = calibrator.threshold_
+        self.clients_ = calibrator.clients_
+        self.n_clients_ = calibrator.n_clients_
+        self.messages_ = calibrator.messages_
+        return calibrator

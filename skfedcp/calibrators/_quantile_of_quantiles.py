@@ -1,0 +1,191 @@
+"""FedCP-QQ: one-shot federated conformal prediction by a quantile of quantiles."""
+
+from numbers import Integral, Real
+
+import numpy as np
+
+from ..utils._sklearn_compat import Interval, StrOptions
+from ._base import BaseCalibrator, CoverageBounds, stack_messages
+from ._order_statistics import local_order_statistics
+from ._qq_coverage import select_qq_ranks
+
+__all__ = ["QuantileOfQuantilesCalibrator"]
+
+
+class QuantileOfQuantilesCalibrator(BaseCalibrator):
+    """Quantile-of-quantiles calibration (FedCP-QQ), one round, exact coverage.
+
+    Each client sends one order statistic of its scores, the ``l``-th
+    smallest; the server returns the ``k``-th smallest of the ``m`` values it
+    receives. The ranks ``(l*, k*)`` depend only on ``alpha`` and the client
+    sizes, never on the scores: they are chosen so that the exact coverage
+    ``M(l, k)`` of Theorem 3.2 of [1]_ is the smallest value ``>= 1 - alpha``.
+
+    **Message** (one per client): ``{"n": n_j, "quantile": float}``, the
+    client's size and its ``l_j``-th smallest score (``+inf`` if
+    ``l_j > n_j``).
+
+    Parameters
+    ----------
+    local_rank : "auto", "fixed" or int, default="auto"
+        ``"auto"``: with equal client sizes, search all ``(l, k)`` for the
+        smallest exact coverage ``>= 1 - alpha``; with unequal sizes, fall
+        back to ``"fixed"`` (Appendix A.1 of [1]_). ``"fixed"``:
+        ``l_j = ceil((1 - alpha)(n_j + 1))`` and the smallest valid ``k``.
+        An int: the same ``l`` for every client, smallest valid ``k``.
+    clip_local_rank : bool, default=False
+        With ``"fixed"`` ranks, use ``min(l_j, n_j)`` so that small clients
+        send a finite value. Coverage stays exact: ``M`` is recomputed.
+    conditional : bool or "exact", default=False
+        ``True``: training-conditional guarantee of Theorem 3.3 of [1]_,
+        ``P(miscoverage <= alpha) >= 1 - delta`` (very conservative).
+        ``"exact"``: a skfedcp extension using the exact binomial tail of the
+        conditional miscoverage for continuous scores (far less
+        conservative). Both need equal client sizes.
+    delta : float, default=0.1
+        Failure probability of the training-conditional guarantee.
+
+    Attributes
+    ----------
+    threshold_ : float
+        The calibrated threshold ``Q_k*(Q_l*(S_1), ..., Q_l*(S_m))``.
+    messages_ : dict of ndarray
+        ``client``, ``n`` and ``quantile`` of each client: all the server saw.
+    clients_ : ndarray of shape (n_clients,)
+        Sorted client labels.
+    n_clients_ : int
+        Number of clients.
+    n_per_client_ : ndarray of shape (n_clients,)
+        Calibration size of each client.
+    calibration_info_ : dict
+        ``local_ranks``, ``k``, exact ``coverage`` ``M(l*, k*)`` and
+        ``feasible``.
+
+    See Also
+    --------
+    qq_coverage : the exact coverage ``M(l, k)``.
+    select_qq_ranks : the rank selection, cached per ``(sizes, alpha)``.
+
+    Notes
+    -----
+    If, given the model, the ``N`` calibration scores and the test score are
+    i.i.d. (the clients' raw data may differ as long as their *score* laws do
+    not), then ``P(score <= threshold_) >= M(l*, k*) >= 1 - alpha``, with
+    equality for continuous scores; ties only raise the coverage. Which
+    client a row belongs to must not depend on its score. With heterogeneous
+    score laws, coverage can drop by a total-variation term (Proposition 3.4
+    of [1]_). When no pair is valid (``alpha < 1/(N+1)``) the threshold is
+    ``+inf``. With one client, this is exactly split conformal prediction.
+
+    References
+    ----------
+    .. [1] P. Humbert, B. Le Bars, A. Bellet, S. Arlot. One-Shot Federated
+       Conformal Prediction. ICML 2023.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> scores = rng.exponential(size=5 * 10)
+    >>> client_ids = np.repeat(np.arange(5), 10)
+    >>> cal = QuantileOfQuantilesCalibrator().fit(scores, client_ids, alpha=0.1)
+    >>> cal.calibration_info_["local_ranks"][0], cal.calibration_info_["k"]
+    (10, 3)
+    >>> round(cal.calibration_info_["coverage"], 6)
+    0.925626
+    """
+
+    _parameter_constraints = {
+        "local_rank": [
+            StrOptions({"auto", "fixed"}),
+            Interval(Integral, 1, None, closed="left"),
+        ],
+        "clip_local_rank": ["boolean"],
+        "conditional": ["boolean", StrOptions({"exact"})],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+    }
+
+    def __init__(
+        self, *, local_rank="auto", clip_local_rank=False, conditional=False, delta=0.1
+    ):
+        self.local_rank = local_rank
+        self.clip_local_rank = clip_local_rank
+        self.conditional = conditional
+        self.delta = delta
+
+    def _selection(self, n_per_client, alpha):
+        return select_qq_ranks(
+            tuple(int(n) for n in n_per_client),
+            alpha,
+            local_rank=self.local_rank,
+            clip_local_rank=self.clip_local_rank,
+            conditional=self.conditional,
+            delta=self.delta,
+        )
+
+    def plan(self, n_per_client, alpha):
+        """Return the public ranks ``(l_j, k)`` and the exact coverage ``M``."""
+        sel = self._selection(n_per_client, alpha)
+        return {
+            "feasible": sel.feasible,
+            "local_ranks": np.asarray(sel.local_ranks, dtype=np.intp),
+            "k": sel.k,
+            "coverage": sel.coverage,
+        }
+
+    def _local_rank_of(self, n, n_per_client, alpha):
+        sel = self._selection(n_per_client, alpha)
+        if not sel.feasible:
+            return None
+        sizes = np.asarray(n_per_client)
+        matches = np.flatnonzero(sizes == n)
+        if matches.size == 0:
+            raise ValueError(
+                f"this client holds {n} scores but n_per_client lists no client of "
+                "that size; pass the sizes the server announced."
+            )
+        return sel.local_ranks[matches[0]]
+
+    def client_step(self, scores, *, alpha, n_per_client, random_state=None):
+        """Send ``(n_j, l_j-th smallest score)``; ``l_j`` follows from the sizes."""
+        scores = np.asarray(scores, dtype=np.float64)
+        n = scores.shape[0]
+        rank = self._local_rank_of(n, n_per_client, alpha)
+        if rank is None:  # no valid pair: send nothing data-dependent
+            return {"n": n, "quantile": np.inf}
+        (value,) = local_order_statistics([scores], [rank])
+        return {"n": n, "quantile": value}
+
+    def server_step(self, messages, *, alpha, n_per_client, random_state=None):
+        """Return the ``k*``-th smallest of the clients' quantiles."""
+        stacked = stack_messages(messages)
+        sizes = np.asarray(n_per_client)
+        if sorted(stacked["n"].tolist()) != sorted(sizes.tolist()):
+            raise ValueError(
+                "the sizes in the messages do not match n_per_client: "
+                f"{sorted(stacked['n'].tolist())} != {sorted(sizes.tolist())}."
+            )
+        sel = self._selection(sizes, alpha)
+        if not sel.feasible:
+            return np.inf
+        values = stacked["quantile"].astype(np.float64)
+        return float(np.partition(values, sel.k - 1)[sel.k - 1])
+
+    def _simulate_clients(self, partition, scores, *, alpha, rngs):
+        sel = self._selection(partition.sizes, alpha)
+        if not sel.feasible:
+            values = np.full(partition.n_clients, np.inf)
+        else:
+            values = local_order_statistics(partition, sel.local_ranks, scores=scores)
+        return {"n": partition.sizes, "quantile": values}
+
+    def _server_from_stacked(self, stacked, *, alpha, n_per_client, random_state):
+        sel = self._selection(n_per_client, alpha)
+        if not sel.feasible:
+            return np.inf
+        return np.partition(stacked["quantile"], sel.k - 1)[sel.k - 1]
+
+    def coverage_bounds(self, n_per_client, alpha):
+        """Return ``(M, M)``: exact for continuous scores, a lower bound otherwise."""
+        coverage = self._selection(n_per_client, alpha).coverage
+        return CoverageBounds(coverage, coverage)

@@ -1,0 +1,256 @@
+"""FedConformalRegressor: prediction intervals calibrated across clients."""
+
+from sklearn.base import RegressorMixin, clone
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LinearRegression
+from sklearn.utils import check_random_state, get_tags
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .base import BaseFedConformal, is_prefit
+from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
+from .utils._sklearn_compat import HasMethods, StrOptions, _fit_context
+
+__all__ = ["FedConformalRegressor"]
+
+
+class FedConformalRegressor(RegressorMixin, BaseFedConformal):
+    """Conformal prediction intervals for any regressor, calibrated across clients.
+
+    The model predicts; each client turns its calibration rows into
+    conformity scores; a calibration strategy (``calibrator``) combines the
+    clients' messages into one threshold ``q``; the interval is the set of
+    ``y`` whose score is at most ``q`` (``y_pred ± q`` for the absolute
+    residual).
+
+    Parameters
+    ----------
+    estimator : regressor, default=None
+        The point model. A fitted model wrapped in
+        :class:`~sklearn.frozen.FrozenEstimator` is used as is and every row
+        calibrates; ``clone`` and ``GridSearchCV`` keep it fixed. A plain
+        fitted model is also used as is (with a
+        :class:`~skfedcp.exceptions.PrefitEstimatorWarning`), but a clone of
+        it is unfitted, so ``GridSearchCV`` would refit it. An unfitted model
+        is cloned and fitted on a random split made within each client (see
+        ``calibration_size``). ``None`` means
+        :class:`~sklearn.linear_model.LinearRegression`.
+    alpha : float, default=0.1
+        Target miscoverage: intervals cover with probability ``>= 1 - alpha``.
+    calibrator : str or BaseCalibrator, default="qq"
+        Calibration strategy: ``"qq"`` (quantile of quantiles, exact
+        coverage), ``"central"`` (pooled split CP, the reference; clients send
+        raw scores), ``"avg"`` (mean of local quantiles, no guarantee), or a
+        calibrator instance (cloned, never mutated).
+    conformity_score : {"absolute", "normalized"} or BaseRegressionScore, \
+            default="absolute"
+        Conformity score: ``|y - y_pred|``, or the residual divided by a
+        fitted scale model (``NormalizedResidualScore``). (Named so as not to
+        shadow the ``score(X, y)`` method of scikit-learn regressors.)
+    calibration_size : float, default=0.5
+        Fraction of each client's rows used for calibration when something
+        must be fitted (an unfrozen estimator or score); the rest trains.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the internal split and any randomness of the calibrator. All
+        randomness is consumed in ``fit``.
+    n_jobs : int, default=None
+        Reserved for parallel client simulation; the built-in strategies are
+        vectorised and ignore it.
+
+    Attributes
+    ----------
+    estimator_ : regressor
+        The fitted point model (the user's object itself when prefit).
+    conformity_score_ : BaseRegressionScore
+        The fitted conformity score.
+    calibrator_ : BaseCalibrator
+        The fitted calibration strategy (a clone of ``calibrator``).
+    threshold_ : float
+        The calibrated score threshold; ``+inf`` means infinite intervals.
+    messages_ : dict of ndarray
+        What the server received from each client (one entry per client).
+    clients_ : ndarray of shape (n_clients,)
+        Sorted client labels seen in calibration.
+    n_clients_ : int
+        Number of calibrating clients.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen in ``fit``, when ``X`` has string column names.
+
+    See Also
+    --------
+    skfedcp.calibrators.QuantileOfQuantilesCalibrator : the default strategy.
+
+    Notes
+    -----
+    The guarantee is the calibrator's: for ``"qq"`` and ``"central"``, if the
+    calibration scores and the test score are i.i.d. given the fitted model
+    (clients may differ in their raw data as long as their score laws do
+    not), then ``P(y in interval) >= 1 - alpha``. It is marginal, over the
+    calibration data and the test point, not per client. Calibration rows
+    must not have trained the model: a frozen model must have been fitted on
+    other data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from sklearn.frozen import FrozenEstimator
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 3))
+    >>> y = X @ [1.0, -2.0, 0.5] + rng.normal(size=600)
+    >>> model = LinearRegression().fit(X[:200], y[:200])
+    >>> client_ids = np.repeat(np.arange(10), 40)
+    >>> reg = FedConformalRegressor(FrozenEstimator(model), alpha=0.1)
+    >>> reg = reg.fit(X[200:], y[200:], client_ids=client_ids)
+    >>> reg.predict_interval(X[:2]).shape
+    (2, 2)
+    >>> reg.n_clients_, reg.calibrator_.calibration_info_["k"]
+    (10, 5)
+    """
+
+    _parameter_constraints = {
+        **BaseFedConformal._parameter_constraints,
+        "estimator": [HasMethods(["fit", "predict"]), None],
+        "conformity_score": [StrOptions(set(REGRESSION_SCORES)), BaseRegressionScore],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        alpha=0.1,
+        calibrator="qq",
+        conformity_score="absolute",
+        calibration_size=0.5,
+        random_state=None,
+        n_jobs=None,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.calibrator = calibrator
+        self.conformity_score = conformity_score
+        self.calibration_size = calibration_size
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _inner(self):
+        return LinearRegression() if self.estimator is None else self.estimator
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        inner = get_tags(self._inner())
+        tags.input_tags.allow_nan = inner.input_tags.allow_nan
+        tags.input_tags.sparse = inner.input_tags.sparse
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y, client_ids=None):
+        """Fit (or freeze) the model and calibrate the threshold across clients.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Calibration rows (and training rows if the model is not prefit).
+        y : array-like of shape (n_samples,)
+            Targets.
+        client_ids : array-like of shape (n_samples,), default=None
+            Client holding each row; ``None`` means a single client.
+
+        Returns
+        -------
+        self : FedConformalRegressor
+            The fitted estimator.
+        """
+        inner = self._inner()
+        tags = get_tags(self).input_tags
+        X_checked, y = validate_data(
+            self,
+            X,
+            y,
+            accept_sparse=("csr", "csc") if tags.sparse else False,
+            ensure_all_finite="allow-nan" if tags.allow_nan else True,
+            dtype=None,
+            y_numeric=True,
+        )
+        if X_checked.dtype.kind == "O":  # frozen pipelines may take mixed frames
+            X_checked = X
+        client_ids = self._check_client_ids(client_ids, y.shape[0])
+        rng = check_random_state(self.random_state)
+        score = resolve_regression_score(self.conformity_score)
+        prefit = is_prefit(inner)
+        needs_training = (not prefit) or (
+            score.requires_fit and not _score_is_frozen(score)
+        )
+        train_idx, cal_idx = self._calibration_split(
+            client_ids, not needs_training, rng
+        )
+        X_use = X if hasattr(X, "iloc") else X_checked
+        if prefit:
+            self.estimator_ = inner
+        else:
+            self.estimator_ = clone(inner).fit(
+                self._rows(X_use, train_idx), y[train_idx]
+            )
+        if score.requires_fit:
+            X_train = self._rows(X_use, train_idx)
+            score.fit(X_train, y[train_idx], self.estimator_.predict(X_train))
+        self.conformity_score_ = score
+        X_cal = self._rows(X_use, cal_idx)
+        scores = score.conformity_score(
+            y[cal_idx], self.estimator_.predict(X_cal), X_cal
+        )
+        self._fit_calibrator(scores, client_ids[cal_idx], rng)
+        return self
+
+    def predict(self, X):
+        """Return the model's point predictions.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        self._check_predict_X(X)
+        return self.estimator_.predict(X)
+
+    def predict_interval(self, X):
+        """Return conformal prediction intervals.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        intervals : ndarray of shape (n_samples, 2)
+            Lower and upper bounds; ``(-inf, inf)`` when ``threshold_`` is
+            infinite.
+        """
+        check_is_fitted(self)
+        self._check_predict_X(X)
+        return self.conformity_score_.interval(
+            self.estimator_.predict(X), self.threshold_, X
+        )
+
+    def _check_predict_X(self, X):
+        # Shape and feature checks only (no copy, no finiteness scan): the
+        # model validates the values itself, and gets X as the user gave it.
+        validate_data(
+            self,
+            X,
+            reset=False,
+            dtype=None,
+            ensure_all_finite=False,
+            accept_sparse=True,
+        )
+
+
+def _score_is_frozen(score):
+    return isinstance(getattr(score, "scale_estimator", None), FrozenEstimator)

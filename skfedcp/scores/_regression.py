@@ -1,0 +1,170 @@
+"""Regression conformity scores and the intervals they imply."""
+
+from numbers import Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.frozen import FrozenEstimator
+
+from ..utils._sklearn_compat import HasMethods, Interval
+
+__all__ = [
+    "AbsoluteResidualScore",
+    "BaseRegressionScore",
+    "NormalizedResidualScore",
+    "resolve_regression_score",
+]
+
+
+class BaseRegressionScore(BaseEstimator):
+    """A regression conformity score and the interval it implies.
+
+    A score maps ``(y, y_pred)`` to a number, larger meaning a worse fit; the
+    prediction set for a threshold ``q`` is ``{y : score(y, y_pred) <= q}``,
+    which :meth:`interval` returns as ``(n_samples, 2)`` bounds.
+    Subclasses that learn something (e.g. a scale model) set
+    ``requires_fit = True`` and implement :meth:`fit`.
+    """
+
+    requires_fit = False
+
+    def fit(self, X, y, y_pred):
+        """Learn what the score needs from training rows (default: nothing).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,)
+            Training targets.
+        y_pred : ndarray of shape (n_samples,)
+            The fitted model's predictions on ``X``.
+
+        Returns
+        -------
+        self : object
+        """
+        return self
+
+    def conformity_score(self, y, y_pred, X=None):
+        """Return one score per row (larger = worse fit)."""
+        raise NotImplementedError
+
+    def interval(self, y_pred, threshold, X=None):
+        """Return the ``(n_samples, 2)`` interval ``{y : score <= threshold}``."""
+        raise NotImplementedError
+
+
+class AbsoluteResidualScore(BaseRegressionScore):
+    """Absolute residual ``|y - y_pred|``; interval ``y_pred ± q``.
+
+    Examples
+    --------
+    >>> score = AbsoluteResidualScore()
+    >>> score.conformity_score([1.0, 3.0], [1.5, 1.0])
+    array([0.5, 2. ])
+    >>> score.interval([1.0, 2.0], 0.5)
+    array([[0.5, 1.5],
+           [1.5, 2.5]])
+    """
+
+    def conformity_score(self, y, y_pred, X=None):
+        """Return ``|y - y_pred|``."""
+        return np.abs(np.asarray(y, dtype=np.float64) - np.asarray(y_pred, np.float64))
+
+    def interval(self, y_pred, threshold, X=None):
+        """Return ``[y_pred - threshold, y_pred + threshold]``."""
+        y_pred = np.asarray(y_pred, dtype=np.float64)
+        out = np.empty((y_pred.shape[0], 2))
+        np.subtract(y_pred, threshold, out=out[:, 0])
+        np.add(y_pred, threshold, out=out[:, 1])
+        return out
+
+
+class NormalizedResidualScore(BaseRegressionScore):
+    """Residual scaled by a model of its size, ``|y - y_pred| / sigma(x)``.
+
+    The interval ``y_pred ± q·sigma(x)`` adapts its width to the input. The
+    scale model ``sigma`` is fitted on the absolute training residuals (or
+    used as is when passed as a :class:`~sklearn.frozen.FrozenEstimator`);
+    its predictions are floored at ``min_scale`` so that the score is finite.
+    Coverage is as valid as with the absolute residual: any scale fitted on
+    rows disjoint from the calibration rows keeps the scores exchangeable.
+
+    Parameters
+    ----------
+    scale_estimator : estimator, default=None
+        Regressor of ``|y - y_pred|`` on ``X``. ``None`` uses
+        ``HistGradientBoostingRegressor(max_iter=100, early_stopping=False)``.
+    min_scale : float, default=1e-6
+        Floor applied to the predicted scale.
+
+    Attributes
+    ----------
+    scale_estimator_ : estimator
+        The fitted scale model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> X = np.arange(10.0).reshape(-1, 1)
+    >>> score = NormalizedResidualScore(LinearRegression())
+    >>> score = score.fit(X, X[:, 0], X[:, 0] * 0.5)
+    >>> score.interval([0.0], 1.0, X=[[4.0]]).round(2)
+    array([[-2.,  2.]])
+    """
+
+    requires_fit = True
+
+    _parameter_constraints = {
+        "scale_estimator": [HasMethods(["fit", "predict"]), None],
+        "min_scale": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(self, scale_estimator=None, *, min_scale=1e-6):
+        self.scale_estimator = scale_estimator
+        self.min_scale = min_scale
+
+    def fit(self, X, y, y_pred):
+        """Fit the scale model on ``|y - y_pred|`` (skipped if it is frozen)."""
+        est = self.scale_estimator
+        if isinstance(est, FrozenEstimator):
+            self.scale_estimator_ = est
+            return self
+        if est is None:
+            est = HistGradientBoostingRegressor(max_iter=100, early_stopping=False)
+        residual = np.abs(np.asarray(y, dtype=np.float64) - np.asarray(y_pred))
+        self.scale_estimator_ = clone(est).fit(X, residual)
+        return self
+
+    def _scale(self, X):
+        if X is None:
+            raise ValueError("NormalizedResidualScore needs X to predict the scale.")
+        scale = np.asarray(self.scale_estimator_.predict(X), dtype=np.float64)
+        return np.maximum(scale, self.min_scale)
+
+    def conformity_score(self, y, y_pred, X=None):
+        """Return ``|y - y_pred| / max(sigma(X), min_scale)``."""
+        residual = np.abs(np.asarray(y, dtype=np.float64) - np.asarray(y_pred))
+        return residual / self._scale(X)
+
+    def interval(self, y_pred, threshold, X=None):
+        """Return ``y_pred ± threshold * sigma(X)``."""
+        y_pred = np.asarray(y_pred, dtype=np.float64)
+        half = threshold * self._scale(X)
+        return np.column_stack([y_pred - half, y_pred + half])
+
+
+REGRESSION_SCORES = {
+    "absolute": AbsoluteResidualScore,
+    "normalized": NormalizedResidualScore,
+}
+
+
+def resolve_regression_score(score):
+    """Return a fresh score object from a registry name or a score instance."""
+    if isinstance(score, str):
+        return REGRESSION_SCORES[score]()
+    return clone(score)
