@@ -7,12 +7,18 @@ import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .calibrators import CALIBRATORS, BaseCalibrator, get_calibrator
 from .exceptions import PrefitEstimatorWarning
 from .federated import ClientPartition
-from .utils._sklearn_compat import Interval, StrOptions, _safe_indexing
+from .utils._sklearn_compat import (
+    Interval,
+    StrOptions,
+    _check_feature_names,
+    _check_n_features,
+    _safe_indexing,
+)
 from .utils._validation import check_client_ids
 
 __all__ = ["BaseFedConformal"]
@@ -86,6 +92,38 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
                 "calibration_size or pass a fitted model as FrozenEstimator."
             )
         return train_idx, cal_idx
+
+    def _check_predict_X(self, X):
+        """Fitted-state, shape and feature-name checks at predict time.
+
+        No copy and no scan of the values: the inner model validates them
+        itself and receives ``X`` exactly as the user passed it (DataFrames
+        keep their columns). Costs microseconds, so ``predict_interval`` stays
+        within a few percent of the model's own ``predict``.
+        """
+        if not hasattr(self, "threshold_"):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
+                "with appropriate arguments before using this estimator."
+            )
+        if isinstance(X, np.ndarray) or hasattr(X, "iloc"):
+            if X.ndim != 2:
+                raise ValueError(
+                    f"Expected 2D array, got {X.ndim}D array instead. Reshape your "
+                    "data either using array.reshape(-1, 1) if your data has a single "
+                    "feature or array.reshape(1, -1) if it contains a single sample."
+                )
+            _check_feature_names(self, X, reset=False)
+            _check_n_features(self, X, reset=False)
+        else:
+            validate_data(
+                self,
+                X,
+                reset=False,
+                dtype=None,
+                ensure_all_finite=False,
+                accept_sparse=True,
+            )
 
     @staticmethod
     def _rows(X, idx):

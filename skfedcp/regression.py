@@ -4,7 +4,7 @@ from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
 from .base import BaseFedConformal, is_prefit
 from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
@@ -215,7 +215,6 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
-        check_is_fitted(self)
         self._check_predict_X(X)
         return self.estimator_.predict(X)
 
@@ -233,22 +232,9 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
             Lower and upper bounds; ``(-inf, inf)`` when ``threshold_`` is
             infinite.
         """
-        check_is_fitted(self)
         self._check_predict_X(X)
         return self.conformity_score_.interval(
             self.estimator_.predict(X), self.threshold_, X
-        )
-
-    def _check_predict_X(self, X):
-        # Shape and feature checks only (no copy, no finiteness scan): the
-        # model validates the values itself, and gets X as the user gave it.
-        validate_data(
-            self,
-            X,
-            reset=False,
-            dtype=None,
-            ensure_all_finite=False,
-            accept_sparse=True,
         )
 
 

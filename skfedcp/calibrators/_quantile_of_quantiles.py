@@ -114,14 +114,24 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         self.delta = delta
 
     def _selection(self, n_per_client, alpha):
-        return select_qq_ranks(
-            tuple(int(n) for n in n_per_client),
+        # The plan is used by the clients, the server and fit: remember the last
+        # one so that a fit over thousands of clients computes its key once.
+        sizes = np.asarray(n_per_client, dtype=np.int64)
+        params = (self.local_rank, self.clip_local_rank, self.conditional, self.delta)
+        key = (sizes.tobytes(), float(alpha), params)
+        cached = getattr(self, "_last_selection", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        sel = select_qq_ranks(
+            tuple(sizes.tolist()),
             alpha,
             local_rank=self.local_rank,
             clip_local_rank=self.clip_local_rank,
             conditional=self.conditional,
             delta=self.delta,
         )
+        self._last_selection = (key, sel)
+        return sel
 
     def plan(self, n_per_client, alpha):
         """Return the public ranks ``(l_j, k)`` and the exact coverage ``M``."""

@@ -48,13 +48,12 @@ class ClientPartition:
             raise ValueError("client_ids is empty: there are no calibration rows.")
         if ids.dtype.kind in "iu" and (ids.shape[0] < 2 or np.all(ids[1:] >= ids[:-1])):
             # Already grouped by client, in sorted order: no sort, no copy.
-            starts = np.flatnonzero(np.diff(ids)) + 1
-            self.clients = ids[np.concatenate(([0], starts))]
+            self._bounds = _sorted_bounds(ids)
+            self.clients = ids[self._bounds[:-1]]
             self.codes = None
             self._order = None
-            self._bounds = np.concatenate(([0], starts, [ids.shape[0]]))
         else:
-            codes, uniques = pd.factorize(ids, sort=True)
+            codes, uniques = _factorize(ids)
             self.clients = np.asarray(uniques)
             code_dtype = np.int16 if len(uniques) < 2**15 else np.intp
             self.codes = codes.astype(code_dtype, copy=False)
@@ -91,6 +90,33 @@ class ClientPartition:
         if self.n_clients == 0 or np.any(self.sizes != self.sizes[0]):
             return None
         return self.grouped(values).reshape(self.n_clients, self.sizes[0])
+
+
+def _factorize(ids):
+    """Codes into the sorted unique labels (a lookup table for small int ranges)."""
+    if ids.dtype.kind in "iu" and ids.shape[0] > 0:
+        lo, hi = int(ids.min()), int(ids.max())
+        if hi - lo < 2 * ids.shape[0] + 1024:
+            present = np.bincount(ids - lo, minlength=hi - lo + 1) > 0
+            uniques = np.flatnonzero(present) + lo
+            lookup = np.cumsum(present) - 1
+            return lookup[ids - lo], uniques.astype(ids.dtype)
+    return pd.factorize(ids, sort=True)
+
+
+def _sorted_bounds(ids):
+    """Start of each run of equal labels in sorted ``ids``, plus ``len(ids)``."""
+    n = ids.shape[0]
+    first = int(np.searchsorted(ids, ids[0], side="right"))
+    if n % first == 0:
+        # Equal-size blocks are recognised from the block ends alone: O(n_clients).
+        blocks = ids.reshape(-1, first)
+        if np.all(blocks[:, 0] == blocks[:, -1]) and np.all(
+            blocks[1:, 0] > blocks[:-1, -1]
+        ):
+            return np.arange(0, n + 1, first)
+    starts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    return np.concatenate(([0], starts, [n]))
 
 
 def split_by_client(values, client_ids=None):

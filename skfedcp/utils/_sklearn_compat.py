@@ -8,12 +8,15 @@ from sklearn.utils._param_validation import (
     InvalidParameterError,
     StrOptions,
 )
+from sklearn.utils.validation import _check_feature_names, _check_n_features
 
 __all__ = [
     "HasMethods",
     "Interval",
     "InvalidParameterError",
     "StrOptions",
+    "_check_feature_names",
+    "_check_n_features",
     "_fit_context",
     "_safe_indexing",
 ]
