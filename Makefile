@@ -69,7 +69,8 @@ coverage: $(VENV)/.installed-dev
 docs: $(VENV)/.installed-docs
 	$(BIN)/sphinx-build -q -b html docs docs/_build/html
 
-docs-noplot: docs
+docs-noplot: $(VENV)/.installed-docs
+	$(BIN)/sphinx-build -q -b html -D plot_gallery=0 docs docs/_build/html
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/run_all.py
