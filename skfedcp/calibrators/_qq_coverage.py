@@ -54,6 +54,12 @@
 # quad calls (see benchmarks/bench_qq_selection.py), against ~n + m quad
 # calls for a plain staircase walk.
 #
+# Unequal sizes (or fixed ranks).  Only k is searched, by bisection.  The
+# Poisson-binomial integrand has no closed-form quantiles, so the screen is a
+# composite 16-node Gauss-Legendre rule on the window, the panel count doubled
+# until two passes agree to 1e-14, with every node pushed through the
+# convolution DP at once; close decisions and the returned coverage use "quad".
+#
 # Proposition A.1 (l = n) in product form, M(n, k) = prod_{j=k}^{m} n j / (n j + 1),
 # is accurate to 1e-16; the lgamma form of the paper loses ~1e-12 at m = 1000.
 
@@ -938,8 +944,13 @@ def select_qq_ranks(
     vectorised bisections on ``k``, screening ``M`` with a panel
     Gauss-Legendre rule (error < 1e-14) and re-evaluating every value close
     to a decision with adaptive quadrature (see the module source). It takes
-    about 0.1 s at ``m = n = 1000``. Clear the cache with
+    a few hundredths of a second at ``m = n = 1000``. Clear the cache with
     ``select_qq_ranks.cache_clear()``.
+
+    The conditional rules target ``P(miscoverage given the data <= alpha)``
+    only. With ``conditional="exact"`` and a large ``delta`` (around 0.5 or
+    more) the returned ``M`` can fall below ``1 - alpha``; with
+    ``conditional=True``, ``l k >= (1 - alpha_delta) N`` keeps it above.
 
     References
     ----------

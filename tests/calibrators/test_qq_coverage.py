@@ -566,6 +566,7 @@ class TestConditional:
         expected = argmin_tie_rule(allowed)
         assert (sel.local_ranks[0], sel.k) == expected
         assert sel.local_ranks[0] * sel.k >= (1 - alpha_delta) * N
+        assert sel.coverage >= 1 - alpha  # M >= l k / (N + 1) >= 1 - alpha here
 
     def test_no_room_for_the_dkw_margin(self):
         # alpha_delta = alpha - sqrt(log(1/delta)/(2N)) <= 0.
@@ -596,6 +597,13 @@ class TestConditional:
         # Far less conservative than Theorem 3.3.
         bound = select_qq_ranks([n] * m, alpha, conditional=True, delta=min(delta, 0.5))
         assert sel.coverage <= bound.coverage
+
+    def test_exact_rule_only_targets_the_conditional_guarantee(self):
+        # Only P(alpha_P <= alpha) >= 1 - delta is targeted: with delta > 1/2
+        # the marginal M can drop below 1 - alpha (documented).
+        sel = select_qq_ranks([20] * 10, 0.1, conditional="exact", delta=0.7)
+        assert qq_conditional_tail(10, 20, sel.local_ranks[0], sel.k, 0.1) <= 0.7
+        assert sel.coverage < 0.9
 
     def test_fixed_rank_with_conditional(self):
         sel = select_qq_ranks([20] * 10, 0.1, conditional="exact", local_rank=19)
