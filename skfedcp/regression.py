@@ -106,7 +106,9 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
     >>> reg.predict_interval(X[:2]).shape
     (2, 2)
     >>> reg.n_clients_, reg.calibrator_.calibration_info_["k"]
-    (10, 5)
+    (10, 7)
+    >>> round(reg.calibrator_.calibration_info_["coverage"], 4)
+    0.9011
     """
 
     _parameter_constraints = {

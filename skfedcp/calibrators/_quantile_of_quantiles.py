@@ -89,7 +89,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     >>> scores = rng.exponential(size=5 * 10)
     >>> client_ids = np.repeat(np.arange(5), 10)
     >>> cal = QuantileOfQuantilesCalibrator().fit(scores, client_ids, alpha=0.1)
-    >>> cal.calibration_info_["local_ranks"][0], cal.calibration_info_["k"]
+    >>> int(cal.calibration_info_["local_ranks"][0]), cal.calibration_info_["k"]
     (10, 3)
     >>> round(cal.calibration_info_["coverage"], 6)
     0.925626

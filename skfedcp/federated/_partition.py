@@ -34,8 +34,8 @@ class ClientPartition:
     Examples
     --------
     >>> part = ClientPartition(["b", "a", "b"])
-    >>> part.clients
-    array(['a', 'b'], dtype=object)
+    >>> part.clients.tolist(), part.sizes.tolist()
+    (['a', 'b'], [1, 2])
     >>> [g.tolist() for g in part.split([10, 20, 30])]
     [[20], [10, 30]]
     """

@@ -90,7 +90,7 @@ def check_client_ids(client_ids, n_samples, *, name="client_ids"):
     Examples
     --------
     >>> check_client_ids(["a", "b", "a"], 3)
-    array(['a', 'b', 'a'], dtype=object)
+    array(['a', 'b', 'a'], dtype='<U1')
     >>> check_client_ids(None, 2)
     array([0, 0])
     """
