@@ -1,5 +1,26 @@
 """Federation helpers: client partitions (and, later, secure-sum simulation)."""
 
 from ._partition import ClientPartition, split_by_client
+from ._secure_aggregation import (
+    MaskingSetup,
+    fixed_point_decode,
+    fixed_point_encode,
+    make_masking_setup,
+    mask_input,
+    secure_aggregation_graph,
+    secure_sum,
+    unmask_sum,
+)
 
-__all__ = ["ClientPartition", "split_by_client"]
+__all__ = [
+    "ClientPartition",
+    "MaskingSetup",
+    "fixed_point_decode",
+    "fixed_point_encode",
+    "make_masking_setup",
+    "mask_input",
+    "secure_aggregation_graph",
+    "secure_sum",
+    "split_by_client",
+    "unmask_sum",
+]

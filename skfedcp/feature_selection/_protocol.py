@@ -1,0 +1,501 @@
+"""FED-chi2 protocol steps: client and server functions over plain arrays.
+
+Pang et al. (ICML 2023), Alg. 2, applied to one statistic per feature:
+
+* round 1 -- each client sends its class counts and the row totals of its
+  tables (feature totals, or level counts of categorical features) through
+  secure aggregation; the server broadcasts the sums (:func:`chi2_client_marginals`,
+  :func:`chi2_server_marginals`);
+* round 2 -- each client projects its residual vectors
+  ``u_i = (O_i - S_i) / sqrt(E)`` with shared stable matrices, one matrix per
+  feature, and sends the ``(n_projections, n_features)`` sketch through
+  secure aggregation (:func:`chi2_client_encode`, :func:`chi2_frac_bits`);
+* the server estimates each statistic ``||w_j||**2`` from the summed sketch
+  (:func:`chi2_server_decode`).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import special
+
+from ._sketch import (
+    _check_positive_int,
+    _check_seed,
+    _gaussian_projections,
+    estimate_frequency_moment,
+)
+
+__all__ = [
+    "Chi2Marginals",
+    "Chi2Scores",
+    "chi2_client_encode",
+    "chi2_client_marginals",
+    "chi2_frac_bits",
+    "chi2_server_decode",
+    "chi2_server_marginals",
+]
+
+# Projection matrices are generated in blocks of features of at most this
+# many entries (fixed, so that every client builds bit-identical blocks).
+_BLOCK_ENTRIES = 2**21
+
+
+class Chi2Marginals(NamedTuple):
+    """Public marginals broadcast by the server after round 1.
+
+    Attributes
+    ----------
+    class_counts : ndarray of shape (n_classes,)
+        Number of rows of each class, ``N_c``.
+    row_totals : ndarray of shape (n_rows,)
+        ``statistic="sklearn"``: the feature totals ``F_j`` (``n_rows =
+        n_features``). ``statistic="contingency"``: the level counts of every
+        feature, feature after feature (``n_rows = sum(n_levels)``).
+    n_levels : ndarray of shape (n_features,) or None
+        Number of levels of each categorical feature; None for the
+        ``"sklearn"`` statistic.
+    """
+
+    class_counts: np.ndarray
+    row_totals: np.ndarray
+    n_levels: np.ndarray | None = None
+
+
+class Chi2Scores(NamedTuple):
+    """Estimated chi-square statistics and their p-values."""
+
+    scores: np.ndarray
+    pvalues: np.ndarray
+
+
+# --------------------------------------------------------------------------
+# Shared arithmetic (used identically by the public steps and the simulation)
+
+
+def _offsets(n_features, n_levels):
+    if n_levels is None:
+        return np.arange(n_features + 1)
+    return np.concatenate(([0], np.cumsum(n_levels)))
+
+
+def _n_features(marginals):
+    if marginals.n_levels is None:
+        return marginals.row_totals.shape[0]
+    return marginals.n_levels.shape[0]
+
+
+def _client_tables(X, y_codes, client_codes, n_clients, n_classes, n_levels):
+    """Per-client tables, shape (n_clients, n_rows, n_classes), float64.
+
+    ``"sklearn"``: row ``j`` is the class-wise sum of feature ``j``
+    (``O_i = Y_i^T X_i``). ``"contingency"``: row ``offset_j + a`` counts the
+    rows of level ``a`` of feature ``j`` in each class.
+    """
+    n_samples = X.shape[0]
+    cell = client_codes.astype(np.intp) * n_classes + y_codes
+    if n_levels is None:
+        onehot = sp.csr_matrix(
+            (np.ones(n_samples), (cell, np.arange(n_samples))),
+            shape=(n_clients * n_classes, n_samples),
+        )
+        obs = onehot @ X
+        obs = obs.toarray() if sp.issparse(obs) else np.asarray(obs)
+        obs = obs.reshape(n_clients, n_classes, X.shape[1])
+        return np.ascontiguousarray(obs.transpose(0, 2, 1), dtype=np.float64)
+    codes = np.asarray(X.toarray() if sp.issparse(X) else X).astype(np.intp)
+    offsets = _offsets(codes.shape[1], n_levels)
+    n_rows = int(offsets[-1])
+    idx = client_codes.astype(np.intp)[:, None] * n_rows + offsets[:-1] + codes
+    idx = idx * n_classes + y_codes[:, None]
+    counts = np.bincount(idx.ravel(), minlength=n_clients * n_rows * n_classes)
+    return counts.reshape(n_clients, n_rows, n_classes).astype(np.float64)
+
+
+def _class_counts(y_codes, client_codes, n_clients, n_classes):
+    cell = client_codes.astype(np.intp) * n_classes + y_codes
+    counts = np.bincount(cell, minlength=n_clients * n_classes)
+    return counts.reshape(n_clients, n_classes).astype(np.float64)
+
+
+def _residual_rows(table, class_counts_i, marginals, rows, expected_split, n_clients):
+    """``(O_i - S_i) / sqrt(E)`` on a slice of rows; cells with E = 0 give 0."""
+    class_counts = marginals.class_counts
+    n_total = class_counts.sum()
+    totals = marginals.row_totals[rows, None]
+    expected = totals * (class_counts / n_total)[None, :]
+    if expected_split == "class":
+        share = totals * (class_counts_i / n_total)[None, :]
+    else:
+        share = expected / n_clients
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = (table - share) / np.sqrt(expected)
+    u[expected == 0] = 0.0
+    return u
+
+
+def _blocks(marginals, n_projections):
+    """Feature blocks ``(start, stop)`` with equal level counts, bounded size."""
+    n_classes = marginals.class_counts.shape[0]
+    n_feat = _n_features(marginals)
+    levels = (
+        np.ones(n_feat, dtype=np.intp)
+        if marginals.n_levels is None
+        else marginals.n_levels
+    )
+    start = 0
+    while start < n_feat:
+        width = int(levels[start]) * n_classes
+        size = max(1, _BLOCK_ENTRIES // max(n_projections * width, 1))
+        stop = start + 1
+        while stop < n_feat and stop - start < size and levels[stop] == levels[start]:
+            stop += 1
+        yield start, stop
+        start = stop
+
+
+def _project_block(proj, u_rows):
+    """``e_j = P_j u_j`` for a block of features: (J, l, M) x (J, M) -> (J, l)."""
+    u = np.ascontiguousarray(u_rows).reshape(proj.shape[0], proj.shape[2], 1)
+    return np.matmul(proj, u)[..., 0]
+
+
+def _frac_bits(marginals):
+    # A3: f = clip(62 - ceil(log2(8 sqrt(2 max(B, 1)))), 8, 52) from a public
+    # upper bound B on each statistic, so the aggregate overflows only on an
+    # 8-sigma event.
+    counts = marginals.class_counts
+    present = counts[counts > 0]
+    n_total = counts.sum()
+    if marginals.n_levels is None:
+        n_min = present.min() if present.size else 1.0
+        bound = marginals.row_totals * (n_total / n_min - 1.0)
+    else:
+        offsets = _offsets(marginals.n_levels.shape[0], marginals.n_levels)
+        nonzero = (marginals.row_totals > 0).astype(np.intp)
+        m_eff = np.add.reduceat(nonzero, offsets[:-1]) if nonzero.size else nonzero
+        bound = n_total * (np.minimum(m_eff, present.size) - 1.0)
+    bits = 62 - np.ceil(np.log2(8.0 * np.sqrt(2.0 * np.maximum(bound, 1.0))))
+    return np.clip(bits, 8, 52).astype(np.int64)
+
+
+def _dof(marginals):
+    n_eff = int(np.count_nonzero(marginals.class_counts))
+    if marginals.n_levels is None:
+        return np.full(marginals.row_totals.shape[0], max(n_eff, 2) - 1.0)
+    offsets = _offsets(marginals.n_levels.shape[0], marginals.n_levels)
+    nonzero = (marginals.row_totals > 0).astype(np.intp)
+    m_eff = np.add.reduceat(nonzero, offsets[:-1]).astype(np.float64)
+    return (m_eff - 1.0) * max(n_eff - 1, 1)
+
+
+def _finalize_scores(scores, marginals):
+    """NaN/zero conventions of sklearn's chi2, then p-values."""
+    scores = np.asarray(scores, dtype=np.float64).copy()
+    dof = _dof(marginals)
+    if np.count_nonzero(marginals.class_counts) < 2:
+        scores[:] = np.nan
+    elif marginals.n_levels is None:
+        scores[marginals.row_totals == 0] = np.nan
+    else:
+        scores[dof == 0] = 0.0
+    return Chi2Scores(scores, special.chdtrc(dof, scores))
+
+
+def _exact_scores(marginals, table):
+    """Exact statistics from the summed tables (method="plain")."""
+    counts = marginals.class_counts
+    keep = counts > 0
+    n_total = counts.sum()
+    if keep.sum() < 2:
+        return _finalize_scores(np.full(_n_features(marginals), np.nan), marginals)
+    obs = table[:, keep]
+    prob = counts[keep] / n_total
+    if marginals.n_levels is None:
+        # sklearn's arithmetic, operation for operation (class-by-feature).
+        observed = np.ascontiguousarray(obs.T)
+        expected = np.dot(prob.reshape(-1, 1), marginals.row_totals.reshape(1, -1))
+        chisq = observed
+        chisq -= expected
+        chisq **= 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            chisq /= expected
+        scores = chisq.sum(axis=0)
+    else:
+        expected = marginals.row_totals[:, None] * prob[None, :]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cells = np.where(expected > 0, (obs - expected) ** 2 / expected, 0.0)
+        offsets = _offsets(marginals.n_levels.shape[0], marginals.n_levels)
+        scores = np.add.reduceat(cells.sum(axis=1), offsets[:-1])
+    return _finalize_scores(scores, marginals)
+
+
+# --------------------------------------------------------------------------
+# Validation of the inputs of the public steps
+
+
+def _check_client_data(X, y, classes, n_levels):
+    classes = np.asarray(classes)
+    if classes.ndim != 1 or classes.size == 0:
+        raise ValueError("classes must be a non-empty 1-D array of class labels.")
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D; got shape {y.shape}.")
+    order = np.argsort(classes, kind="stable")
+    pos = np.searchsorted(classes[order], y)
+    pos = np.clip(pos, 0, classes.size - 1)
+    if not np.all(classes[order][pos] == y):
+        raise ValueError("y holds labels that are not in classes.")
+    y_codes = order[pos]
+    if not sp.issparse(X):
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D; got shape {X.shape}.")
+    else:
+        X = sp.csr_matrix(X, dtype=np.float64)
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}.")
+    values = X.data if sp.issparse(X) else X
+    if np.any(values < 0):
+        raise ValueError("X must be non-negative.")
+    if n_levels is not None:
+        n_levels = np.asarray(n_levels, dtype=np.intp)
+        if n_levels.shape != (X.shape[1],):
+            raise ValueError("n_levels must have one entry per feature of X.")
+        dense = X.toarray() if sp.issparse(X) else X
+        if np.any(dense != np.floor(dense)) or np.any(dense >= n_levels[None, :]):
+            raise ValueError(
+                "With n_levels, X must hold integer level codes in [0, n_levels)."
+            )
+        X = dense
+    return X, y_codes, classes.size, n_levels
+
+
+def _check_marginals(marginals):
+    if not isinstance(marginals, Chi2Marginals):
+        raise TypeError("marginals must be the Chi2Marginals of chi2_server_marginals.")
+    return marginals
+
+
+# --------------------------------------------------------------------------
+# Public protocol steps
+
+
+def chi2_client_marginals(X, y, *, classes, n_levels=None):
+    """Round 1, client step: the local marginals to be securely summed.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        The client's rows: non-negative values (``"sklearn"`` statistic) or,
+        with ``n_levels``, integer level codes.
+    y : array-like of shape (n_samples,)
+        The client's class labels.
+    classes : array-like of shape (n_classes,)
+        The label set agreed by all clients (public).
+    n_levels : array-like of shape (n_features,), optional
+        Number of levels of each categorical feature (public schema). Given:
+        the contingency statistic; None: sklearn's statistic.
+
+    Returns
+    -------
+    message : ndarray of shape (n_classes + n_rows,)
+        The class counts, then the row totals (feature totals, or the level
+        counts of each feature in turn).
+
+    Examples
+    --------
+    >>> X = np.array([[1, 0], [2, 1], [0, 3]])
+    >>> chi2_client_marginals(X, [0, 1, 1], classes=[0, 1])
+    array([1., 2., 3., 4.])
+    """
+    X, y_codes, n_classes, n_levels = _check_client_data(X, y, classes, n_levels)
+    zeros = np.zeros(y_codes.shape[0], dtype=np.intp)
+    table = _client_tables(X, y_codes, zeros, 1, n_classes, n_levels)[0]
+    counts = _class_counts(y_codes, zeros, 1, n_classes)[0]
+    return np.concatenate([counts, table.sum(axis=1)])
+
+
+def chi2_server_marginals(total, *, n_classes, n_levels=None):
+    """Round 1, server step: split the securely summed marginals.
+
+    Parameters
+    ----------
+    total : array-like of shape (n_classes + n_rows,)
+        Secure sum of the clients' :func:`chi2_client_marginals` messages.
+    n_classes : int
+        Number of classes.
+    n_levels : array-like of shape (n_features,), optional
+        Level counts of the categorical features (contingency statistic).
+
+    Returns
+    -------
+    marginals : Chi2Marginals
+        What the server broadcasts to every client. Classes with a zero count
+        contribute nothing (their expected counts are 0).
+
+    Examples
+    --------
+    >>> chi2_server_marginals([3.0, 4.0, 10.0, 2.0], n_classes=2)
+    Chi2Marginals(class_counts=array([3., 4.]), row_totals=array([10.,  2.]),
+                  n_levels=None)
+    """
+    total = np.asarray(total, dtype=np.float64).ravel()
+    n_classes = _check_positive_int(n_classes, "n_classes")
+    counts, rows = total[:n_classes].copy(), total[n_classes:].copy()
+    if n_levels is not None:
+        n_levels = np.asarray(n_levels, dtype=np.intp)
+        if int(n_levels.sum()) != rows.shape[0]:
+            raise ValueError("total does not hold sum(n_levels) level counts.")
+    if np.any(counts < 0) or np.any(rows < 0):
+        raise ValueError("Marginals must be non-negative.")
+    if counts.sum() <= 0:
+        raise ValueError("The class counts sum to 0: no rows were aggregated.")
+    return Chi2Marginals(counts, rows, n_levels)
+
+
+def chi2_frac_bits(marginals):
+    """Fixed-point precision of each feature's sketch, from public marginals.
+
+    ``f_j = clip(62 - ceil(log2(8 sqrt(2 max(B_j, 1)))), 8, 52)`` where
+    ``B_j`` bounds the statistic: ``F_j (N / N_min - 1)`` for sklearn's
+    statistic, ``N (min(m_j, C) - 1)`` for a contingency table. Sketch
+    entries are ``N(0, 2 s_j)``, so the aggregate leaves the int64 range
+    only on an 8-sigma event. Clients and server compute it alike.
+
+    Parameters
+    ----------
+    marginals : Chi2Marginals
+
+    Returns
+    -------
+    frac_bits : ndarray of shape (n_features,), dtype int64
+
+    Examples
+    --------
+    >>> m = chi2_server_marginals([300.0, 400.0, 1e5, 2e3], n_classes=2)
+    >>> chi2_frac_bits(m)
+    array([49, 52])
+    """
+    return _frac_bits(_check_marginals(marginals))
+
+
+def chi2_client_encode(
+    X,
+    y,
+    marginals,
+    *,
+    classes,
+    seed,
+    n_projections=50,
+    expected_split="class",
+    n_clients=None,
+):
+    """Round 2, client step: the client's sketch of every feature's residuals.
+
+    For feature ``j`` the client forms ``u_j = (O_j - S_j) / sqrt(E_j)``
+    (cells with ``E = 0`` omitted) and sends ``e_j = P_j u_j`` where ``P_j``
+    is the ``(n_projections, m_j * n_classes)`` 2-stable matrix of key
+    ``(j,)`` built from the shared ``seed`` (:func:`stable_projection`).
+    Summed over clients, ``e_j = P_j w_j`` with ``||w_j||**2`` the statistic.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        The client's rows (level codes when ``marginals.n_levels`` is set).
+    y : array-like of shape (n_samples,)
+        The client's labels.
+    marginals : Chi2Marginals
+        The broadcast of round 1.
+    classes : array-like of shape (n_classes,)
+        The agreed label set.
+    seed : int
+        Shared projection seed in ``[0, 2**128)``; never sent to the server.
+    n_projections : int, default=50
+        Sketch size ``l``.
+    expected_split : {"class", "uniform"}, default="class"
+        Share of the expected counts this client subtracts: ``"class"``,
+        ``S_i = N_c^(i) r / N`` (the client's own class counts times the
+        global row rate; robust to dropout), or ``"uniform"``, ``E / n``
+        (the paper's; needs ``n_clients``).
+    n_clients : int, optional
+        Number of round-1 clients, required by ``"uniform"``.
+
+    Returns
+    -------
+    sketch : ndarray of shape (n_projections, n_features)
+        To be quantized with :func:`chi2_frac_bits` and securely summed.
+
+    Examples
+    --------
+    >>> X = np.array([[1, 0], [2, 1], [0, 3]])
+    >>> m = chi2_server_marginals(chi2_client_marginals(X, [0, 1, 1], classes=[0, 1]),
+    ...                           n_classes=2)
+    >>> e = chi2_client_encode(X, [0, 1, 1], m, classes=[0, 1], seed=7)
+    >>> e.shape
+    (50, 2)
+    """
+    marginals = _check_marginals(marginals)
+    seed = _check_seed(seed)
+    n_projections = _check_positive_int(n_projections, "n_projections")
+    if expected_split not in ("class", "uniform"):
+        raise ValueError(
+            f"expected_split must be 'class' or 'uniform'; got {expected_split!r}."
+        )
+    if expected_split == "uniform":
+        n_clients = _check_positive_int(n_clients, "n_clients")
+    X, y_codes, n_classes, _ = _check_client_data(X, y, classes, marginals.n_levels)
+    if n_classes != marginals.class_counts.shape[0]:
+        raise ValueError("classes and marginals.class_counts differ in length.")
+    zeros = np.zeros(y_codes.shape[0], dtype=np.intp)
+    table = _client_tables(X, y_codes, zeros, 1, n_classes, marginals.n_levels)[0]
+    counts = _class_counts(y_codes, zeros, 1, n_classes)[0]
+    offsets = _offsets(_n_features(marginals), marginals.n_levels)
+    out = np.empty((_n_features(marginals), n_projections))
+    for start, stop in _blocks(marginals, n_projections):
+        rows = slice(offsets[start], offsets[stop])
+        width = (offsets[start + 1] - offsets[start]) * n_classes
+        proj = _gaussian_projections(seed, range(start, stop), n_projections, width)
+        u = _residual_rows(
+            table[rows], counts, marginals, rows, expected_split, n_clients
+        )
+        out[start:stop] = _project_block(proj, u)
+    return out.T
+
+
+def chi2_server_decode(sketch, marginals, *, estimator="geometric"):
+    """Server step: estimate every feature's statistic from the summed sketch.
+
+    Parameters
+    ----------
+    sketch : array-like of shape (n_projections, n_features)
+        Secure sum of the clients' :func:`chi2_client_encode` outputs.
+    marginals : Chi2Marginals
+        The broadcast of round 1.
+    estimator : {"geometric", "mean_square"}, default="geometric"
+        Decoder, see :func:`estimate_frequency_moment`.
+
+    Returns
+    -------
+    result : Chi2Scores
+        ``(scores, pvalues)``. As in ``sklearn.feature_selection.chi2``, a
+        feature with zero total, or a single class, gives NaN; p-values are
+        ``chdtrc(dof, score)`` with ``dof = n_classes - 1`` (sklearn's
+        statistic) or ``(m_j - 1)(n_classes - 1)`` (contingency).
+
+    Examples
+    --------
+    >>> m = chi2_server_marginals([3.0, 4.0, 10.0, 2.0], n_classes=2)
+    >>> e = np.ones((50, 2))
+    >>> chi2_server_decode(e, m, estimator="mean_square").scores
+    array([0.5, 0.5])
+    """
+    marginals = _check_marginals(marginals)
+    sketch = np.asarray(sketch, dtype=np.float64)
+    if sketch.ndim != 2 or sketch.shape[1] != _n_features(marginals):
+        raise ValueError(
+            f"sketch must have shape (n_projections, n_features); got {sketch.shape}."
+        )
+    scores = estimate_frequency_moment(sketch, alpha=2.0, estimator=estimator, axis=0)
+    return _finalize_scores(scores, marginals)
