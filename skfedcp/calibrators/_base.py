@@ -3,9 +3,11 @@
 import warnings
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
+from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
@@ -186,12 +188,17 @@ class BaseCalibrator(BaseEstimator):
         would, in the order of ``partition.clients``.
         """
         groups = partition.split(scores)
-        messages = [
-            self.client_step(
-                g, alpha=alpha, n_per_client=partition.sizes, random_state=r
+        step = partial(self.client_step, alpha=alpha, n_per_client=partition.sizes)
+        n_jobs = getattr(self, "_n_jobs", None)
+        if n_jobs is None or n_jobs == 1:
+            messages = [
+                step(g, random_state=r) for g, r in zip(groups, rngs, strict=True)
+            ]
+        else:  # expensive client steps: one joblib task per client
+            messages = Parallel(n_jobs=n_jobs)(
+                delayed(step)(g, random_state=r)
+                for g, r in zip(groups, rngs, strict=True)
             )
-            for g, r in zip(groups, rngs, strict=True)
-        ]
         return stack_messages(messages)
 
     def _server_from_stacked(self, stacked, *, alpha, n_per_client, random_state):
@@ -199,7 +206,7 @@ class BaseCalibrator(BaseEstimator):
             stacked, alpha=alpha, n_per_client=n_per_client, random_state=random_state
         )
 
-    def fit(self, scores, client_ids=None, *, alpha, random_state=None):
+    def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
         """Simulate one calibration round in-process.
 
         Parameters
@@ -213,6 +220,10 @@ class BaseCalibrator(BaseEstimator):
         random_state : int, RandomState instance or None, default=None
             Seeds the clients' and the server's randomness (per-client streams
             are drawn from it in sorted-client order).
+        n_jobs : int, default=None
+            Run the clients' steps in parallel with joblib (``-1``: all cores).
+            Only strategies without a vectorised simulation use it; results do
+            not depend on it.
 
         Returns
         -------
@@ -231,7 +242,11 @@ class BaseCalibrator(BaseEstimator):
         else:
             rng = None
             rngs = [None] * partition.n_clients
-        stacked = self._simulate_clients(partition, scores, alpha=alpha, rngs=rngs)
+        self._n_jobs = n_jobs
+        try:
+            stacked = self._simulate_clients(partition, scores, alpha=alpha, rngs=rngs)
+        finally:
+            del self._n_jobs
         self.threshold_ = float(
             self._server_from_stacked(
                 stacked, alpha=alpha, n_per_client=sizes, random_state=rng

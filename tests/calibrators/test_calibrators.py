@@ -227,3 +227,17 @@ class TestBadInput:
             stack_messages([])
         with pytest.raises(TypeError, match="messages"):
             stack_messages(3)
+
+
+def test_n_jobs_gives_the_same_messages():
+    class LoopedQQ(QuantileOfQuantilesCalibrator):
+        # Force the generic per-client loop (the parallel path).
+        _simulate_clients = QuantileOfQuantilesCalibrator.__mro__[1]._simulate_clients
+
+    rng = np.random.default_rng(0)
+    ids = np.repeat(np.arange(6), 15)
+    scores = rng.normal(size=ids.size)
+    ref = QuantileOfQuantilesCalibrator().fit(scores, ids, alpha=0.2)
+    par = LoopedQQ().fit(scores, ids, alpha=0.2, n_jobs=2)
+    np.testing.assert_array_equal(ref.messages_["quantile"], par.messages_["quantile"])
+    assert ref.threshold_ == par.threshold_
