@@ -86,7 +86,7 @@ class ClientPartition:
         return [grouped[b[i] : b[i + 1]] for i in range(self.n_clients)]
 
     def as_matrix(self, values):
-        """Return ``(n_clients, n)`` rows when every client has ``n`` rows, else None."""
+        """Return an ``(n_clients, n)`` array if all clients have n rows, else None."""
         if self.n_clients == 0 or np.any(self.sizes != self.sizes[0]):
             return None
         return self.grouped(values).reshape(self.n_clients, self.sizes[0])
