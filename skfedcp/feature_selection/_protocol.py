@@ -200,7 +200,12 @@ def _finalize_scores(scores, marginals):
         scores[marginals.row_totals == 0] = np.nan
     else:
         scores[dof == 0] = 0.0
-    return Chi2Scores(scores, special.chdtrc(dof, scores))
+    with np.errstate(invalid="ignore"):
+        pvalues = special.chdtrc(dof, scores)
+    # A table with one level: statistic 0, p-value 1 (as scipy's
+    # chi2_contingency).
+    pvalues[(dof == 0) & ~np.isnan(scores)] = 1.0
+    return Chi2Scores(scores, pvalues)
 
 
 def _exact_scores(marginals, table):
@@ -444,6 +449,8 @@ def chi2_client_encode(
             f"expected_split must be 'class' or 'uniform'; got {expected_split!r}."
         )
     if expected_split == "uniform":
+        if n_clients is None:
+            raise ValueError("n_clients is required with expected_split='uniform'.")
         n_clients = _check_positive_int(n_clients, "n_clients")
     X, y_codes, n_classes, _ = _check_client_data(X, y, classes, marginals.n_levels)
     if n_classes != marginals.class_counts.shape[0]:
@@ -461,7 +468,7 @@ def chi2_client_encode(
             table[rows], counts, marginals, rows, expected_split, n_clients
         )
         out[start:stop] = _project_block(proj, u)
-    return out.T
+    return np.ascontiguousarray(out.T)
 
 
 def chi2_server_decode(sketch, marginals, *, estimator="geometric"):

@@ -243,8 +243,12 @@ def estimate_frequency_moment(sketch, *, alpha=2.0, estimator="geometric", axis=
     alpha = _check_alpha_stable(alpha)
     if estimator not in _ESTIMATORS:
         raise ValueError(f"estimator must be one of {_ESTIMATORS}; got {estimator!r}.")
-    e = np.moveaxis(np.asarray(sketch, dtype=np.float64), axis, 0)
-    ell = e.shape[0]
+    # Projections along the last, contiguous axis: the reductions below then
+    # give the same bits for a statistic whatever the layout or batch size.
+    e = np.ascontiguousarray(
+        np.moveaxis(np.asarray(sketch, dtype=np.float64), axis, -1)
+    )
+    ell = e.shape[-1]
     if estimator == "geometric":
         if ell < 2:
             raise ValueError(
@@ -254,9 +258,9 @@ def estimate_frequency_moment(sketch, *, alpha=2.0, estimator="geometric", axis=
         abs_e = np.abs(e)
         with np.errstate(divide="ignore"):
             log_abs = np.log(abs_e)
-        has_zero = np.any(abs_e == 0, axis=0)
+        has_zero = np.any(abs_e == 0, axis=-1)
         log_abs = np.where(abs_e == 0, 0.0, log_abs)
-        log_f = alpha / ell * log_abs.sum(axis=0) - ell * _log_gm_constant(alpha, ell)
+        log_f = alpha / ell * log_abs.sum(axis=-1) - ell * _log_gm_constant(alpha, ell)
         out = np.where(has_zero, 0.0, np.exp(log_f))
     else:
         if alpha != 2.0:
@@ -264,9 +268,9 @@ def estimate_frequency_moment(sketch, *, alpha=2.0, estimator="geometric", axis=
         if ell < 1:
             raise ValueError("sketch has no projections.")
         if estimator == "mean_square":
-            out = np.sum(e * e, axis=0) / (2.0 * ell)
+            out = np.sum(e * e, axis=-1) / (2.0 * ell)
         else:
-            out = np.median(e * e, axis=0) / (2.0 * _CHI2_1_MEDIAN)
+            out = np.median(e * e, axis=-1) / (2.0 * _CHI2_1_MEDIAN)
     return out[()] if np.ndim(out) == 0 else out
 
 

@@ -164,10 +164,13 @@ def secure_aggregation_graph(
     if graph not in ("complete", "harary"):
         raise ValueError(f"graph must be 'complete' or 'harary'; got {graph!r}.")
     if graph == "harary":
-        k = 2 * int(np.ceil(np.log2(n))) if degree is None else degree
-        if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
+        if degree is None:
+            k = 2 * int(np.ceil(np.log2(max(n, 2))))
+        elif isinstance(degree, bool) or not isinstance(degree, Integral) or degree < 1:
             raise ValueError(f"degree must be a positive int; got {degree!r}.")
-        k = min(int(k), n - 1)
+        else:
+            k = int(degree)
+        k = min(k, n - 1)
         if k < n - 1:
             if k % 2:
                 raise ValueError(f"degree must be even (Harary graph); got {k}.")
