@@ -46,3 +46,36 @@ class ClippedScoresWarning(UserWarning):
     clipped score. The count in the message is computed from private data and
     is not privatised: it is a diagnostic for the data holder only.
     """
+
+
+class CrossingQuantilesWarning(UserWarning):
+    """The lower quantile model predicts above the upper one on many rows.
+
+    Conformalized quantile regression stays valid: the guarantee concerns the
+    score ``max(f_lo(x) - y, y - f_hi(x))`` whatever the models predict, and an
+    inverted band only makes some intervals narrow or empty. The warning
+    points at poor quantile models, not at a broken guarantee.
+    """
+
+
+__all__ += ["CrossingQuantilesWarning"]
+
+
+class TeacherFilterWarning(UserWarning):
+    """The truncation filter of Two Students kept too few client models.
+
+    The models with the largest in-band fractions were kept instead, so the
+    ensemble may include drifted clients; the conformal step stays valid, but
+    the intervals may widen.
+    """
+
+
+class DistillationWarning(UserWarning):
+    """A student reproduces its ensemble target poorly on the unlabelled inputs.
+
+    Conformal calibration remains valid for the student as fitted; the warning
+    points at an under-fitting student, not at a broken guarantee.
+    """
+
+
+__all__ += ["DistillationWarning", "TeacherFilterWarning"]

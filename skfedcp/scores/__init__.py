@@ -15,3 +15,21 @@ __all__ = [
     "NormalizedResidualScore",
     "resolve_regression_score",
 ]
+
+from ._cqr import (  # noqa: E402
+    CQR_SCORES,
+    AsymmetricCQRScore,
+    BaseCQRScore,
+    CQRScore,
+    NormalizedCQRScore,
+    resolve_cqr_score,
+)
+
+__all__ += [
+    "CQR_SCORES",
+    "AsymmetricCQRScore",
+    "BaseCQRScore",
+    "CQRScore",
+    "NormalizedCQRScore",
+    "resolve_cqr_score",
+]

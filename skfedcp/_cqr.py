@@ -1,0 +1,581 @@
+"""FedCQRRegressor: conformalized quantile regression calibrated across clients."""
+
+import inspect
+import warnings
+
+import numpy as np
+from quantile_forest import (
+    ExtraTreesQuantileRegressor,
+    RandomForestQuantileRegressor,
+)
+from sklearn.base import RegressorMixin, clone
+from sklearn.frozen import FrozenEstimator
+from sklearn.pipeline import Pipeline
+from scipy.sparse import issparse
+from sklearn.utils import assert_all_finite, check_random_state, get_tags
+from sklearn.utils.validation import validate_data
+
+from .base import BaseFedConformal, is_prefit
+from .calibrators import get_calibrator
+from .exceptions import CrossingQuantilesWarning
+from .scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
+from .utils._sklearn_compat import HasMethods, StrOptions, _fit_context
+
+__all__ = ["FedCQRRegressor"]
+
+# Share of calibration rows with f_lo(x) > f_hi(x) above which fit warns.
+_CROSSING_WARN_FRACTION = 0.05
+
+# Names under which common quantile models store their level, in the order
+# tried: QuantileRegressor and HistGradientBoostingRegressor (``quantile``),
+# XGBoost (``quantile_alpha``), GradientBoostingRegressor and LightGBM
+# (``alpha``, only with a quantile loss), quantile-forest
+# (``default_quantiles``).
+_LEVEL_PARAMS = ("quantile", "quantile_alpha", "alpha", "default_quantiles")
+_QUANTILE_LOSSES = ("quantile", "reg:quantileerror")
+_QUANTILE_FORESTS = (RandomForestQuantileRegressor, ExtraTreesQuantileRegressor)
+
+
+def _final_step(estimator):
+    """Unwrap FrozenEstimator and Pipeline down to the model that predicts."""
+    prefix = ""
+    while True:
+        if isinstance(estimator, FrozenEstimator):
+            estimator = estimator.estimator
+        elif isinstance(estimator, Pipeline):
+            name, estimator = estimator.steps[-1]
+            prefix += f"{name}__"
+        else:
+            return prefix, estimator
+
+
+def _level_param(estimator):
+    """Name of the parameter holding the quantile level, or None."""
+    prefix, model = _final_step(estimator)
+    if not hasattr(model, "get_params"):
+        return None
+    params = model.get_params(deep=False)
+    loss = params.get("loss", params.get("objective", "quantile"))
+    if loss not in _QUANTILE_LOSSES:
+        return None
+    for key in _LEVEL_PARAMS:
+        if key in params:
+            return prefix + key
+    return None
+
+
+def _read_level(estimator):
+    """The quantile level a (possibly frozen) model was built with, or nan."""
+    key = _level_param(estimator)
+    if key is None:
+        return np.nan
+    _, model = _final_step(estimator)
+    value = model.get_params(deep=False)[key.rsplit("__", 1)[-1]]
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return np.nan
+
+
+def _accepts_quantiles(estimator):
+    """Whether ``estimator.predict`` takes a ``quantiles=`` argument."""
+    _, model = _final_step(estimator)
+    try:
+        params = inspect.signature(model.predict).parameters
+    except (TypeError, ValueError):  # builtins, C extensions: cannot tell
+        return True
+    return "quantiles" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
+
+
+class FedCQRRegressor(RegressorMixin, BaseFedConformal):
+    """Conformalized quantile regression (CQR) calibrated across clients.
+
+    Quantile models predict a lower and an upper bound ``f_lo(x)``,
+    ``f_hi(x)``; each client turns its calibration rows into CQR scores
+    ``max(f_lo(x) - y, y - f_hi(x))``; a calibration strategy
+    (``calibrator``) combines the clients' messages into one threshold ``q``;
+    the interval is ``[f_lo(x) - q, f_hi(x) + q]``. ``q`` may be negative,
+    which shrinks a band the models drew too wide. The interval adapts to
+    ``x`` through the quantile models, and the calibration makes it valid.
+
+    The quantile models come in one of two forms:
+
+    * ``estimator``: one model whose ``predict`` accepts ``quantiles=[lo,
+      hi]`` and returns two columns, such as
+      :class:`quantile_forest.RandomForestQuantileRegressor` (the default);
+    * ``estimator_lower`` and ``estimator_upper``: one model per bound, such
+      as ``GradientBoostingRegressor(loss="quantile")``,
+      ``HistGradientBoostingRegressor(loss="quantile")`` or
+      :class:`~sklearn.linear_model.QuantileRegressor`, each addressable with
+      ``set_params(estimator_lower__...)``.
+
+    Unfitted models are cloned, given the levels ``quantile_levels`` (their
+    ``quantile``, ``alpha`` or ``default_quantiles`` parameter) and fitted on
+    a random split made within each client (``calibration_size``). Fitted
+    models wrapped in :class:`~sklearn.frozen.FrozenEstimator` are used as
+    they are and every row calibrates; a frozen single model still receives
+    ``quantile_levels`` at prediction time, a frozen pair keeps the levels
+    it was fitted with.
+
+    Parameters
+    ----------
+    estimator : regressor, default=None
+        Single-model form: a model whose ``predict(X, quantiles=[lo, hi])``
+        returns shape ``(n_samples, 2)``. ``None`` (with no
+        ``estimator_lower``/``estimator_upper``) means
+        ``RandomForestQuantileRegressor()``, seeded from ``random_state``.
+    estimator_lower : regressor, default=None
+        Model of the lower quantile (pair form, with ``estimator_upper``).
+    estimator_upper : regressor, default=None
+        Model of the upper quantile (pair form, with ``estimator_lower``).
+    alpha : float, default=0.1
+        Target miscoverage: intervals cover with probability ``>= 1 - alpha``.
+    quantile_levels : array-like of shape (2,), default=None
+        Levels ``(lo, hi)`` of the quantile models, ``0 < lo < hi < 1``.
+        ``None`` means ``(alpha / 2, 1 - alpha / 2)``. Any levels give valid
+        intervals; levels near the target make the correction ``q`` small.
+    conformity_score : {"symmetric", "asymmetric", "normalized"} or \
+            BaseCQRScore, default="symmetric"
+        The CQR variant (see Notes): one threshold on
+        ``max(f_lo - y, y - f_hi)`` (:class:`~skfedcp.scores.CQRScore`), one
+        threshold per side, each calibrated at ``alpha / 2``
+        (:class:`~skfedcp.scores.AsymmetricCQRScore`), or the score divided
+        by the band width ``f_hi - f_lo``
+        (:class:`~skfedcp.scores.NormalizedCQRScore`; pass an instance to
+        set its floor ``min_width``).
+    calibrator : str or BaseCalibrator, default="qq"
+        Calibration strategy: an alias of
+        :data:`skfedcp.calibrators.CALIBRATORS` (``"qq"``, ``"central"``,
+        ``"avg"``, ...) or a calibrator instance (cloned, never mutated).
+        The asymmetric variant fits two fresh copies, one per side.
+    calibration_size : float, default=0.5
+        Fraction of each client's rows that calibrate when a model must be
+        fitted; the rest trains.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the internal split, the default forest and any randomness of
+        the calibrator. All randomness is consumed in ``fit``.
+    n_jobs : int, default=None
+        Passed to the default quantile forest; the calibrators are
+        vectorised and ignore it.
+
+    Attributes
+    ----------
+    estimator_ : regressor
+        The fitted single quantile model (single-model form only; the user's
+        object itself when prefit).
+    estimator_lower_, estimator_upper_ : regressor
+        The fitted lower and upper models (pair form only).
+    quantile_levels_ : ndarray of shape (2,)
+        Levels of the quantile models: those requested, or for a frozen pair
+        those read from the models (``nan`` where they cannot be read).
+    conformity_score_ : BaseCQRScore
+        The CQR score used.
+    calibrator_ : BaseCalibrator or tuple of two BaseCalibrator
+        The fitted calibration strategy; ``(lower, upper)`` for the
+        asymmetric variant.
+    threshold_ : float or ndarray of shape (2,)
+        The calibrated threshold ``q``; ``(q_lo, q_hi)`` for the asymmetric
+        variant. ``+inf`` gives infinite intervals.
+    messages_ : dict of ndarray
+        What the server received from each client (one entry per client);
+        the asymmetric variant prefixes each field with ``lower_`` or
+        ``upper_``.
+    clients_ : ndarray of shape (n_clients,)
+        Sorted client labels seen in calibration.
+    n_clients_ : int
+        Number of calibrating clients.
+    crossing_fraction_ : float
+        Share of calibration rows where ``f_lo(x) > f_hi(x)``; above 5% fit
+        warns with :class:`~skfedcp.exceptions.CrossingQuantilesWarning`.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen in ``fit``, when ``X`` has string column names.
+
+    See Also
+    --------
+    FedConformalRegressor : intervals around a point model.
+    skfedcp.scores.CQRScore : the symmetric score and its interval.
+
+    Notes
+    -----
+    **Guarantee.** If, given the fitted quantile models, the calibration
+    scores and the test score are i.i.d. (clients may hold different raw
+    data as long as their score laws agree, and the calibration rows did not
+    train the models), then for the ``"central"`` and ``"qq"`` calibrators
+
+    * symmetric and normalized: ``P(f_lo(X) - q w(X) <= Y <= f_hi(X) + q
+      w(X)) >= 1 - alpha`` (``w = 1`` for the symmetric score); with QQ it
+      equals the exact coverage ``M(l*, k*)`` when the scores are continuous;
+    * asymmetric: each side misses with probability at most ``alpha / 2``,
+      hence coverage ``>= 1 - alpha`` by the union bound; it is more
+      conservative, and controls the two tails separately.
+
+    The guarantee is marginal, over calibration data and test point, and
+    holds whatever the quantile models predict: bad models give wide
+    intervals, not invalid ones. ``predict`` returns the midpoint
+    ``(f_lo + f_hi) / 2``, a point prediction for ``score`` and pipelines,
+    not part of the guarantee.
+
+    **Crossing quantiles.** When ``f_lo(x) > f_hi(x)`` the interval may be
+    narrow or empty (lower bound above the upper); it is returned as
+    computed, and coverage still holds on average. The normalized score
+    floors the width at ``min_width``, so inverted bands give large scores.
+
+    References
+    ----------
+    .. [1] Y. Romano, E. Patterson and E. Candès, "Conformalized Quantile
+       Regression", NeurIPS 2019.
+    .. [2] P. Humbert, B. Le Bars, A. Bellet and S. Arlot, "One-Shot
+       Federated Conformal Prediction", ICML 2023.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from quantile_forest import (
+    ExtraTreesQuantileRegressor,
+    RandomForestQuantileRegressor,
+)
+    >>> from skfedcp.datasets import make_romano_regression
+    >>> X, y = make_romano_regression(2000, random_state=0)
+    >>> client_ids = np.repeat(np.arange(50), 40)
+    >>> forest = RandomForestQuantileRegressor(
+    ...     n_estimators=50, min_samples_leaf=20, random_state=0
+    ... )
+    >>> reg = FedCQRRegressor(forest, alpha=0.1, random_state=0)
+    >>> reg = reg.fit(X, y, client_ids=client_ids)
+    >>> reg.predict_interval(X[:3]).shape
+    (3, 2)
+    >>> reg.n_clients_, reg.calibrator_.calibration_info_["k"]
+    (50, 35)
+    """
+
+    _parameter_constraints = {
+        **BaseFedConformal._parameter_constraints,
+        "estimator": [HasMethods(["fit", "predict"]), None],
+        "estimator_lower": [HasMethods(["fit", "predict"]), None],
+        "estimator_upper": [HasMethods(["fit", "predict"]), None],
+        "quantile_levels": ["array-like", None],
+        "conformity_score": [StrOptions(set(CQR_SCORES)), BaseCQRScore],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        estimator_lower=None,
+        estimator_upper=None,
+        alpha=0.1,
+        quantile_levels=None,
+        conformity_score="symmetric",
+        calibrator="qq",
+        calibration_size=0.5,
+        random_state=None,
+        n_jobs=None,
+    ):
+        self.estimator = estimator
+        self.estimator_lower = estimator_lower
+        self.estimator_upper = estimator_upper
+        self.alpha = alpha
+        self.quantile_levels = quantile_levels
+        self.conformity_score = conformity_score
+        self.calibrator = calibrator
+        self.calibration_size = calibration_size
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    # -- model resolution --------------------------------------------------
+
+    def _is_pair(self):
+        return self.estimator_lower is not None or self.estimator_upper is not None
+
+    def _models_for_tags(self):
+        models = [
+            m
+            for m in (self.estimator, self.estimator_lower, self.estimator_upper)
+            if m is not None
+        ]
+        return models or [RandomForestQuantileRegressor()]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        models = self._models_for_tags()
+        inner = [get_tags(m).input_tags for m in models]
+        tags.input_tags.allow_nan = all(t.allow_nan for t in inner)
+        tags.input_tags.sparse = all(t.sparse for t in inner)
+        if any(isinstance(_final_step(m)[1], _QUANTILE_FORESTS) for m in models):
+            # quantile-forest 1.4 inherits both tags from scikit-learn's
+            # forests, but its fit rejects NaN and its predict fails on
+            # sparse input (it calls len(X)).
+            tags.input_tags.allow_nan = False
+            tags.input_tags.sparse = False
+        return tags
+
+    def _check_models(self):
+        """Cross-parameter checks on the model form (data-independent)."""
+        if self._is_pair():
+            if self.estimator is not None:
+                raise ValueError(
+                    "Pass either estimator (one model predicting both quantiles) "
+                    "or estimator_lower and estimator_upper, not both."
+                )
+            if self.estimator_lower is None or self.estimator_upper is None:
+                missing = (
+                    "estimator_upper"
+                    if self.estimator_upper is None
+                    else "estimator_lower"
+                )
+                raise ValueError(
+                    f"{missing} is None: the pair form needs both "
+                    "estimator_lower and estimator_upper."
+                )
+        elif self.estimator is not None and not _accepts_quantiles(self.estimator):
+            _, model = _final_step(self.estimator)
+            raise TypeError(
+                f"estimator: {type(model).__name__}.predict does not accept "
+                "quantiles=, so it cannot predict both bounds. Pass a model "
+                "such as quantile_forest.RandomForestQuantileRegressor, or two "
+                "quantile models as estimator_lower and estimator_upper."
+            )
+
+    def _resolve_levels(self):
+        if self.quantile_levels is None:
+            return np.array([self.alpha / 2, 1 - self.alpha / 2])
+        try:
+            levels = np.asarray(self.quantile_levels, dtype=np.float64)
+        except (TypeError, ValueError):
+            levels = None
+        if levels is None or levels.shape != (2,):
+            raise ValueError(
+                "quantile_levels must be a pair (lower, upper) of floats; got "
+                f"{self.quantile_levels!r}."
+            )
+        lo, hi = levels
+        if not (0 < lo < hi < 1):
+            raise ValueError(
+                f"quantile_levels must satisfy 0 < lower < upper < 1; got ({lo}, {hi})."
+            )
+        return levels
+
+    def _fit_model(self, model, name, level, X, y):
+        """Clone ``model``, set its quantile level if given, fit it."""
+        model = clone(model)
+        if level is not None:
+            key = _level_param(model)
+            if key is None:
+                raise ValueError(
+                    f"{name}: cannot set the quantile level of "
+                    f"{type(_final_step(model)[1]).__name__} (no quantile, "
+                    "quantile_alpha, alpha (with a quantile loss) or "
+                    "default_quantiles parameter). Use a quantile model, or "
+                    "fit it yourself and pass it as FrozenEstimator."
+                )
+            model.set_params(**{key: float(level)})
+        return model.fit(X, y)
+
+    # -- fit ---------------------------------------------------------------
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y, client_ids=None):
+        """Fit (or freeze) the quantile models and calibrate across clients.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Calibration rows (and training rows if a model is not prefit).
+        y : array-like of shape (n_samples,)
+            Targets.
+        client_ids : array-like of shape (n_samples,), default=None
+            Client holding each row; ``None`` means a single client.
+
+        Returns
+        -------
+        self : FedCQRRegressor
+            The fitted estimator.
+        """
+        self._check_models()
+        levels = self._resolve_levels()
+        tags = get_tags(self).input_tags
+        X_checked, y = validate_data(
+            self,
+            X,
+            y,
+            accept_sparse=("csr", "csc") if tags.sparse else False,
+            ensure_all_finite="allow-nan" if tags.allow_nan else True,
+            dtype=None,
+            y_numeric=True,
+        )
+        if X_checked.dtype.kind == "O":  # frozen pipelines may take mixed frames
+            X_checked = X
+        X_use = X if hasattr(X, "iloc") else X_checked
+        y = np.asarray(y, dtype=np.float64)
+        client_ids = self._check_client_ids(client_ids, y.shape[0])
+        rng = check_random_state(self.random_state)
+        score = resolve_cqr_score(self.conformity_score)
+
+        if self._is_pair():
+            models = {
+                "estimator_lower": self.estimator_lower,
+                "estimator_upper": self.estimator_upper,
+            }
+        else:
+            models = {"estimator": self.estimator}
+        prefit = {
+            name: model is not None and is_prefit(model)
+            for name, model in models.items()
+        }
+        train_idx, cal_idx = self._calibration_split(
+            client_ids, all(prefit.values()), rng
+        )
+        X_train, y_train = self._rows(X_use, train_idx), y[train_idx]
+
+        if not self._is_pair():
+            if prefit["estimator"]:
+                self.estimator_ = self.estimator
+            elif self.estimator is None:
+                seed = rng.randint(np.iinfo(np.int32).max)
+                forest = RandomForestQuantileRegressor(
+                    random_state=seed, n_jobs=self.n_jobs
+                )
+                self.estimator_ = forest.fit(X_train, y_train)
+            else:
+                self.estimator_ = clone(self.estimator).fit(X_train, y_train)
+            self.quantile_levels_ = levels
+        else:
+            fitted, used_levels = [], []
+            for (name, model), level in zip(models.items(), levels, strict=True):
+                if prefit[name]:  # used as is: report the level it was built with
+                    fitted.append(model)
+                    used_levels.append(_read_level(model))
+                else:
+                    fitted.append(self._fit_model(model, name, level, X_train, y_train))
+                    used_levels.append(level)
+            self.estimator_lower_, self.estimator_upper_ = fitted
+            self.quantile_levels_ = np.array(used_levels)
+
+        X_cal, ids_cal = self._rows(X_use, cal_idx), client_ids[cal_idx]
+        bounds = self._predict_bounds(X_cal)
+        self._warn_crossing(bounds)
+        self.conformity_score_ = score
+        scores = score.conformity_score(y[cal_idx], bounds, X_cal)
+        if score.n_thresholds == 1:
+            self._fit_calibrator(scores, ids_cal, rng)
+        else:
+            self._fit_two_calibrators(scores, ids_cal, rng)
+        return self
+
+    def _fit_two_calibrators(self, scores, client_ids, rng):
+        """One fresh calibrator per side, each at ``alpha / 2``."""
+        sides = {}
+        for j, side in enumerate(("lower", "upper")):
+            calibrator = get_calibrator(self.calibrator)
+            calibrator.fit(
+                scores[:, j], client_ids, alpha=self.alpha / 2, random_state=rng
+            )
+            sides[side] = calibrator
+        lower, upper = sides["lower"], sides["upper"]
+        self.calibrator_ = (lower, upper)
+        self.threshold_ = np.array([lower.threshold_, upper.threshold_])
+        self.clients_ = lower.clients_
+        self.n_clients_ = lower.n_clients_
+        self.messages_ = {"client": lower.messages_["client"]}
+        for side, calibrator in sides.items():
+            for key, value in calibrator.messages_.items():
+                if key != "client":
+                    self.messages_[f"{side}_{key}"] = value
+
+    def _warn_crossing(self, bounds):
+        crossing = bounds[:, 0] > bounds[:, 1]
+        self.crossing_fraction_ = float(crossing.mean()) if crossing.size else 0.0
+        if self.crossing_fraction_ > _CROSSING_WARN_FRACTION:
+            warnings.warn(
+                f"The lower quantile model predicts above the upper one on "
+                f"{self.crossing_fraction_:.1%} of the calibration rows. Coverage "
+                "stays valid (the calibration sees these rows' scores), but some "
+                "intervals may be narrow or empty: check the quantile models "
+                "and quantile_levels.",
+                CrossingQuantilesWarning,
+                stacklevel=3,
+            )
+
+    # -- prediction --------------------------------------------------------
+
+    def _check_predict_X(self, X):
+        super()._check_predict_X(X)
+        if not get_tags(self).input_tags.allow_nan and not issparse(X):
+            # Quantile forests do not validate X at predict time; one scan is
+            # cheap next to a forest's prediction.
+            assert_all_finite(X, input_name="X")
+
+    def _predict_bounds(self, X):
+        """Predicted ``(f_lo, f_hi)``, shape (n_samples, 2), float64."""
+        if hasattr(self, "estimator_lower_"):
+            lower = self.estimator_lower_.predict(X)
+            upper = self.estimator_upper_.predict(X)
+            return np.column_stack([lower, upper]).astype(np.float64, copy=False)
+        bounds = np.asarray(
+            self.estimator_.predict(X, quantiles=self.quantile_levels_.tolist()),
+            dtype=np.float64,
+        )
+        if bounds.ndim != 2 or bounds.shape[1] != 2:
+            _, model = _final_step(self.estimator_)
+            raise ValueError(
+                f"estimator: {type(model).__name__}.predict(X, quantiles=[lo, "
+                f"hi]) must return shape (n_samples, 2); got {bounds.shape}."
+            )
+        return bounds
+
+    def predict_quantiles(self, X):
+        """Return the quantile models' raw bounds, before calibration.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        bounds : ndarray of shape (n_samples, 2)
+            ``f_lo(x)`` and ``f_hi(x)`` at ``quantile_levels_``.
+        """
+        self._check_predict_X(X)
+        return self._predict_bounds(X)
+
+    def predict(self, X):
+        """Return the midpoint of the predicted quantiles.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            ``(f_lo(x) + f_hi(x)) / 2``.
+        """
+        self._check_predict_X(X)
+        bounds = self._predict_bounds(X)
+        return 0.5 * (bounds[:, 0] + bounds[:, 1])
+
+    def predict_interval(self, X):
+        """Return conformal prediction intervals.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        intervals : ndarray of shape (n_samples, 2)
+            Lower and upper bounds; infinite where ``threshold_`` is. A row
+            may have lower > upper (an empty interval) when ``threshold_`` is
+            negative or the quantiles cross.
+        """
+        self._check_predict_X(X)
+        return self.conformity_score_.interval(
+            self._predict_bounds(X), self.threshold_, X
+        )

@@ -1,0 +1,218 @@
+"""Conformalized quantile regression (CQR) scores and the intervals they imply."""
+
+from numbers import Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+
+from ..utils._sklearn_compat import Interval
+
+__all__ = [
+    "CQR_SCORES",
+    "AsymmetricCQRScore",
+    "BaseCQRScore",
+    "CQRScore",
+    "NormalizedCQRScore",
+    "resolve_cqr_score",
+]
+
+
+def _check_bounds(y_pred):
+    """Return the predicted quantiles as two float64 columns ``(lower, upper)``."""
+    y_pred = np.asarray(y_pred, dtype=np.float64)
+    if y_pred.ndim != 2 or y_pred.shape[1] != 2:
+        raise ValueError(
+            "y_pred must hold the lower and upper quantile predictions, shape "
+            f"(n_samples, 2); got shape {y_pred.shape}."
+        )
+    return y_pred[:, 0], y_pred[:, 1]
+
+
+class BaseCQRScore(BaseEstimator):
+    """A conformity score built on a lower and an upper quantile prediction.
+
+    Same interface as :class:`~skfedcp.scores.BaseRegressionScore`, except
+    that ``y_pred`` has shape ``(n_samples, 2)``: the predicted lower and
+    upper quantiles ``(f_lo(x), f_hi(x))``. A score with
+    ``n_thresholds = 2`` returns two columns (one per side), each calibrated
+    separately, and takes a pair of thresholds.
+    """
+
+    n_thresholds = 1
+
+    def conformity_score(self, y, y_pred, X=None):
+        """Return the score of each row (larger = worse fit)."""
+        raise NotImplementedError
+
+    def interval(self, y_pred, threshold, X=None):
+        """Return the ``(n_samples, 2)`` interval ``{y : score <= threshold}``."""
+        raise NotImplementedError
+
+
+class CQRScore(BaseCQRScore):
+    """Symmetric CQR score ``max(f_lo(x) - y, y - f_hi(x))`` (Romano et al.).
+
+    The prediction set for a threshold ``q`` is the interval
+    ``[f_lo(x) - q, f_hi(x) + q]``. The score is negative inside the
+    predicted band, so ``q`` may be negative (the band shrinks).
+
+    Examples
+    --------
+    >>> score = CQRScore()
+    >>> score.conformity_score([0.0, 3.0], [[1.0, 2.0], [1.0, 2.0]])
+    array([1., 1.])
+    >>> score.interval([[1.0, 2.0]], 0.5)
+    array([[0.5, 2.5]])
+    """
+
+    def conformity_score(self, y, y_pred, X=None):
+        """Return ``max(f_lo - y, y - f_hi)``."""
+        lower, upper = _check_bounds(y_pred)
+        y = np.asarray(y, dtype=np.float64)
+        return np.maximum(lower - y, y - upper)
+
+    def interval(self, y_pred, threshold, X=None):
+        """Return ``[f_lo - threshold, f_hi + threshold]``."""
+        lower, upper = _check_bounds(y_pred)
+        out = np.empty((lower.shape[0], 2))
+        np.subtract(lower, threshold, out=out[:, 0])
+        np.add(upper, threshold, out=out[:, 1])
+        return out
+
+
+class AsymmetricCQRScore(BaseCQRScore):
+    """Asymmetric CQR: one score and one threshold per side.
+
+    The two columns ``(f_lo(x) - y, y - f_hi(x))`` are calibrated separately,
+    each at level ``alpha / 2``; the interval for thresholds
+    ``(q_lo, q_hi)`` is ``[f_lo(x) - q_lo, f_hi(x) + q_hi]``. By the union
+    bound it misses with probability at most ``alpha / 2 + alpha / 2``, and
+    each side's miss rate is controlled on its own (Romano et al., 2019,
+    Theorem 2).
+
+    Examples
+    --------
+    >>> score = AsymmetricCQRScore()
+    >>> score.conformity_score([0.0, 3.0], [[1.0, 2.0], [1.0, 2.0]])
+    array([[ 1., -2.],
+           [-2.,  1.]])
+    >>> score.interval([[1.0, 2.0]], [0.5, -0.25])
+    array([[0.5 , 1.75]])
+    """
+
+    n_thresholds = 2
+
+    def conformity_score(self, y, y_pred, X=None):
+        """Return the columns ``(f_lo - y, y - f_hi)``, shape (n_samples, 2)."""
+        lower, upper = _check_bounds(y_pred)
+        y = np.asarray(y, dtype=np.float64)
+        return np.column_stack([lower - y, y - upper])
+
+    def interval(self, y_pred, threshold, X=None):
+        """Return ``[f_lo - threshold[0], f_hi + threshold[1]]``."""
+        lower, upper = _check_bounds(y_pred)
+        q_lo, q_hi = _check_pair(threshold)
+        out = np.empty((lower.shape[0], 2))
+        np.subtract(lower, q_lo, out=out[:, 0])
+        np.add(upper, q_hi, out=out[:, 1])
+        return out
+
+
+def _check_pair(threshold):
+    threshold = np.asarray(threshold, dtype=np.float64)
+    if threshold.shape != (2,):
+        raise ValueError(
+            "threshold must be a pair (lower, upper) for the asymmetric CQR "
+            f"score; got shape {threshold.shape}."
+        )
+    return threshold[0], threshold[1]
+
+
+class NormalizedCQRScore(BaseCQRScore):
+    """CQR score divided by the predicted band width, floored.
+
+    ``max(f_lo(x) - y, y - f_hi(x)) / w(x)`` with
+    ``w(x) = max(f_hi(x) - f_lo(x), min_width)``; the interval for a threshold
+    ``q`` is ``[f_lo(x) - q w(x), f_hi(x) + q w(x)]``. The correction scales
+    with the model's own uncertainty: wide bands move more than narrow ones.
+    The floor keeps the score finite when the band is empty or inverted
+    (crossing quantiles). Coverage is as valid as with :class:`CQRScore`:
+    ``w`` is a fixed function of ``x`` once the models are fitted.
+
+    Parameters
+    ----------
+    min_width : float, default=1e-6
+        Floor of the band width, in units of ``y``.
+
+    Examples
+    --------
+    >>> score = NormalizedCQRScore()
+    >>> score.conformity_score([0.0, 5.0], [[1.0, 3.0], [1.0, 3.0]])
+    array([0.5, 1. ])
+    >>> score.interval([[1.0, 3.0]], 0.5)
+    array([[0., 4.]])
+    """
+
+    _parameter_constraints = {
+        "min_width": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(self, *, min_width=1e-6):
+        self.min_width = min_width
+
+    def _width(self, lower, upper):
+        return np.maximum(upper - lower, self.min_width)
+
+    def conformity_score(self, y, y_pred, X=None):
+        """Return ``max(f_lo - y, y - f_hi) / max(f_hi - f_lo, min_width)``."""
+        lower, upper = _check_bounds(y_pred)
+        y = np.asarray(y, dtype=np.float64)
+        return np.maximum(lower - y, y - upper) / self._width(lower, upper)
+
+    def interval(self, y_pred, threshold, X=None):
+        """Return ``[f_lo - threshold * w, f_hi + threshold * w]``."""
+        lower, upper = _check_bounds(y_pred)
+        half = threshold * self._width(lower, upper)
+        return np.column_stack([lower - half, upper + half])
+
+
+#: Registry name -> CQR score class (the ``conformity_score`` options of
+#: :class:`~skfedcp.FedCQRRegressor`).
+CQR_SCORES = {
+    "symmetric": CQRScore,
+    "asymmetric": AsymmetricCQRScore,
+    "normalized": NormalizedCQRScore,
+}
+
+
+def resolve_cqr_score(score):
+    """Return a fresh CQR score from a registry name or a score instance.
+
+    Parameters
+    ----------
+    score : {"symmetric", "asymmetric", "normalized"} or BaseCQRScore
+        A name from ``CQR_SCORES`` or an instance (cloned, never mutated).
+
+    Returns
+    -------
+    score : BaseCQRScore
+
+    Examples
+    --------
+    >>> resolve_cqr_score("normalized")
+    NormalizedCQRScore()
+    """
+    if isinstance(score, str):
+        try:
+            return CQR_SCORES[score]()
+        except KeyError:
+            raise ValueError(
+                f"conformity_score must be one of {sorted(CQR_SCORES)} or a "
+                f"BaseCQRScore instance; got {score!r}."
+            ) from None
+    if isinstance(score, BaseCQRScore):
+        return clone(score)
+    raise TypeError(
+        "conformity_score must be a string or a BaseCQRScore instance; got "
+        f"{type(score).__name__}."
+    )
