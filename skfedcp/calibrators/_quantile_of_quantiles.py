@@ -1,9 +1,11 @@
 """FedCP-QQ: one-shot federated conformal prediction by a quantile of quantiles."""
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
 
+from ..exceptions import SmallCalibrationSetWarning
 from ..utils._sklearn_compat import Interval, StrOptions
 from ._base import BaseCalibrator, CoverageBounds, stack_messages
 from ._order_statistics import local_order_statistics
@@ -116,7 +118,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     def _selection(self, n_per_client, alpha):
         # The plan is used by the clients, the server and fit: remember the last
         # one so that a fit over thousands of clients computes its key once.
-        sizes = np.asarray(n_per_client, dtype=np.int64)
+        sizes = _nonempty(n_per_client)
         params = (self.local_rank, self.clip_local_rank, self.conditional, self.delta)
         key = (sizes.tobytes(), float(alpha), params)
         cached = getattr(self, "_last_selection", None)
@@ -147,7 +149,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         sel = self._selection(n_per_client, alpha)
         if not sel.feasible:
             return None
-        sizes = np.asarray(n_per_client)
+        sizes = _nonempty(n_per_client)
         matches = np.flatnonzero(sizes == n)
         if matches.size == 0:
             raise ValueError(
@@ -160,8 +162,8 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         """Send ``(n_j, l_j-th smallest score)``; ``l_j`` follows from the sizes."""
         scores = np.asarray(scores, dtype=np.float64)
         n = scores.shape[0]
-        rank = self._local_rank_of(n, n_per_client, alpha)
-        if rank is None:  # no valid pair: send nothing data-dependent
+        rank = None if n == 0 else self._local_rank_of(n, n_per_client, alpha)
+        if rank is None:  # no rows or no valid pair: send nothing data-dependent
             return {"n": n, "quantile": np.inf}
         (value,) = local_order_statistics([scores], [rank])
         return {"n": n, "quantile": value}
@@ -175,10 +177,18 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
                 "the sizes in the messages do not match n_per_client: "
                 f"{sorted(stacked['n'].tolist())} != {sorted(sizes.tolist())}."
             )
+        empty = stacked["n"] == 0
+        if empty.any():
+            warnings.warn(
+                f"{int(empty.sum())} client(s) hold no calibration rows; they are "
+                "dropped and not counted in the number of clients m.",
+                SmallCalibrationSetWarning,
+                stacklevel=2,
+            )
         sel = self._selection(sizes, alpha)
         if not sel.feasible:
             return np.inf
-        values = stacked["quantile"].astype(np.float64)
+        values = stacked["quantile"][~empty].astype(np.float64)
         return float(np.partition(values, sel.k - 1)[sel.k - 1])
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs):
@@ -199,3 +209,12 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         """Return ``(M, M)``: exact for continuous scores, a lower bound otherwise."""
         coverage = self._selection(n_per_client, alpha).coverage
         return CoverageBounds(coverage, coverage)
+
+
+def _nonempty(n_per_client):
+    """Client sizes without the clients that hold no rows (spec section 2.6)."""
+    sizes = np.asarray(n_per_client, dtype=np.int64)
+    sizes = sizes[sizes > 0]
+    if sizes.size == 0:
+        raise ValueError("n_per_client: no client holds any calibration row.")
+    return sizes

@@ -241,3 +241,20 @@ def test_n_jobs_gives_the_same_messages():
     par = LoopedQQ().fit(scores, ids, alpha=0.2, n_jobs=2)
     np.testing.assert_array_equal(ref.messages_["quantile"], par.messages_["quantile"])
     assert ref.threshold_ == par.threshold_
+
+
+def test_qq_server_drops_empty_clients_with_warning():
+    from skfedcp.exceptions import SmallCalibrationSetWarning
+
+    rng = np.random.default_rng(0)
+    groups = [rng.normal(size=20) for _ in range(5)] + [np.empty(0)]
+    sizes = [g.size for g in groups]
+    cal = QuantileOfQuantilesCalibrator()
+    msgs = [cal.client_step(g, alpha=0.1, n_per_client=sizes) for g in groups]
+    assert msgs[-1] == {"n": 0, "quantile": np.inf}
+    with pytest.warns(SmallCalibrationSetWarning, match="not counted"):
+        q = cal.server_step(msgs, alpha=0.1, n_per_client=sizes)
+    ref = cal.fit(np.concatenate(groups), np.repeat(np.arange(5), 20), alpha=0.1)
+    assert q == ref.threshold_
+    with pytest.raises(ValueError, match="no client"):
+        cal.plan([0, 0], 0.1)
