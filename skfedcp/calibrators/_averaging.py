@@ -91,11 +91,14 @@ class AveragingCalibrator(BaseCalibrator):
     def server_step(self, messages, *, alpha, n_per_client=None, random_state=None):
         """Return the (weighted) mean of the local quantiles."""
         stacked = stack_messages(messages)
-        values = stacked["quantile"].astype(np.float64)
+        nonempty = stacked["n"] > 0  # clients without rows do not count
+        if not nonempty.any():
+            raise ValueError("messages: no client holds any calibration row.")
+        values = stacked["quantile"][nonempty].astype(np.float64)
         if np.isposinf(values).any():
             return np.inf
         if self.weights == "size":
-            return float(np.average(values, weights=stacked["n"]))
+            return float(np.average(values, weights=stacked["n"][nonempty]))
         return float(np.mean(values))
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs):
