@@ -86,7 +86,7 @@ class AveragingCalibrator(BaseCalibrator):
         scores = np.asarray(scores, dtype=np.float64)
         n = scores.shape[0]
         (value,) = local_order_statistics([scores], [self._rank(n, alpha)])
-        return {"n": n, "quantile": value}
+        return {"n": n, "quantile": float(value)}
 
     def server_step(self, messages, *, alpha, n_per_client=None, random_state=None):
         """Return the (weighted) mean of the local quantiles."""

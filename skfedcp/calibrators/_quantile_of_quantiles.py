@@ -166,7 +166,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         if rank is None:  # no rows or no valid pair: send nothing data-dependent
             return {"n": n, "quantile": np.inf}
         (value,) = local_order_statistics([scores], [rank])
-        return {"n": n, "quantile": value}
+        return {"n": n, "quantile": float(value)}
 
     def server_step(self, messages, *, alpha, n_per_client, random_state=None):
         """Return the ``k*``-th smallest of the clients' quantiles."""
