@@ -4,7 +4,7 @@ from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import has_fit_parameter, validate_data
 
 from .base import BaseFedConformal, is_prefit
 from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
@@ -41,11 +41,13 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         coverage), ``"central"`` (pooled split CP, the reference; clients send
         raw scores), ``"avg"`` (mean of local quantiles, no guarantee), or a
         calibrator instance (cloned, never mutated).
-    conformity_score : {"absolute", "normalized"} or BaseRegressionScore, \
-            default="absolute"
+    conformity_score : {"absolute", "normalized", "two_students", \
+            "two_students_offset"} or BaseRegressionScore, default="absolute"
         Conformity score: ``|y - y_pred|``, or the residual divided by a
-        fitted scale model (``NormalizedResidualScore``). (Named so as not to
-        shadow the ``score(X, y)`` method of scikit-learn regressors.)
+        fitted scale model (``NormalizedResidualScore``), or by the model's
+        own ``predict_std`` (``TwoStudentsScore``, for
+        :class:`~skfedcp.two_students.TwoStudentsRegressor`). (Named so as
+        not to shadow the ``score(X, y)`` method of scikit-learn regressors.)
     calibration_size : float, default=0.5
         Fraction of each client's rows used for calibration when something
         must be fitted (an unfrozen estimator or score); the rest trains.
@@ -147,7 +149,7 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         return tags
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, client_ids=None):
+    def fit(self, X, y, client_ids=None, **fit_params):
         """Fit (or freeze) the model and calibrate the threshold across clients.
 
         Parameters
@@ -158,6 +160,12 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
             Targets.
         client_ids : array-like of shape (n_samples,), default=None
             Client holding each row; ``None`` means a single client.
+        **fit_params : dict
+            Passed to the estimator's ``fit`` when the wrapper fits it (e.g.
+            ``X_unlabeled`` of
+            :class:`~skfedcp.two_students.TwoStudentsRegressor`); an error
+            with a prefit model. An estimator whose ``fit`` takes
+            ``client_ids`` also receives the labels of its training rows.
 
         Returns
         -------
@@ -189,14 +197,23 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         )
         X_use = X if hasattr(X, "iloc") else X_checked
         if prefit:
+            if fit_params:
+                raise ValueError(
+                    f"fit parameters {sorted(fit_params)} go to the estimator's fit, "
+                    "but the estimator is prefit and is not fitted again."
+                )
             self.estimator_ = inner
         else:
+            if has_fit_parameter(inner, "client_ids"):
+                fit_params = {**fit_params, "client_ids": client_ids[train_idx]}
             self.estimator_ = clone(inner).fit(
-                self._rows(X_use, train_idx), y[train_idx]
+                self._rows(X_use, train_idx), y[train_idx], **fit_params
             )
         if score.requires_fit:
             X_train = self._rows(X_use, train_idx)
             score.fit(X_train, y[train_idx], self.estimator_.predict(X_train))
+        if getattr(score, "requires_estimator", False):
+            score.set_estimator(self.estimator_)  # scores reading the model's std
         self.conformity_score_ = score
         X_cal = self._rows(X_use, cal_idx)
         scores = score.conformity_score(

@@ -33,3 +33,7 @@ __all__ += [
     "NormalizedCQRScore",
     "resolve_cqr_score",
 ]
+
+from ._two_students import TwoStudentsOffsetScore, TwoStudentsScore  # noqa: E402
+
+__all__ += ["TwoStudentsOffsetScore", "TwoStudentsScore"]

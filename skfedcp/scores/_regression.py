@@ -168,3 +168,11 @@ def resolve_regression_score(score):
     if isinstance(score, str):
         return REGRESSION_SCORES[score]()
     return clone(score)
+
+
+# Scores that read the model's own uncertainty (Two Students); imported last
+# because they subclass BaseRegressionScore.
+from ._two_students import TwoStudentsOffsetScore, TwoStudentsScore  # noqa: E402
+
+REGRESSION_SCORES["two_students"] = TwoStudentsScore
+REGRESSION_SCORES["two_students_offset"] = TwoStudentsOffsetScore

@@ -1,0 +1,978 @@
+"""Two Students (2S): distil client models into a mean and an uncertainty student.
+
+The method is the paper's (Iglesias Jr et al., 2024); the robust filter band, the
+leave-one-out reference, the log-std target and the conformal step are skfedcp's.
+"""
+
+import copy
+import warnings
+from collections.abc import Mapping
+from numbers import Integral, Real
+from typing import NamedTuple
+
+import numpy as np
+from joblib import Parallel, delayed
+from scipy.stats import norm
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
+from sklearn.multioutput import MultiOutputRegressor
+from sklearn.utils import check_random_state, get_tags
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .exceptions import DistillationWarning, TeacherFilterWarning
+from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
+from .utils._validation import check_alpha, check_client_ids
+
+__all__ = [
+    "EnsembleStats",
+    "TruncationResult",
+    "TwoStudentsRegressor",
+    "credible_band",
+    "ensemble_stats",
+    "truncation_filter",
+]
+
+# 1.4826 * MAD estimates the standard deviation of a normal law.
+_MAD_TO_STD = 1.482602218505602
+
+
+class EnsembleStats(NamedTuple):
+    """Per-point mean, spread and band of an ensemble (see :func:`ensemble_stats`)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+class TruncationResult(NamedTuple):
+    """Outcome of the truncation filter (see :func:`truncation_filter`)."""
+
+    in_band_fraction: np.ndarray
+    accepted: np.ndarray
+
+
+def _check_predictions(predictions, name):
+    P = np.asarray(predictions, dtype=np.float64)
+    if P.ndim != 2 or P.shape[0] == 0 or P.shape[1] == 0:
+        raise ValueError(
+            f"{name} must be a non-empty 2-D array of shape (n_models, n_points); "
+            f"got shape {P.shape}."
+        )
+    if not np.isfinite(P).all():
+        raise ValueError(f"{name} must be finite (no NaN or inf).")
+    return P
+
+
+def _check_level(value, name):
+    if not isinstance(value, Real) or not 0 < value < 1:
+        raise ValueError(f"{name} must be a float in (0, 1); got {value!r}.")
+    return float(value)
+
+
+def ensemble_stats(predictions, *, credible_level=0.95):
+    """Mean, standard deviation and percentile band of an ensemble, point by point.
+
+    This is the paper's ``EnsembleStats``: for member predictions
+    ``P[m, j] = h(x_j; w_m)`` it returns the uniform mean, the standard
+    deviation across members (``ddof=1``; zero for a single member) and the
+    empirical ``(1 - credible_level) / 2`` and ``(1 + credible_level) / 2``
+    quantiles (NumPy's linear interpolation, the paper's convention).
+
+    Parameters
+    ----------
+    predictions : array-like of shape (n_models, n_points)
+        Predictions of each ensemble member at each point.
+    credible_level : float, default=0.95
+        Probability mass of the percentile band, in (0, 1).
+
+    Returns
+    -------
+    stats : EnsembleStats
+        Named tuple ``(mean, std, lower, upper)`` of arrays of shape
+        ``(n_points,)``.
+
+    Examples
+    --------
+    >>> P = [[0.0, 1.0], [1.0, 1.0], [2.0, 1.0]]
+    >>> stats = ensemble_stats(P, credible_level=0.5)
+    >>> stats.mean, stats.std
+    (array([1., 1.]), array([1., 0.]))
+    >>> stats.lower, stats.upper
+    (array([0.5, 1. ]), array([1.5, 1. ]))
+    """
+    P = _check_predictions(predictions, "predictions")
+    level = _check_level(credible_level, "credible_level")
+    a = (1.0 - level) / 2.0
+    mean = P.mean(axis=0)
+    std = P.std(axis=0, ddof=1) if P.shape[0] > 1 else np.zeros(P.shape[1])
+    lower, upper = np.quantile(P, [a, 1.0 - a], axis=0)
+    return EnsembleStats(mean, std, lower, upper)
+
+
+def _band(P, method, level):
+    if method == "percentile":
+        a = (1.0 - level) / 2.0
+        return np.quantile(P, [a, 1.0 - a], axis=0)
+    med = np.median(P, axis=0)
+    mad = np.median(np.abs(P - med), axis=0)
+    half = norm.ppf((1.0 + level) / 2.0) * _MAD_TO_STD * mad
+    return np.stack([med - half, med + half])
+
+
+def credible_band(predictions, *, method="percentile", credible_level=0.95):
+    """Per-point band that a plausible ensemble member should stay inside.
+
+    ``"percentile"`` is the paper's credible band: the empirical
+    ``(1 - credible_level) / 2`` and ``(1 + credible_level) / 2`` quantiles of
+    the members' predictions. ``"mad"`` (skfedcp) is the robust band
+    ``median ± z · 1.4826 · MAD`` with ``z = Φ⁻¹((1 + credible_level) / 2)``
+    and ``MAD`` the median absolute deviation from the median. Its breakdown
+    point is 50 %: a coherent group of drifted members smaller than half the
+    ensemble cannot move it, whereas it moves the percentile band as soon as
+    it exceeds ``(1 - credible_level) / 2`` of the ensemble.
+
+    Parameters
+    ----------
+    predictions : array-like of shape (n_models, n_points)
+        Predictions of the reference models at the reference points.
+    method : {"percentile", "mad"}, default="percentile"
+        How the band is built.
+    credible_level : float, default=0.95
+        Target mass of the band, in (0, 1).
+
+    Returns
+    -------
+    lower, upper : ndarray of shape (n_points,)
+        Band edges (inclusive).
+
+    Examples
+    --------
+    >>> P = [[0.0], [1.0], [2.0], [3.0], [100.0]]
+    >>> [b.round(2).tolist() for b in credible_band(P, method="percentile")]
+    [[0.1], [90.3]]
+    >>> [b.round(2).tolist() for b in credible_band(P, method="mad")]
+    [[-0.91], [4.91]]
+    """
+    P = _check_predictions(predictions, "predictions")
+    level = _check_level(credible_level, "credible_level")
+    if method not in ("percentile", "mad"):
+        raise ValueError(f"method must be 'percentile' or 'mad'; got {method!r}.")
+    lower, upper = _band(P, method, level)
+    return lower, upper
+
+
+def _in_band(P, lower, upper):
+    """Fraction of each row of ``P`` inside ``[lower, upper]`` (inclusive)."""
+    return np.mean((P >= lower) & (P <= upper), axis=1)
+
+
+def truncation_filter(
+    predictions, *, method="mad", credible_level=0.95, gamma=0.8, reference=None
+):
+    """Keep the candidate models whose predictions mostly lie in the others' band.
+
+    Candidate ``g`` is scored by its *in-band fraction*
+    ``delta_g = mean_q 1{lower_q <= P[g, q] <= upper_q}`` over the reference
+    points and kept iff ``delta_g >= gamma`` (the paper's truncation rule,
+    bounds and the threshold inclusive). The band for ``g`` is built by
+    :func:`credible_band` from every *other* candidate plus the optional
+    ``reference`` models (leave-one-out, skfedcp's one-shot reference: a
+    candidate never vouches for itself).
+
+    Parameters
+    ----------
+    predictions : array-like of shape (n_candidates, n_points)
+        Predictions of the candidate models at the reference points.
+    method : {"percentile", "mad"}, default="mad"
+        Band of :func:`credible_band`; ``"percentile"`` is the paper's.
+    credible_level : float, default=0.95
+        Mass of the band, in (0, 1).
+    gamma : float, default=0.8
+        Minimum in-band fraction to keep a candidate, in (0, 1).
+    reference : array-like of shape (n_reference, n_points), default=None
+        Predictions of trusted models that join every candidate's band.
+
+    Returns
+    -------
+    result : TruncationResult
+        Named tuple ``(in_band_fraction, accepted)`` of arrays of shape
+        ``(n_candidates,)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> P = rng.normal(size=(30, 100))  # 30 candidates, 100 reference points
+    >>> P[29] += 3.0  # one drifted candidate
+    >>> result = truncation_filter(P)
+    >>> np.flatnonzero(~result.accepted)
+    array([29])
+    >>> result.in_band_fraction[[0, 29]]
+    array([0.93, 0.16])
+    """
+    P = _check_predictions(predictions, "predictions")
+    level = _check_level(credible_level, "credible_level")
+    gamma = _check_level(gamma, "gamma")
+    if method not in ("percentile", "mad"):
+        raise ValueError(f"method must be 'percentile' or 'mad'; got {method!r}.")
+    if reference is None:
+        R = np.empty((0, P.shape[1]))
+    else:
+        R = _check_predictions(reference, "reference")
+        if R.shape[1] != P.shape[1]:
+            raise ValueError(
+                f"reference has {R.shape[1]} points but predictions has {P.shape[1]}."
+            )
+    if P.shape[0] + R.shape[0] < 2:
+        raise ValueError(
+            "the leave-one-out band needs at least one other model; got one "
+            "candidate and no reference."
+        )
+    delta = np.empty(P.shape[0])
+    for g in range(P.shape[0]):
+        others = np.concatenate([np.delete(P, g, axis=0), R])
+        lower, upper = _band(others, method, level)
+        delta[g] = _in_band(P[g : g + 1], lower, upper)[0]
+    return TruncationResult(delta, delta >= gamma)
+
+
+def _seeded(estimator, rng):
+    """Give every ``random_state`` of ``estimator`` (nested too) a fresh seed."""
+    keys = sorted(
+        key
+        for key in estimator.get_params(deep=True)
+        if key == "random_state" or key.endswith("__random_state")
+    )
+    seeds = rng.randint(np.iinfo(np.int32).max, size=len(keys))
+    if keys:
+        estimator.set_params(**{k: int(s) for k, s in zip(keys, seeds, strict=True)})
+    return estimator
+
+
+def _fit(estimator, X, y):
+    return estimator.fit(X, y)
+
+
+def _supports_multi_output(estimator):
+    try:
+        return get_tags(estimator).target_tags.multi_output
+    except (AttributeError, TypeError):  # pragma: no cover - foreign estimators
+        return False
+
+
+class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
+    """Two Students: client models distilled into a mean and an uncertainty student.
+
+    Each client trains a *teacher* on its own rows (or supplies one already
+    fitted). A truncation filter drops teachers whose predictions leave the
+    band of the other teachers too often. On unlabelled server inputs
+    ``X_unlabeled`` the surviving teachers form a uniform ensemble, which two
+    students, any scikit-learn regressors, learn to reproduce: the *mean
+    student* regresses the ensemble mean (``predict``) and the *uncertainty
+    student* regresses the ensemble's spread (``predict_std``). The students
+    never see a label or a client row.
+
+    **The paper's method** (Iglesias Jr et al., 2024): teachers are samples of
+    an implicit posterior, the filter is the ``"percentile"`` credible band
+    with ``gamma``, the uncertainty student learns the band's two quantiles
+    (``uq_target="quantiles"``), and several federated rounds warm-start the
+    clients from the mean student (``n_rounds > 1``). **skfedcp's
+    extensions**: one-shot use with any regressor (the default), a robust
+    ``"mad"`` band and a leave-one-out reference (the paper's band fails in
+    one shot when drifted clients extrapolate coherently), a log-standard
+    deviation target, and, through
+    :class:`~skfedcp.FedConformalRegressor` with
+    ``conformity_score="two_students"``, a federated conformal step that gives
+    the intervals a coverage guarantee. The raw intervals of
+    :meth:`predict_raw_interval` have none.
+
+    Parameters
+    ----------
+    estimator : regressor, default=None
+        Teacher template, cloned and fitted on each client's rows. ``None``
+        means ``GradientBoostingRegressor(max_depth=2)``. Ignored for clients
+        whose model is supplied with ``client_models``.
+    mean_student : regressor, default=None
+        Learns the ensemble mean on ``X_unlabeled``. ``None`` means
+        ``HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05,
+        min_samples_leaf=5)``. With ``n_rounds > 1`` it is also the model the
+        clients warm-start from, so it must have a ``warm_start`` parameter.
+    uq_student : regressor, default=None
+        Learns the ensemble spread. ``None`` means a clone of the mean
+        student. Wrapped in :class:`~sklearn.multioutput.MultiOutputRegressor`
+        when the quantile target needs two outputs and it has only one.
+    uq_target : {"log_std", "quantiles"}, default="log_std"
+        What the uncertainty student learns: the log of the teachers' standard
+        deviation (skfedcp; one positive output, any regressor) or the lower
+        and upper percentiles of the band at ``credible_level`` (the paper).
+    filter : {"mad", "percentile", "none"}, default="mad"
+        Band of the truncation filter (see :func:`credible_band`):
+        ``"percentile"`` is the paper's, ``"mad"`` the robust one, ``"none"``
+        keeps every teacher.
+    filter_reference : {"loo", "previous"}, default="loo"
+        Models the band is built from. ``"loo"``: all other candidates, the
+        ensemble members of earlier rounds and the ``trusted_models``.
+        ``"previous"`` (the paper's multi-round code): the previous round's
+        uncertainty student, read as a band at ``credible_level``; needs
+        ``n_rounds > 1`` (a round without a previous student is not filtered).
+    credible_level : float, default=0.95
+        Mass of the filter band and of the quantile target, in (0, 1).
+    gamma : float, default=0.8
+        A teacher is kept iff its in-band fraction on the reference inputs is
+        at least ``gamma``, in (0, 1).
+    filter_start_round : int, default=2
+        First client round that is filtered when ``n_rounds > 1`` (the
+        paper's 2: earlier bands come from too small an ensemble). One-shot
+        fits are always filtered.
+    min_teachers : int, default=2
+        If fewer teachers pass the filter, the ``min_teachers`` with the
+        largest in-band fractions are kept and a
+        :class:`~skfedcp.exceptions.TeacherFilterWarning` is issued. Also the
+        number of random shards, one teacher each, when ``client_ids`` is
+        ``None`` (a single data holder; shards are not filtered).
+    sigma_floor : float, default=1e-3
+        Floor of the predicted standard deviation, relative to the median
+        teacher standard deviation on ``X_unlabeled``; keeps the normalized
+        conformity score finite.
+    n_rounds : int, default=1
+        Number of client rounds. ``1`` is one-shot. Larger values run the
+        paper's protocol: in each round every client warm-starts a copy of
+        the mean student on its rows, the filter runs from
+        ``filter_start_round`` on, accepted models join the cumulative
+        ensemble, and both students are distilled again from scratch.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the teachers, the students and the shards. All randomness is
+        consumed in ``fit``.
+    n_jobs : int, default=None
+        Number of jobs fitting the teachers in parallel (joblib).
+
+    Attributes
+    ----------
+    clients_ : ndarray of shape (n_clients,)
+        Sorted client labels (shard numbers when ``client_ids`` was ``None``).
+    in_band_fraction_ : ndarray of shape (n_clients,)
+        Each client's in-band fraction in the last round (``nan`` when that
+        round was not filtered).
+    accepted_ : ndarray of shape (n_clients,) of bool
+        Whether each client's model joined the ensemble in the last round.
+    accepted_clients_, rejected_clients_ : ndarray
+        Client labels kept and dropped in the last round.
+    teachers_ : list of estimators
+        The ensemble the students were distilled from: trusted models first,
+        then the accepted client models of every round.
+    n_teachers_ : int
+        ``len(teachers_)``.
+    mean_student_, uq_student_ : regressor
+        The fitted students.
+    sigma_floor_ : float
+        Absolute floor of :meth:`predict_std`.
+    sigma_offset_ : float
+        Median of :meth:`predict_std` over ``X_unlabeled``; the offset of the
+        ``"two_students_offset"`` conformity score.
+    ensemble_band_width_ : float
+        Mean width of the teachers' percentile band at ``credible_level`` on
+        ``X_unlabeled``.
+    distill_rmse_ : float
+        Root mean squared difference between the mean student and the
+        ensemble mean on ``X_unlabeled`` (training error of the distillation).
+    uq_distill_rmse_ : float
+        The same for the uncertainty student, in the units of its target.
+    history_ : list of dict
+        One entry per round (round 0 is the trusted ensemble, when given):
+        ``round``, ``filtered``, ``in_band_fraction``, ``accepted``,
+        ``n_teachers``, ``band_width``, ``distill_rmse``, and the round's
+        ``mean_student``, ``uq_student`` and ``sigma_floor`` (used by the
+        ``staged_*`` methods).
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen in ``fit``, when ``X`` has string column names.
+
+    See Also
+    --------
+    skfedcp.scores.TwoStudentsScore : the normalized score that conformalizes
+        the students' intervals.
+    truncation_filter : the filter, as a function.
+
+    Notes
+    -----
+    The spread the uncertainty student learns is the disagreement between
+    models (mostly epistemic), not the noise of ``y``: the raw interval
+    ``mu(x) ± z · sigma(x)`` has **no coverage guarantee** and often
+    under-covers. Conformalizing it (the library's extension) gives
+    ``P(Y ∈ C(X)) >= 1 - alpha`` when calibration and test scores are
+    i.i.d. given the fitted students, provided calibration rows trained
+    neither a teacher nor a student. The teacher stage sends whole client
+    models to the server and is not private.
+
+    References
+    ----------
+    .. [1] Iglesias Jr, de Outeiro, de Farias, Bolic. "Two Students: Enabling
+       Uncertainty Quantification in Federated Learning Clients". NeurIPS 2024
+       Workshop on Bayesian Decision-making and Uncertainty.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.neighbors import KNeighborsRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, size=(600, 1))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=600)
+    >>> client_ids = np.repeat(np.arange(12), 50)
+    >>> y[client_ids == 11] += 2.0  # one drifted client
+    >>> X_unlabeled = np.linspace(-3, 3, 200).reshape(-1, 1)
+    >>> model = TwoStudentsRegressor(
+    ...     mean_student=KNeighborsRegressor(5), random_state=0
+    ... )
+    >>> model = model.fit(X, y, client_ids, X_unlabeled=X_unlabeled)
+    >>> model.rejected_clients_
+    array([11])
+    >>> model.predict([[0.0]]).round(1), model.predict_std([[0.0]]).shape
+    (array([0.]), (1,))
+    """
+
+    _parameter_constraints = {
+        "estimator": [HasMethods(["fit", "predict"]), None],
+        "mean_student": [HasMethods(["fit", "predict"]), None],
+        "uq_student": [HasMethods(["fit", "predict"]), None],
+        "uq_target": [StrOptions({"log_std", "quantiles"})],
+        "filter": [StrOptions({"mad", "percentile", "none"})],
+        "filter_reference": [StrOptions({"loo", "previous"})],
+        "credible_level": [Interval(Real, 0, 1, closed="neither")],
+        "gamma": [Interval(Real, 0, 1, closed="neither")],
+        "filter_start_round": [Interval(Integral, 1, None, closed="left")],
+        "min_teachers": [Interval(Integral, 2, None, closed="left")],
+        "sigma_floor": [Interval(Real, 0, None, closed="neither")],
+        "n_rounds": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        mean_student=None,
+        uq_student=None,
+        uq_target="log_std",
+        filter="mad",
+        filter_reference="loo",
+        credible_level=0.95,
+        gamma=0.8,
+        filter_start_round=2,
+        min_teachers=2,
+        sigma_floor=1e-3,
+        n_rounds=1,
+        random_state=None,
+        n_jobs=None,
+    ):
+        self.estimator = estimator
+        self.mean_student = mean_student
+        self.uq_student = uq_student
+        self.uq_target = uq_target
+        self.filter = filter
+        self.filter_reference = filter_reference
+        self.credible_level = credible_level
+        self.gamma = gamma
+        self.filter_start_round = filter_start_round
+        self.min_teachers = min_teachers
+        self.sigma_floor = sigma_floor
+        self.n_rounds = n_rounds
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    # ------------------------------------------------------------------ fit
+
+    def _templates(self):
+        teacher = (
+            GradientBoostingRegressor(max_depth=2)
+            if self.estimator is None
+            else self.estimator
+        )
+        mean = (
+            HistGradientBoostingRegressor(
+                max_iter=300, learning_rate=0.05, min_samples_leaf=5
+            )
+            if self.mean_student is None
+            else self.mean_student
+        )
+        uq = mean if self.uq_student is None else self.uq_student
+        return teacher, mean, uq
+
+    def _check_inputs(self, name, value):
+        """Validate an extra input array against the fitted feature layout."""
+        try:
+            return validate_data(self, value, reset=False)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from exc
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(
+        self,
+        X,
+        y,
+        client_ids=None,
+        *,
+        X_unlabeled=None,
+        X_ref=None,
+        client_models=None,
+        trusted_models=None,
+    ):
+        """Build the teachers, filter them and distil the two students.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The clients' training rows. With ``client_models`` these are the
+            rows the supplied models were trained on (used only for the
+            feature checks and as the ``X_unlabeled`` fallback).
+        y : array-like of shape (n_samples,)
+            Targets (single output).
+        client_ids : array-like of shape (n_samples,), default=None
+            Client holding each row. ``None`` means a single data holder,
+            whose rows are dealt at random into ``min_teachers`` shards.
+        X_unlabeled : array-like of shape (n_unlabeled, n_features), default=None
+            Unlabelled server inputs the students are distilled on (and the
+            filter's reference inputs unless ``X_ref`` is given). ``None``
+            falls back to ``X``: convenient (and what scikit-learn's common
+            checks exercise), but then the server sees the clients' inputs,
+            which the paper's protocol avoids.
+        X_ref : array-like of shape (n_ref, n_features), default=None
+            Reference inputs of the filter; ``None`` uses ``X_unlabeled``.
+            The paper uses the inputs of its labelled server set.
+        client_models : dict, default=None
+            ``{client label: fitted regressor}``, one per client in
+            ``client_ids``, used as the teachers instead of fitting clones of
+            ``estimator``. Their training rows must not be used to calibrate.
+        trusted_models : list of fitted regressors, default=None
+            Models the server trained on its own data (the paper's initial
+            ensemble). They are ensemble members that are never filtered and
+            join every ``"loo"`` band; with ``n_rounds > 1`` they form round
+            0 and the clients warm-start from their students in round 1.
+
+        Returns
+        -------
+        self : TwoStudentsRegressor
+            The fitted estimator.
+        """
+        X, y = validate_data(self, X, y, y_numeric=True)
+        single_holder = client_ids is None
+        client_ids = check_client_ids(client_ids, X.shape[0])
+        U = X if X_unlabeled is None else self._check_inputs("X_unlabeled", X_unlabeled)
+        if U.shape[0] == 0:
+            raise ValueError("X_unlabeled has 0 rows; the students need inputs.")
+        R = U if X_ref is None else self._check_inputs("X_ref", X_ref)
+        trusted = self._check_trusted(trusted_models)
+        teacher, mean_template, uq_template = self._templates()
+        multi_round = self.n_rounds > 1
+        self._check_round_setup(multi_round, mean_template, client_models)
+        rng = check_random_state(self.random_state)
+
+        if single_holder:
+            n = X.shape[0]
+            if n < self.min_teachers:
+                raise ValueError(
+                    f"TwoStudentsRegressor needs at least min_teachers="
+                    f"{self.min_teachers} rows to train one teacher per shard; got "
+                    f"n_samples = {n}."
+                )
+            groups = np.empty(n, dtype=np.intp)
+            groups[rng.permutation(n)] = np.arange(n) % self.min_teachers
+        else:
+            groups = client_ids
+        clients, codes = np.unique(groups, return_inverse=True)
+        rows = [np.flatnonzero(codes == j) for j in range(clients.shape[0])]
+        supplied = self._check_client_models(client_models, clients)
+        if clients.shape[0] + len(trusted) < 2:
+            raise ValueError(
+                "TwoStudentsRegressor needs at least two teachers; got one client "
+                "and no trusted_models. Pass client_ids with two or more clients."
+            )
+
+        self.clients_ = clients
+        self._z_level = norm.ppf((1.0 + self.credible_level) / 2.0)
+        members = list(trusted)
+        P_U = [m.predict(U) for m in members]
+        P_R = [m.predict(R) for m in members]
+        students = None
+        history = []
+        if trusted and multi_round:
+            students = self._distil(U, np.asarray(P_U), mean_template, uq_template, rng)
+            history.append(self._record(0, None, None, len(members), students))
+
+        for r in range(1, self.n_rounds + 1):
+            if supplied is not None:
+                candidates = supplied
+            elif students is None:
+                candidates = self._fit_teachers(teacher, X, y, rows, rng, warm=False)
+            else:
+                candidates = self._fit_teachers(
+                    students["mean_student"], X, y, rows, rng, warm=True
+                )
+            filtered = (
+                self.filter != "none"
+                and not single_holder
+                and (not multi_round or r >= self.filter_start_round)
+            )
+            delta = np.full(clients.shape[0], np.nan)
+            accepted = np.ones(clients.shape[0], dtype=bool)
+            C_R = None
+            if filtered:
+                C_R = np.asarray([m.predict(R) for m in candidates])
+                band = self._reference_band(C_R, P_R, students, R)
+                if band is None:
+                    filtered = False
+                else:
+                    delta, accepted = band
+                    accepted = self._ensure_min_teachers(delta, accepted, len(members))
+            kept = [m for m, a in zip(candidates, accepted, strict=True) if a]
+            members.extend(kept)
+            P_U.extend(m.predict(U) for m in kept)
+            if multi_round and self.filter_reference == "loo":
+                if C_R is None:
+                    C_R = np.asarray([m.predict(R) for m in kept])
+                    P_R.extend(C_R)
+                else:
+                    P_R.extend(C_R[accepted])
+            students = self._distil(U, np.asarray(P_U), mean_template, uq_template, rng)
+            history.append(
+                self._record(
+                    r, delta if filtered else None, accepted, len(members), students
+                )
+            )
+
+        self.teachers_ = members
+        self.n_teachers_ = len(members)
+        self.history_ = history
+        last = history[-1]
+        self.in_band_fraction_ = last["in_band_fraction"]
+        self.accepted_ = last["accepted"]
+        self.accepted_clients_ = clients[self.accepted_]
+        self.rejected_clients_ = clients[~self.accepted_]
+        self.mean_student_ = students["mean_student"]
+        self.uq_student_ = students["uq_student"]
+        self.sigma_floor_ = students["sigma_floor"]
+        self.ensemble_band_width_ = students["band_width"]
+        self.distill_rmse_ = students["distill_rmse"]
+        self.uq_distill_rmse_ = students["uq_distill_rmse"]
+        self.sigma_offset_ = float(np.median(self._sigma(students, U)))
+        return self
+
+    def _check_trusted(self, trusted_models):
+        if trusted_models is None:
+            return []
+        if isinstance(trusted_models, Mapping) or not hasattr(
+            trusted_models, "__iter__"
+        ):
+            raise TypeError("trusted_models must be a list of fitted regressors.")
+        trusted = list(trusted_models)
+        for model in trusted:
+            if not hasattr(model, "predict"):
+                raise TypeError(
+                    "trusted_models must hold fitted regressors; got "
+                    f"{type(model).__name__}."
+                )
+        return trusted
+
+    def _check_round_setup(self, multi_round, mean_template, client_models):
+        if self.filter_reference == "previous" and not multi_round:
+            raise ValueError(
+                "filter_reference='previous' uses the previous round's uncertainty "
+                "student and needs n_rounds > 1; use 'loo' for one-shot fits."
+            )
+        if not multi_round:
+            return
+        if client_models is not None:
+            raise ValueError(
+                "client_models cannot be used with n_rounds > 1: clients retrain "
+                "from the mean student in every round."
+            )
+        if "warm_start" not in mean_template.get_params():
+            raise ValueError(
+                "n_rounds > 1 needs a mean_student with a warm_start parameter "
+                "(e.g. MLPRegressor or SGDRegressor): clients warm-start from it; "
+                f"got {type(mean_template).__name__}."
+            )
+
+    def _check_client_models(self, client_models, clients):
+        if client_models is None:
+            return None
+        if not isinstance(client_models, Mapping):
+            raise TypeError(
+                "client_models must be a dict {client label: fitted regressor}; got "
+                f"{type(client_models).__name__}."
+            )
+        expected = set(clients.tolist())
+        keys = set(client_models)
+        if keys != expected:
+            missing = sorted(map(str, expected - keys))
+            extra = sorted(map(str, keys - expected))
+            raise ValueError(
+                "client_models keys must match the labels in client_ids; missing "
+                f"{missing}, unexpected {extra}."
+            )
+        models = [client_models[c] for c in clients.tolist()]
+        for model in models:
+            if not hasattr(model, "predict"):
+                raise TypeError(
+                    "client_models values must be fitted regressors; got "
+                    f"{type(model).__name__}."
+                )
+        return models
+
+    def _fit_teachers(self, template, X, y, rows, rng, *, warm):
+        models = []
+        for _ in rows:
+            if warm:
+                model = copy.deepcopy(template)
+                model.set_params(warm_start=True)
+            else:
+                model = clone(template)
+            models.append(_seeded(model, rng))
+        return Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit)(model, X[idx], y[idx])
+            for model, idx in zip(models, rows, strict=True)
+        )
+
+    def _reference_band(self, C_R, P_R, students, R):
+        """In-band fractions and acceptance of the candidates, or None."""
+        if self.filter_reference == "previous":
+            if students is None:
+                return None
+            lower, upper = self._student_band(students, R)
+            delta = _in_band(C_R, lower, upper)
+            return delta, delta >= self.gamma
+        reference = np.asarray(P_R) if len(P_R) else None
+        result = truncation_filter(
+            C_R,
+            method=self.filter,
+            credible_level=self.credible_level,
+            gamma=self.gamma,
+            reference=reference,
+        )
+        return result.in_band_fraction, result.accepted
+
+    def _ensure_min_teachers(self, delta, accepted, n_members):
+        need = min(self.min_teachers, delta.shape[0])
+        if accepted.sum() + n_members >= self.min_teachers or accepted.sum() >= need:
+            return accepted
+        order = np.argsort(-delta, kind="stable")[:need]
+        kept = np.zeros_like(accepted)
+        kept[order] = True
+        warnings.warn(
+            f"the truncation filter kept {int(accepted.sum())} of {delta.shape[0]} "
+            f"client models (gamma={self.gamma}); keeping the {need} with the "
+            "largest in-band fractions instead.",
+            TeacherFilterWarning,
+            stacklevel=4,
+        )
+        return kept
+
+    def _distil(self, U, P_U, mean_template, uq_template, rng):
+        stats = ensemble_stats(P_U, credible_level=self.credible_level)
+        s = stats.std
+        median_s = float(np.median(s))
+        scale = median_s if median_s > 0 else float(np.std(stats.mean)) + 1e-12
+        floor = self.sigma_floor * scale
+        mean_student = _seeded(clone(mean_template), rng).fit(U, stats.mean)
+        uq_student = _seeded(clone(uq_template), rng)
+        if self.uq_target == "log_std":
+            target = np.log(np.maximum(s, floor))
+        else:
+            target = np.column_stack([stats.lower, stats.upper])
+            if not _supports_multi_output(uq_student):
+                uq_student = MultiOutputRegressor(uq_student)
+        uq_student.fit(U, target)
+        mean_rmse = float(np.sqrt(np.mean((mean_student.predict(U) - stats.mean) ** 2)))
+        uq_rmse = float(np.sqrt(np.mean((uq_student.predict(U) - target) ** 2)))
+        mean_s = float(np.mean(s))
+        if mean_s > 0 and mean_rmse > 0.25 * mean_s:
+            warnings.warn(
+                f"the mean student reproduces the ensemble mean on X_unlabeled with "
+                f"RMSE {mean_rmse:.3g}, more than a quarter of the mean teacher "
+                f"standard deviation ({mean_s:.3g}); consider a more flexible "
+                "mean_student.",
+                DistillationWarning,
+                stacklevel=4,
+            )
+        return {
+            "mean_student": mean_student,
+            "uq_student": uq_student,
+            "sigma_floor": floor,
+            "band_width": float(np.mean(stats.upper - stats.lower)),
+            "distill_rmse": mean_rmse,
+            "uq_distill_rmse": uq_rmse,
+        }
+
+    def _record(self, r, delta, accepted, n_teachers, students):
+        n = self.clients_.shape[0]
+        return {
+            "round": r,
+            "filtered": delta is not None,
+            "in_band_fraction": np.full(n, np.nan) if delta is None else delta,
+            "accepted": np.zeros(n, bool) if accepted is None else accepted,
+            "n_teachers": n_teachers,
+            "band_width": students["band_width"],
+            "distill_rmse": students["distill_rmse"],
+            "mean_student": students["mean_student"],
+            "uq_student": students["uq_student"],
+            "sigma_floor": students["sigma_floor"],
+        }
+
+    # ------------------------------------------------------------- predict
+
+    def _sigma(self, students, X):
+        out = np.asarray(students["uq_student"].predict(X), dtype=np.float64)
+        if self.uq_target == "log_std":
+            sigma = np.exp(np.minimum(out, 700.0))
+        else:
+            out = np.sort(out, axis=1)
+            sigma = (out[:, 1] - out[:, 0]) / (2.0 * self._z_level)
+        return np.maximum(sigma, students["sigma_floor"])
+
+    def _student_band(self, students, X):
+        """The uncertainty student read as a band at ``credible_level``."""
+        if self.uq_target == "quantiles":
+            out = np.sort(np.asarray(students["uq_student"].predict(X)), axis=1)
+            return out[:, 0], out[:, 1]
+        mu = students["mean_student"].predict(X)
+        half = self._z_level * self._sigma(students, X)
+        return mu - half, mu + half
+
+    def _raw_interval(self, students, X, alpha):
+        if self.uq_target == "quantiles" and np.isclose(
+            1.0 - alpha, self.credible_level, rtol=0, atol=1e-12
+        ):
+            lower, upper = self._student_band(students, X)
+            return np.column_stack([lower, upper])
+        mu = students["mean_student"].predict(X)
+        half = norm.ppf(1.0 - alpha / 2.0) * self._sigma(students, X)
+        return np.column_stack([mu - half, mu + half])
+
+    def _check_X(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, reset=False)
+
+    def predict(self, X):
+        """Return the mean student's predictions (the distilled ensemble mean).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        return self.mean_student_.predict(self._check_X(X))
+
+    def predict_std(self, X):
+        """Return the uncertainty student's standard deviation, floored.
+
+        With ``uq_target="log_std"`` this is ``exp`` of its output; with
+        ``"quantiles"`` it is the predicted band width divided by
+        ``2 · Φ⁻¹((1 + credible_level) / 2)``. Either way it is at least
+        ``sigma_floor_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        sigma : ndarray of shape (n_samples,)
+            The models' disagreement at ``X`` (not the noise of ``y``).
+        """
+        X = self._check_X(X)
+        return self._sigma(self._students(), X)
+
+    def predict_raw_interval(self, X, *, alpha=0.1):
+        """Return the students' **uncalibrated** interval ``mu ± z · sigma``.
+
+        ``z = Φ⁻¹(1 - alpha / 2)``. With ``uq_target="quantiles"`` and
+        ``1 - alpha == credible_level`` the uncertainty student's two outputs
+        are returned directly, as in the paper. These intervals describe how
+        much the teachers disagree, not where ``y`` falls: they carry **no
+        coverage guarantee**. Wrap the model in
+        :class:`~skfedcp.FedConformalRegressor` with
+        ``conformity_score="two_students"`` for calibrated intervals.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+        alpha : float, default=0.1
+            Nominal miscoverage of the Gaussian reading, in (0, 1).
+
+        Returns
+        -------
+        intervals : ndarray of shape (n_samples, 2)
+            Lower and upper bounds.
+        """
+        alpha = check_alpha(alpha)
+        X = self._check_X(X)
+        return self._raw_interval(self._students(), X, alpha)
+
+    def predict_teachers(self, X):
+        """Return every ensemble member's predictions.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        predictions : ndarray of shape (n_teachers, n_samples)
+            Row ``m`` holds ``teachers_[m].predict(X)``; summarize it with
+            :func:`ensemble_stats`.
+        """
+        X = self._check_X(X)
+        return np.asarray([m.predict(X) for m in self.teachers_], dtype=np.float64)
+
+    def staged_predict(self, X):
+        """Yield the mean student's predictions after each round.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Yields
+        ------
+        y_pred : ndarray of shape (n_samples,)
+            One array per entry of ``history_``.
+        """
+        X = self._check_X(X)
+        for entry in self.history_:
+            yield entry["mean_student"].predict(X)
+
+    def staged_predict_raw_interval(self, X, *, alpha=0.1):
+        """Yield the uncalibrated interval of :meth:`predict_raw_interval` per round.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+        alpha : float, default=0.1
+            Nominal miscoverage, in (0, 1).
+
+        Yields
+        ------
+        intervals : ndarray of shape (n_samples, 2)
+            One array per entry of ``history_``.
+        """
+        alpha = check_alpha(alpha)
+        X = self._check_X(X)
+        for entry in self.history_:
+            yield self._raw_interval(entry, X, alpha)
+
+    def _students(self):
+        return {
+            "mean_student": self.mean_student_,
+            "uq_student": self.uq_student_,
+            "sigma_floor": self.sigma_floor_,
+        }
