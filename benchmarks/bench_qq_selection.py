@@ -35,8 +35,8 @@ import skfedcp  # noqa: E402
 from skfedcp.calibrators._qq_coverage import (  # noqa: E402
     qq_coverage,
     qq_coverage_fraction,
-    select_qq_ranks,
 )
+from skfedcp.calibrators._qq_selection import select_qq_ranks  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOL = 1e-10  # feasibility tolerance, as in select_qq_ranks

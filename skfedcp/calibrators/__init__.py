@@ -9,13 +9,8 @@ from sklearn.base import clone
 from ._averaging import AveragingCalibrator
 from ._base import BaseCalibrator, CoverageBounds, stack_messages
 from ._central import CentralCalibrator
-from ._qq_coverage import (
-    QQSelection,
-    qq_conditional_tail,
-    qq_coverage,
-    qq_coverage_unequal,
-    select_qq_ranks,
-)
+from ._qq_coverage import qq_conditional_tail, qq_coverage, qq_coverage_unequal
+from ._qq_selection import QQSelection, select_qq_ranks
 from ._quantile_of_quantiles import QuantileOfQuantilesCalibrator
 
 #: Registry alias -> calibrator class.

@@ -9,7 +9,7 @@ from ..exceptions import SmallCalibrationSetWarning
 from ..utils._sklearn_compat import Interval, StrOptions
 from ._base import BaseCalibrator, CoverageBounds, stack_messages
 from ._order_statistics import local_order_statistics
-from ._qq_coverage import select_qq_ranks
+from ._qq_selection import select_qq_ranks
 
 __all__ = ["QuantileOfQuantilesCalibrator"]
 

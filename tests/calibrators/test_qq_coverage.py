@@ -11,7 +11,6 @@ import pytest
 from scipy import special
 
 from skfedcp.calibrators._qq_coverage import (
-    QQSelection,
     _coverage_screen,
     _coverage_top_rank,
     qq_conditional_tail,
@@ -19,8 +18,8 @@ from skfedcp.calibrators._qq_coverage import (
     qq_coverage_fraction,
     qq_coverage_unequal,
     qq_coverage_unequal_fraction,
-    select_qq_ranks,
 )
+from skfedcp.calibrators._qq_selection import QQSelection, select_qq_ranks
 from skfedcp.utils._quantile import conformal_quantile, order_statistic
 
 

@@ -17,8 +17,8 @@ from skfedcp.calibrators._qq_coverage import (
     qq_conditional_tail,
     qq_coverage,
     qq_coverage_unequal,
-    select_qq_ranks,
 )
+from skfedcp.calibrators._qq_selection import select_qq_ranks
 
 Z = 4.5
 CHUNK = 4_000_000  # scores drawn at once, to bound memory
