@@ -181,6 +181,17 @@ class BaseCalibrator(BaseEstimator):
         """Coverage implied by theory (see :class:`CoverageBounds`)."""
         return CoverageBounds(np.nan, np.nan)
 
+    def _random_streams(self, random_state, n_clients):
+        """Server generator and one independent stream per client.
+
+        Per-client streams are seeded by integers drawn from the fit-time
+        generator, in sorted-client order. Strategies that accept other random
+        sources (e.g. the operating system's secure randomness) override this.
+        """
+        rng = check_random_state(random_state)
+        seeds = rng.randint(np.iinfo(np.int32).max, size=n_clients)
+        return rng, [np.random.RandomState(seed) for seed in seeds]
+
     def _simulate_clients(self, partition, scores, *, alpha, rngs):
         """Messages of every client, stacked; override to vectorize.
 
@@ -236,9 +247,7 @@ class BaseCalibrator(BaseEstimator):
         partition = ClientPartition(client_ids, scores.shape[0])
         sizes = partition.sizes
         if self._randomized:
-            rng = check_random_state(random_state)
-            seeds = rng.randint(np.iinfo(np.int32).max, size=partition.n_clients)
-            rngs = [np.random.RandomState(seed) for seed in seeds]
+            rng, rngs = self._random_streams(random_state, partition.n_clients)
         else:
             rng = None
             rngs = [None] * partition.n_clients
