@@ -132,9 +132,22 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
     def _check_client_ids(self, client_ids, n_samples):
         return check_client_ids(client_ids, n_samples)
 
-    def _fit_calibrator(self, scores, client_ids, rng):
-        """Fit a fresh calibrator; set ``calibrator_``, ``threshold_`` and friends."""
+    def _fit_calibrator(self, scores, client_ids, rng, *, natural_bounds=None):
+        """Fit a fresh calibrator; set ``calibrator_``, ``threshold_`` and friends.
+
+        A private calibrator (one with ``epsilon`` / ``score_bounds``
+        parameters) receives the wrapper's ``epsilon`` and ``score_bounds``
+        when those are not None; ``natural_bounds`` (data-free bounds of the
+        score, e.g. ``(0, 1)`` for probability scores) fill in bounds that
+        neither the wrapper nor the calibrator gives.
+        """
         calibrator = get_calibrator(self.calibrator)
+        _forward_privacy_params(
+            calibrator,
+            epsilon=getattr(self, "epsilon", None),
+            score_bounds=getattr(self, "score_bounds", None),
+            natural_bounds=natural_bounds,
+        )
         calibrator.fit(scores, client_ids, alpha=self.alpha, random_state=rng)
         self.calibrator_ = calibrator
         self.threshold_ = calibrator.threshold_
@@ -142,3 +155,18 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         self.n_clients_ = calibrator.n_clients_
         self.messages_ = calibrator.messages_
         return calibrator
+
+
+def _forward_privacy_params(calibrator, *, epsilon, score_bounds, natural_bounds):
+    """Set a wrapper's privacy parameters on a (freshly cloned) calibrator."""
+    params = calibrator.get_params(deep=False)
+    updates = {}
+    if "epsilon" in params and epsilon is not None:
+        updates["epsilon"] = epsilon
+    if "score_bounds" in params:
+        if score_bounds is not None:
+            updates["score_bounds"] = score_bounds
+        elif params["score_bounds"] is None and natural_bounds is not None:
+            updates["score_bounds"] = natural_bounds
+    if updates:
+        calibrator.set_params(**updates)

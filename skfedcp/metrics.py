@@ -252,3 +252,235 @@ def get_interval_scorer(name):
             f"name must be one of {sorted(_SCORERS)}; got {name!r}."
         ) from None
     return _IntervalScorer(name, metric, sign, needs_alpha)
+
+
+# --------------------------------------------------------------------------
+# Prediction sets (classification): boolean (n_samples, n_classes) arrays
+
+
+def _check_sets(y_sets):
+    y_sets = np.asarray(y_sets)
+    if y_sets.ndim != 2:
+        raise ValueError(
+            f"y_sets must have shape (n_samples, n_classes); got {y_sets.shape}."
+        )
+    if y_sets.dtype != bool:
+        if not np.isin(y_sets, (0, 1)).all():
+            raise ValueError("y_sets must be boolean (or 0/1) membership indicators.")
+        y_sets = y_sets.astype(bool)
+    return y_sets
+
+
+def _set_hits(y_true, y_sets, classes):
+    """Whether each row's label is in its set (columns aligned with classes)."""
+    y_sets = _check_sets(y_sets)
+    y_true = np.asarray(y_true)
+    if y_true.ndim != 1:
+        raise ValueError(f"y_true must be 1-D; got shape {y_true.shape}.")
+    check_consistent_length(y_true, y_sets)
+    n_classes = y_sets.shape[1]
+    if classes is None:
+        if y_true.dtype.kind not in "iu":
+            raise ValueError(
+                "y_true must hold column indices 0..n_classes-1 when classes is "
+                "None; pass classes=estimator.classes_ for other labels."
+            )
+        index = y_true
+    else:
+        classes = np.asarray(classes)
+        if classes.ndim != 1 or classes.shape[0] != n_classes:
+            raise ValueError(
+                f"classes must list the {n_classes} labels of the columns of y_sets; "
+                f"got shape {classes.shape}."
+            )
+        order = np.argsort(classes, kind="stable")
+        pos = np.searchsorted(classes, y_true, sorter=order)
+        pos = np.minimum(pos, n_classes - 1)
+        index = order[pos]
+        if not np.array_equal(classes[index], y_true):
+            unknown = np.setdiff1d(np.unique(y_true), classes)
+            raise ValueError(f"y_true holds labels not in classes: {unknown[:5]}.")
+    if index.size and (index.min() < 0 or index.max() >= n_classes):
+        raise ValueError(f"y_true must lie in 0..{n_classes - 1} when classes is None.")
+    return y_sets[np.arange(y_sets.shape[0]), index]
+
+
+def set_coverage_score(y_true, y_sets, *, classes=None):
+    """Fraction of labels inside their prediction set.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels: values of ``classes``, or column indices when
+        ``classes`` is None.
+    y_sets : array-like of bool, shape (n_samples, n_classes)
+        Prediction sets, as returned by ``predict_set``.
+    classes : array-like of shape (n_classes,), default=None
+        Label of each column (e.g. ``estimator.classes_``).
+
+    Returns
+    -------
+    coverage : float
+
+    Examples
+    --------
+    >>> sets = [[True, False], [True, True], [False, False]]
+    >>> set_coverage_score(["a", "b", "a"], sets, classes=["a", "b"])
+    0.6666666666666666
+    """
+    return float(np.mean(_set_hits(y_true, y_sets, classes)))
+
+
+def set_size_score(y_sets):
+    """Mean number of labels per prediction set.
+
+    Parameters
+    ----------
+    y_sets : array-like of bool, shape (n_samples, n_classes)
+        Prediction sets.
+
+    Returns
+    -------
+    size : float
+
+    Examples
+    --------
+    >>> set_size_score([[True, False], [True, True], [False, False]])
+    1.0
+    """
+    return float(np.mean(_check_sets(y_sets).sum(axis=1)))
+
+
+class SizeStratifiedCoverage(NamedTuple):
+    """Coverage by set size: ``sizes``, ``coverage``, ``n_samples``."""
+
+    sizes: np.ndarray
+    coverage: np.ndarray
+    n_samples: np.ndarray
+
+
+def size_stratified_coverage(y_true, y_sets, *, classes=None):
+    """Coverage among the rows whose set has each observed size.
+
+    A method that covers well on average by giving easy rows large sets and
+    hard rows small ones shows low coverage in some strata (Angelopoulos et
+    al., 2021).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels (see :func:`set_coverage_score`).
+    y_sets : array-like of bool, shape (n_samples, n_classes)
+        Prediction sets.
+    classes : array-like of shape (n_classes,), default=None
+        Label of each column.
+
+    Returns
+    -------
+    result : SizeStratifiedCoverage
+        The observed set sizes (sorted), the coverage among rows of each
+        size and the number of such rows.
+
+    Examples
+    --------
+    >>> sets = [[True, False], [True, True], [False, True]]
+    >>> res = size_stratified_coverage([0, 1, 0], sets)
+    >>> res.sizes.tolist(), res.coverage.tolist(), res.n_samples.tolist()
+    ([1, 2], [0.5, 1.0], [2, 1])
+    """
+    hits = _set_hits(y_true, y_sets, classes)
+    sizes = _check_sets(y_sets).sum(axis=1)
+    values, codes, counts = np.unique(sizes, return_inverse=True, return_counts=True)
+    covered = np.bincount(codes, weights=hits, minlength=values.shape[0])
+    return SizeStratifiedCoverage(values, covered / counts, counts)
+
+
+def per_client_set_coverage(y_true, y_sets, client_ids, *, classes=None):
+    """Coverage of prediction sets within each client's rows.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels (see :func:`set_coverage_score`).
+    y_sets : array-like of bool, shape (n_samples, n_classes)
+        Prediction sets.
+    client_ids : array-like of shape (n_samples,)
+        Client of each row.
+    classes : array-like of shape (n_classes,), default=None
+        Label of each column.
+
+    Returns
+    -------
+    result : PerClientCoverage
+        Sorted client labels, their coverage and their number of rows.
+
+    Examples
+    --------
+    >>> sets = [[True, False], [True, True], [False, True]]
+    >>> res = per_client_set_coverage([0, 1, 0], sets, ["a", "a", "b"])
+    >>> res.clients.tolist(), res.coverage.tolist()
+    (['a', 'b'], [1.0, 0.0])
+    """
+    hits = _set_hits(y_true, y_sets, classes)
+    part = ClientPartition(client_ids, hits.shape[0])
+    covered = np.bincount(part.client_codes(), weights=hits, minlength=part.n_clients)
+    return PerClientCoverage(part.clients, covered / part.sizes, part.sizes)
+
+
+class _SetScorer:
+    """Scorer ``(estimator, X, y) -> float`` built on ``predict_set``."""
+
+    def __init__(self, name, sign):
+        self.name = name
+        self._sign = sign
+
+    def __call__(self, estimator, X, y, **kwargs):
+        sets = estimator.predict_set(X)
+        if self.name == "coverage":
+            return set_coverage_score(y, sets, classes=estimator.classes_)
+        return self._sign * set_size_score(sets)
+
+    def __repr__(self):
+        return f"get_set_scorer({self.name!r})"
+
+
+_SET_SCORERS = {"coverage": 1.0, "neg_mean_set_size": -1.0}
+
+
+def get_set_scorer(name):
+    """Return a prediction-set scorer for ``GridSearchCV(scoring=...)``.
+
+    Parameters
+    ----------
+    name : {"coverage", "neg_mean_set_size"}
+        Set coverage (reported as is) or minus the mean set size (greater is
+        better).
+
+    Returns
+    -------
+    scorer : callable
+        ``scorer(estimator, X, y) -> float``, using ``estimator.predict_set``
+        and ``estimator.classes_``.
+
+    Examples
+    --------
+    >>> get_set_scorer("neg_mean_set_size")
+    get_set_scorer('neg_mean_set_size')
+    """
+    try:
+        sign = _SET_SCORERS[name]
+    except KeyError:
+        raise ValueError(
+            f"name must be one of {sorted(_SET_SCORERS)}; got {name!r}."
+        ) from None
+    return _SetScorer(name, sign)
+
+
+__all__ += [
+    "SizeStratifiedCoverage",
+    "get_set_scorer",
+    "per_client_set_coverage",
+    "set_coverage_score",
+    "set_size_score",
+    "size_stratified_coverage",
+]

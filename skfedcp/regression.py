@@ -1,5 +1,7 @@
 """FedConformalRegressor: prediction intervals calibrated across clients."""
 
+from numbers import Real
+
 from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
@@ -8,7 +10,7 @@ from sklearn.utils.validation import has_fit_parameter, validate_data
 
 from .base import BaseFedConformal, is_prefit
 from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
-from .utils._sklearn_compat import HasMethods, StrOptions, _fit_context
+from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 
 __all__ = ["FedConformalRegressor"]
 
@@ -39,8 +41,10 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
     calibrator : str or BaseCalibrator, default="qq"
         Calibration strategy: ``"qq"`` (quantile of quantiles, exact
         coverage), ``"central"`` (pooled split CP, the reference; clients send
-        raw scores), ``"avg"`` (mean of local quantiles, no guarantee), or a
-        calibrator instance (cloned, never mutated).
+        raw scores), ``"avg"`` (mean of local quantiles, no guarantee),
+        ``"dp-qq"`` (FedCP²-QQ: each client releases an ``epsilon``-DP
+        quantile), ``"dp-central"`` (``epsilon``-DP split CP by a trusted
+        curator), or a calibrator instance (cloned, never mutated).
     conformity_score : {"absolute", "normalized", "two_students", \
             "two_students_offset"} or BaseRegressionScore, default="absolute"
         Conformity score: ``|y - y_pred|``, or the residual divided by a
@@ -48,6 +52,18 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         own ``predict_std`` (``TwoStudentsScore``, for
         :class:`~skfedcp.two_students.TwoStudentsRegressor`). (Named so as
         not to shadow the ``score(X, y)`` method of scikit-learn regressors.)
+    epsilon : float, default=None
+        Privacy parameter passed to a private calibrator (``"dp-qq"``,
+        ``"dp-central"``), overriding its own; ``None`` keeps the
+        calibrator's. Ignored by non-private calibrators.
+    score_bounds : tuple of two floats, default=None
+        Public bounds ``(low, high)`` of the conformity scores, required by
+        the private calibrators and fixed without looking at the data (e.g.
+        ``(0, B)`` for the absolute residual). Scores outside are clipped
+        (with a :class:`~skfedcp.exceptions.ClippedScoresWarning`); scores
+        above ``high`` fall in the top bin, whose release gives infinite
+        intervals, so coverage holds for the raw scores. Ignored by
+        non-private calibrators.
     calibration_size : float, default=0.5
         Fraction of each client's rows used for calibration when something
         must be fitted (an unfrozen estimator or score); the rest trains.
@@ -91,7 +107,10 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
     not), then ``P(y in interval) >= 1 - alpha``. It is marginal, over the
     calibration data and the test point, not per client. Calibration rows
     must not have trained the model: a frozen model must have been fitted on
-    other data.
+    other data. The private calibrators (``"dp-qq"``, ``"dp-central"``) keep
+    ``>= 1 - alpha`` and make the released threshold ``epsilon``-DP with
+    respect to the calibration scores (per client for ``"dp-qq"``); see
+    :ref:`privacy`.
 
     Examples
     --------
@@ -117,6 +136,8 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         **BaseFedConformal._parameter_constraints,
         "estimator": [HasMethods(["fit", "predict"]), None],
         "conformity_score": [StrOptions(set(REGRESSION_SCORES)), BaseRegressionScore],
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "score_bounds": ["array-like", None],
     }
 
     def __init__(
@@ -126,6 +147,8 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         alpha=0.1,
         calibrator="qq",
         conformity_score="absolute",
+        epsilon=None,
+        score_bounds=None,
         calibration_size=0.5,
         random_state=None,
         n_jobs=None,
@@ -134,6 +157,8 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         self.alpha = alpha
         self.calibrator = calibrator
         self.conformity_score = conformity_score
+        self.epsilon = epsilon
+        self.score_bounds = score_bounds
         self.calibration_size = calibration_size
         self.random_state = random_state
         self.n_jobs = n_jobs

@@ -9,6 +9,11 @@ from sklearn.base import clone
 from ._averaging import AveragingCalibrator
 from ._base import BaseCalibrator, CoverageBounds, stack_messages
 from ._central import CentralCalibrator
+from ._private import (
+    PrivateCentralCalibrator,
+    PrivateQuantileOfQuantilesCalibrator,
+    ThresholdDistribution,
+)
 from ._qq_coverage import qq_conditional_tail, qq_coverage, qq_coverage_unequal
 from ._qq_selection import QQSelection, select_qq_ranks
 from ._quantile_of_quantiles import QuantileOfQuantilesCalibrator
@@ -18,6 +23,8 @@ CALIBRATORS = {
     "central": CentralCalibrator,
     "qq": QuantileOfQuantilesCalibrator,
     "avg": AveragingCalibrator,
+    "dp-central": PrivateCentralCalibrator,
+    "dp-qq": PrivateQuantileOfQuantilesCalibrator,
 }
 
 
@@ -61,8 +68,11 @@ __all__ = [
     "BaseCalibrator",
     "CentralCalibrator",
     "CoverageBounds",
+    "PrivateCentralCalibrator",
+    "PrivateQuantileOfQuantilesCalibrator",
     "QQSelection",
     "QuantileOfQuantilesCalibrator",
+    "ThresholdDistribution",
     "get_calibrator",
     "qq_conditional_tail",
     "qq_coverage",

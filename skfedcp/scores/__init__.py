@@ -37,3 +37,19 @@ __all__ += [
 from ._two_students import TwoStudentsOffsetScore, TwoStudentsScore  # noqa: E402
 
 __all__ += ["TwoStudentsOffsetScore", "TwoStudentsScore"]
+
+from ._classification import (  # noqa: E402
+    CLASSIFICATION_SCORES,
+    APSScore,
+    BaseClassificationScore,
+    LACScore,
+    resolve_classification_score,
+)
+
+__all__ += [
+    "CLASSIFICATION_SCORES",
+    "APSScore",
+    "BaseClassificationScore",
+    "LACScore",
+    "resolve_classification_score",
+]

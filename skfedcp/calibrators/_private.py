@@ -1,0 +1,898 @@
+"""Differentially private calibration: DP split conformal and FedCP²-QQ."""
+
+import math
+import warnings
+from collections import Counter
+from functools import lru_cache
+from numbers import Integral, Real
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats
+
+from ..exceptions import ClippedScoresWarning, InfiniteThresholdWarning
+from ..privacy import (
+    check_privacy_params,
+    dp_qq_local_correction,
+    private_conformal_gamma,
+    private_conformal_level,
+    private_conformal_n_bins,
+    private_quantile,
+    private_quantile_probabilities,
+)
+from ..privacy._randomness import SECURE
+from ..utils._sklearn_compat import Interval, StrOptions
+from ..utils._validation import check_alpha, check_scores
+from ._base import BaseCalibrator, CoverageBounds, stack_messages
+from ._qq_coverage import qq_coverage, qq_coverage_unequal
+from ._qq_selection import select_qq_ranks
+
+__all__ = [
+    "PrivateCentralCalibrator",
+    "PrivateQuantileOfQuantilesCalibrator",
+    "ThresholdDistribution",
+]
+
+#: gamma grid of FedCP²-QQ when ``gamma="auto"`` (the paper leaves it open).
+GAMMA_GRID = tuple(round(0.01 * i, 2) for i in range(1, 100))
+#: Candidate numbers of bins of FedCP²-QQ when ``n_bins="auto"``: 100 to 1e5,
+#: then 10 to 75 only if none of those is feasible (on uniform simulations a
+#: coarse grid "wins" when an edge happens to sit on the target quantile).
+DPQQ_BINS_GRID = tuple(int(b) for b in np.unique(np.logspace(2, 5, 25).astype(int)))
+_DPQQ_SMALL_BINS = tuple(int(b) for b in np.unique(np.logspace(1, 2, 9).astype(int)))
+_DPQQ_SMALL_BINS = _DPQQ_SMALL_BINS[:-1]  # 10 .. 74
+# Coverages within this tolerance are tied (ties go to the smaller gamma).
+_TIE = 1e-10
+
+_PRIVACY_CONSTRAINTS = {
+    "epsilon": [Interval(Real, 0, None, closed="neither")],
+    "score_bounds": ["array-like", None],
+    "n_bins": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"})],
+    "gamma": [Interval(Real, 0, 1, closed="neither"), StrOptions({"auto"})],
+}
+
+
+class ThresholdDistribution(NamedTuple):
+    """Exact law of a private threshold: ``P(threshold == values[i])``.
+
+    ``values`` are bin edges in increasing order; the last one is ``+inf``
+    (the top bin, i.e. the trivial set).
+    """
+
+    values: np.ndarray
+    probabilities: np.ndarray
+
+
+# --------------------------------------------------------------------------
+# Shared checks
+
+
+def _check_epsilon(epsilon):
+    return check_privacy_params(epsilon=epsilon).epsilon
+
+
+def _check_bounds(score_bounds, owner):
+    if score_bounds is None:
+        raise ValueError(
+            f"{owner} needs score_bounds=(low, high): public bounds of the "
+            "conformity scores, fixed without looking at the calibration data "
+            "(e.g. (0, 1) for probability scores, (0, B) for a residual clipped "
+            "at B). Pass them to the calibrator or to the wrapper."
+        )
+    if isinstance(score_bounds, np.ndarray):
+        score_bounds = score_bounds.tolist()
+    return check_privacy_params(
+        bounds=score_bounds, names={"bounds": "score_bounds"}
+    ).bounds
+
+
+def _edges(bounds, n_bins):
+    # The same construction as private_quantile(bounds=..., n_bins=...).
+    return np.linspace(bounds[0], bounds[1], n_bins + 1)
+
+
+def _clip_scores(scores, bounds):
+    """Clip scores into the public bounds, warning with the number clipped."""
+    scores = check_scores(scores, allow_inf=True)
+    low, high = bounds
+    n_below = int(np.count_nonzero(scores < low))
+    n_above = int(np.count_nonzero(scores > high))
+    if n_below or n_above:
+        warnings.warn(
+            f"{n_below + n_above} of {scores.shape[0]} scores lie outside "
+            f"score_bounds=({low:g}, {high:g}) and were clipped ({n_below} below, "
+            f"{n_above} above). Clipping below is conservative; scores above fall "
+            "in the top bin, whose release means an infinite threshold. The count "
+            "is a local diagnostic computed from private data: do not release it.",
+            ClippedScoresWarning,
+            stacklevel=3,
+        )
+    return np.clip(scores, low, high)
+
+
+def _random_streams(calibrator, random_state, n_clients):
+    if isinstance(random_state, str) and random_state == SECURE:
+        return SECURE, [SECURE] * n_clients
+    return BaseCalibrator._random_streams(calibrator, random_state, n_clients)
+
+
+def _fit_quietly(calibrator, scores, client_ids, alpha, random_state, n_jobs):
+    # The base warning about an infinite threshold is replaced by one that
+    # says why (too little data for epsilon, or a top-bin release).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InfiniteThresholdWarning)
+        BaseCalibrator.fit(
+            calibrator,
+            scores,
+            client_ids,
+            alpha=alpha,
+            random_state=random_state,
+            n_jobs=n_jobs,
+        )
+    info = calibrator.calibration_info_
+    calibrator.epsilon_spent_ = info["epsilon"] if info["feasible"] else 0.0
+    if np.isposinf(calibrator.threshold_):
+        if info["feasible"]:
+            reason = (
+                "the mechanism released the top bin (scores at or above the upper "
+                "score bound, or privacy noise with little data)"
+            )
+        else:
+            reason = info["reason"]
+        warnings.warn(
+            f"{type(calibrator).__name__}: the threshold is +inf because {reason}; "
+            "every prediction set is trivial (valid, uninformative).",
+            InfiniteThresholdWarning,
+            stacklevel=3,
+        )
+
+
+def _sizes_tuple(n_per_client):
+    sizes = np.asarray(n_per_client)
+    if sizes.ndim != 1 or sizes.shape[0] < 1:
+        raise ValueError("n_per_client must list the size of at least one client.")
+    if sizes.dtype.kind not in "iu" or (sizes < 0).any():
+        raise ValueError("n_per_client must hold non-negative integers.")
+    return tuple(int(s) for s in sizes)
+
+
+# --------------------------------------------------------------------------
+# DP split conformal (Angelopoulos et al.)
+
+
+class PrivateCentralCalibrator(BaseCalibrator):
+    """Differentially private split conformal calibration by a trusted curator.
+
+    The curator pools the ``N`` calibration scores of all clients, rounds
+    them up to ``n_bins`` equal bins on the public ``score_bounds`` and
+    releases one bin edge with the exponential mechanism at the corrected
+    level ``q~`` of Angelopoulos et al. [1]_ (eq. 3): the released threshold
+    is ``epsilon``-DP and still covers with probability ``>= 1 - alpha``.
+
+    **Message** (one per client, to the trusted curator): ``{"n": n_j,
+    "scores": the client's scores clipped to score_bounds}``. Only the
+    threshold is released: ``messages_`` keeps the public sizes only.
+
+    Parameters
+    ----------
+    epsilon : float, default=1.0
+        Privacy parameter of the released threshold, ``> 0``.
+    score_bounds : tuple of two floats, default=None
+        Public range ``(low, high)`` of the scores, fixed before seeing the
+        data. Required (wrappers fill in natural bounds, e.g. ``(0, 1)`` for
+        probability scores). Scores outside are clipped, with a
+        :class:`~skfedcp.exceptions.ClippedScoresWarning`.
+    n_bins : int or "auto", default="auto"
+        Number of equal bins (candidate thresholds), ``>= 2``. ``"auto"``:
+        :func:`~skfedcp.privacy.private_conformal_n_bins` (deterministic
+        variant of Algorithm 5 of [1]_, computed from ``N``, ``alpha`` and
+        ``epsilon`` only).
+    gamma : float or "auto", default="auto"
+        Share of ``alpha`` spent on the mechanism's failure, in (0, 1).
+        ``"auto"``: the minimiser of ``q~``
+        (:func:`~skfedcp.privacy.private_conformal_gamma`).
+
+    Attributes
+    ----------
+    threshold_ : float
+        The released bin edge; ``+inf`` for the top bin or when ``N`` is too
+        small for ``epsilon`` (trivial sets).
+    epsilon_spent_ : float
+        Privacy loss of the pooled calibration data: ``epsilon``, or 0 when
+        the trivial threshold was returned without reading the scores.
+    messages_ : dict of ndarray
+        ``client`` and ``n``: the public part of what the curator received.
+    clients_ : ndarray of shape (n_clients,)
+        Sorted client labels.
+    n_clients_ : int
+        Number of clients.
+    n_per_client_ : ndarray of shape (n_clients,)
+        Calibration size of each client.
+    calibration_info_ : dict
+        The public plan: ``level`` (``q~``), ``n_bins``, ``gamma``,
+        ``epsilon``, ``score_bounds``, ``feasible`` (``q~ < 1``) and, when not
+        feasible, ``min_n`` and ``reason``.
+
+    See Also
+    --------
+    PrivateQuantileOfQuantilesCalibrator : no trusted curator; each client
+        privatises its own message.
+    skfedcp.privacy.private_quantile : the mechanism.
+
+    Notes
+    -----
+    **Privacy.** Central ``epsilon``-DP with respect to one calibration
+    record (replace-one neighbours, ``N`` public): the released threshold,
+    and every prediction set computed from it, is ``epsilon``-DP. The curator
+    sees the raw scores and must be trusted. The client partition is ignored;
+    if a whole client is the unit of privacy and holds ``k`` records, the
+    guarantee is ``k * epsilon`` (group privacy). Each fit on the same data
+    spends ``epsilon`` again; choosing ``alpha`` or ``epsilon`` by validation
+    on private data spends budget too.
+
+    **Coverage.** If the ``N`` calibration scores and the test score are
+    i.i.d. and ``alpha <= 0.5``, ``P(score <= threshold_) >= 1 - alpha``
+    (Theorem 2 of [1]_), over the data and the mechanism, for any score law,
+    ``n_bins`` and ``gamma``. The released value is an edge ``e_b`` and the
+    set uses the raw score: ``score <= e_b`` iff the rounded-up score is.
+    When ``q~ >= 1`` (too little data for ``epsilon``) the threshold is
+    ``+inf`` without reading the scores: 0-DP, coverage 1. Releasing the top
+    bin also gives ``+inf``, which keeps the guarantee for scores above
+    ``score_bounds``.
+
+    References
+    ----------
+    .. [1] A. N. Angelopoulos, S. Bates, T. Zrnic, M. I. Jordan. Private
+       Prediction Sets. Harvard Data Science Review, 2022.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> scores = rng.uniform(size=5000)
+    >>> cal = PrivateCentralCalibrator(epsilon=8.0, score_bounds=(0, 1))
+    >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
+    >>> cal.calibration_info_["n_bins"], round(cal.calibration_info_["level"], 4)
+    (790, 0.9011)
+    >>> cal.epsilon_spent_, sorted(cal.messages_)
+    (8.0, ['client', 'n'])
+    """
+
+    _parameter_constraints = dict(_PRIVACY_CONSTRAINTS)
+    _randomized = True
+
+    def __init__(self, *, epsilon=1.0, score_bounds=None, n_bins="auto", gamma="auto"):
+        self.epsilon = epsilon
+        self.score_bounds = score_bounds
+        self.n_bins = n_bins
+        self.gamma = gamma
+
+    def plan(self, n_per_client, alpha):
+        """Return the public plan: corrected level ``q~``, bins and ``gamma``.
+
+        Parameters
+        ----------
+        n_per_client : array-like of int
+            Calibration size of each client (only the total ``N`` matters).
+        alpha : float
+            Miscoverage level in (0, 0.5].
+
+        Returns
+        -------
+        plan : dict
+            See ``calibration_info_``.
+        """
+        epsilon = _check_epsilon(self.epsilon)
+        bounds = _check_bounds(self.score_bounds, type(self).__name__)
+        n_total = int(np.sum(_sizes_tuple(n_per_client)))
+        plan = dict(
+            _central_plan(n_total, check_alpha(alpha), epsilon, self.n_bins, self.gamma)
+        )
+        plan["score_bounds"] = bounds
+        return plan
+
+    def _mechanism_args(self, plan):
+        return {
+            "level": plan["level"],
+            "epsilon": plan["epsilon"],
+            "edges": _edges(plan["score_bounds"], plan["n_bins"]),
+            "top_bin": "inf",
+        }
+
+    def client_step(self, scores, *, alpha, n_per_client=None, random_state=None):
+        """Send this client's scores, clipped to ``score_bounds``, to the curator."""
+        bounds = _check_bounds(self.score_bounds, type(self).__name__)
+        scores = _clip_scores(scores, bounds)
+        return {"n": scores.shape[0], "scores": scores}
+
+    def server_step(self, messages, *, alpha, n_per_client=None, random_state=None):
+        """Pool the scores and release a private bin edge (``+inf``: trivial)."""
+        pooled = _pooled_scores(messages)
+        plan = self.plan([pooled.shape[0]], alpha)
+        if not plan["feasible"]:  # q~ >= 1: the scores are not read
+            return math.inf
+        return private_quantile(
+            pooled, random_state=random_state, **self._mechanism_args(plan)
+        )
+
+    def threshold_probabilities(self, scores, client_ids=None, *, alpha):
+        """Exact law of the threshold :meth:`fit` would release on ``scores``.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples,)
+            Calibration scores.
+        client_ids : array-like of shape (n_samples,), default=None
+            Ignored (the curator pools the scores); accepted for symmetry.
+        alpha : float
+            Miscoverage level in (0, 0.5].
+
+        Returns
+        -------
+        law : ThresholdDistribution
+            Candidate thresholds (bin edges ``e_1..e_{B-1}``, then ``+inf``)
+            and their probabilities.
+
+        Examples
+        --------
+        >>> cal = PrivateCentralCalibrator(epsilon=50.0, score_bounds=(0, 1),
+        ...                                n_bins=4)
+        >>> law = cal.threshold_probabilities([0.1, 0.3, 0.6, 0.7], alpha=0.5)
+        >>> law.values
+        array([0.25, 0.5 , 0.75,  inf])
+        """
+        scores = check_scores(scores, allow_inf=True)
+        plan = self.plan([scores.shape[0]], alpha)
+        if not plan["feasible"]:
+            return ThresholdDistribution(np.array([np.inf]), np.array([1.0]))
+        args = self._mechanism_args(plan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ClippedScoresWarning)
+            clipped = _clip_scores(scores, plan["score_bounds"])
+        values = args["edges"][1:].copy()
+        values[-1] = np.inf
+        return ThresholdDistribution(
+            values, private_quantile_probabilities(clipped, **args)
+        )
+
+    def _random_streams(self, random_state, n_clients):
+        return _random_streams(self, random_state, n_clients)
+
+    def _simulate_clients(self, partition, scores, *, alpha, rngs):
+        scores = _clip_scores(
+            scores, _check_bounds(self.score_bounds, type(self).__name__)
+        )
+        groups = np.empty(partition.n_clients, dtype=object)
+        groups[:] = partition.split(scores)
+        return {"n": partition.sizes, "scores": groups}
+
+    def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
+        """Simulate the round: clients send scores, the curator releases an edge.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples,)
+            Conformity scores of all calibration rows.
+        client_ids : array-like of shape (n_samples,) or None, default=None
+            Client label of each row (only the sizes are kept).
+        alpha : float
+            Miscoverage level in (0, 0.5].
+        random_state : int, RandomState instance, "secure" or None, \
+                default=None
+            Randomness of the mechanism; ``"secure"`` draws from the operating
+            system's secure generator (not reproducible, for deployment).
+        n_jobs : int, default=None
+            Unused (the clients' step is a copy).
+
+        Returns
+        -------
+        self : PrivateCentralCalibrator
+            The fitted calibrator.
+        """
+        _fit_quietly(self, scores, client_ids, alpha, random_state, n_jobs)
+        # The curator releases only the threshold: drop the pooled scores.
+        self.messages_ = {"client": self.messages_["client"], "n": self.messages_["n"]}
+        return self
+
+    def coverage_bounds(self, n_per_client, alpha):
+        """Return ``(1 - alpha, nan)``, or ``(1, 1)`` when the set is trivial."""
+        if not self.plan(n_per_client, alpha)["feasible"]:
+            return CoverageBounds(1.0, 1.0)
+        return CoverageBounds(1.0 - alpha, np.nan)
+
+
+def _pooled_scores(messages):
+    stacked = stack_messages(messages)
+    parts = [np.atleast_1d(np.asarray(s, dtype=np.float64)) for s in stacked["scores"]]
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+@lru_cache(maxsize=256)
+def _central_plan(n_total, alpha, epsilon, n_bins, gamma):
+    if isinstance(n_bins, str):  # "auto": from (N, alpha, epsilon) only
+        n_bins = private_conformal_n_bins(n_total, alpha, epsilon=epsilon)
+    gamma_value = (
+        private_conformal_gamma(n_total, alpha, epsilon=epsilon)
+        if isinstance(gamma, str)
+        else float(gamma)
+    )
+    level = private_conformal_level(
+        n_total, alpha, epsilon=epsilon, n_bins=n_bins, gamma=gamma_value
+    )
+    plan = {
+        "feasible": level < 1.0,
+        "level": level,
+        "n_bins": int(n_bins),
+        "gamma": gamma_value,
+        "epsilon": epsilon,
+        "n_total": n_total,
+    }
+    if not plan["feasible"]:
+        min_n = _central_min_n(alpha, epsilon, n_bins, gamma)
+        plan["min_n"] = min_n
+        plan["reason"] = (
+            f"N={n_total} calibration scores are too few for epsilon={epsilon:g} "
+            f"and alpha={alpha:g} (corrected level {level:.4f} >= 1); N >= {min_n} "
+            f"is needed with n_bins={n_bins}"
+        )
+    return tuple(plan.items())
+
+
+def _central_min_n(alpha, epsilon, n_bins, gamma):
+    """Smallest N with ``q~ < 1`` (``q~`` decreases in N at fixed bins)."""
+
+    def feasible(n):
+        g = (
+            private_conformal_gamma(n, alpha, epsilon=epsilon)
+            if gamma == "auto"
+            else gamma
+        )
+        level = private_conformal_level(
+            n, alpha, epsilon=epsilon, n_bins=n_bins, gamma=g
+        )
+        return level < 1.0
+
+    hi = 1
+    while not feasible(hi):
+        hi *= 2
+        if hi > 2**62:  # pragma: no cover - gamma fixed so high that q~ >= 1
+            return math.inf
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
+    return hi
+
+
+# --------------------------------------------------------------------------
+# FedCP²-QQ (Humbert et al.)
+
+
+class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
+    """Locally private quantile of quantiles (FedCP²-QQ), one round.
+
+    Each client releases an ``epsilon``-DP quantile of its own scores (the
+    binned exponential mechanism of Angelopoulos et al. at a corrected rank
+    ``l_gamma + l_cor``); the server returns the ``k_gamma``-th smallest of the
+    ``m`` released values (Algorithm 3 and Theorem 4.1 of [1]_). The ranks,
+    the correction ``l_cor`` and ``gamma`` depend only on public metadata
+    (sizes, ``alpha``, ``epsilon``, bins).
+
+    **Message** (one per client): ``{"n": n_j, "quantile": float}``, a bin
+    edge on ``score_bounds`` (``+inf`` for the top bin). This is all the
+    server sees, and all ``messages_`` stores.
+
+    Parameters
+    ----------
+    epsilon : float, default=1.0
+        Privacy parameter of each client's message, ``> 0``.
+    score_bounds : tuple of two floats, default=None
+        Public range ``(low, high)`` of the scores, fixed before seeing the
+        data. Required (wrappers fill in natural bounds, e.g. ``(0, 1)`` for
+        probability scores). Scores outside are clipped, with a
+        :class:`~skfedcp.exceptions.ClippedScoresWarning`.
+    n_bins : int or "auto", default=100
+        Number ``B >= 2`` of equal bins (the paper uses 100). ``"auto"``:
+        the ``B`` in 25 log-spaced values on [100, 1e5] minimising the
+        expected threshold on public uniform scores ``i / (n_j + 1)`` (the
+        deterministic rule of
+        :func:`~skfedcp.privacy.private_conformal_n_bins`, applied to the
+        whole protocol; 10 to 75 bins are tried only when 100 is
+        infeasible, since the correction ``l_cor`` grows with ``B``). It
+        never reads the data.
+    gamma : float or "auto", default="auto"
+        Share of ``alpha`` spent on the mechanisms' failure, in (0, 1).
+        ``"auto"``: the ``gamma`` in ``{0.01, ..., 0.99}`` minimising the
+        coverage ``M(l_gamma + l_cor, k_gamma)`` of the corrected ranks, ties
+        to the smaller ``gamma`` (the rule of [1]_; the grid is a skfedcp
+        choice).
+
+    Attributes
+    ----------
+    threshold_ : float
+        The ``k_gamma``-th smallest released value; ``+inf`` when no
+        ``gamma`` is feasible (trivial sets, no data read).
+    epsilon_spent_ : float
+        Privacy loss of each client's calibration data: ``epsilon``, or 0
+        when the clients sent nothing data-dependent.
+    messages_ : dict of ndarray
+        ``client``, ``n`` and ``quantile`` of each client: all the server saw.
+    clients_ : ndarray of shape (n_clients,)
+        Sorted client labels.
+    n_clients_ : int
+        Number of clients.
+    n_per_client_ : ndarray of shape (n_clients,)
+        Calibration size of each client.
+    calibration_info_ : dict
+        The public plan: ``gamma``, ``local_ranks`` (``l_gamma`` per
+        client), ``k``, ``correction`` (``l_cor``), ``levels`` (each client's
+        mechanism level), ``score`` (``M(l_gamma + l_cor, k_gamma)``),
+        ``coverage_lower`` (``(1 - gamma alpha) M(l_gamma, k_gamma)``),
+        ``n_bins``, ``epsilon``, ``score_bounds``, ``feasible`` and, when not
+        feasible, ``reason``.
+
+    See Also
+    --------
+    QuantileOfQuantilesCalibrator : the non-private protocol.
+    PrivateCentralCalibrator : central DP with a trusted curator.
+
+    Notes
+    -----
+    **Privacy.** Each client's message is ``epsilon``-DP with respect to its
+    own calibration set (replace-one neighbours; sizes, bins, ``alpha`` and
+    ``epsilon`` public), i.e. ``epsilon``-LDP per client data set; the server
+    output is post-processing. ``score_bounds`` must be public: the paper's
+    experiments use the largest observed score, which is not private.
+
+    **Coverage.** If, given the model, all calibration scores and the test
+    score are i.i.d., then ``P(score <= threshold_) >= (1 - gamma alpha)
+    M(l_gamma, k_gamma) >= 1 - alpha`` (Theorem 4.1 of [1]_): with
+    probability ``>= 1 - gamma alpha`` every client releases a value above
+    its ``l_gamma``-th score, and the non-private pair ``(l_gamma, k_gamma)``
+    targets ``(1 - alpha) / (1 - gamma alpha)``. Scores are rounded up to bin
+    edges; releasing the top bin gives ``+inf``, so scores above
+    ``score_bounds`` do not break the guarantee. A ``gamma`` with
+    ``l_gamma + l_cor > n`` is infeasible; with unequal sizes (experimental,
+    fixed ranks ``ceil(tau (n_j + 1))``) a client whose corrected rank
+    exceeds its size sends ``+inf`` without reading its data, which keeps the
+    bound. When no ``gamma`` is feasible the threshold is ``+inf``.
+
+    References
+    ----------
+    .. [1] P. Humbert, B. Le Bars, A. Bellet, S. Arlot. One-Shot Federated
+       Conformal Prediction. ICML 2023.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> scores = rng.uniform(size=5 * 200)
+    >>> client_ids = np.repeat(np.arange(5), 200)
+    >>> cal = PrivateQuantileOfQuantilesCalibrator(epsilon=10.0, score_bounds=(0, 1))
+    >>> cal = cal.fit(scores, client_ids, alpha=0.1, random_state=0)
+    >>> info = cal.calibration_info_
+    >>> info["gamma"], int(info["local_ranks"][0]), info["k"], info["correction"]
+    (0.02, 179, 4, 3)
+    >>> round(info["score"], 5)
+    0.91622
+    >>> sorted(cal.messages_), cal.epsilon_spent_
+    (['client', 'n', 'quantile'], 10.0)
+    """
+
+    _parameter_constraints = dict(_PRIVACY_CONSTRAINTS)
+    _randomized = True
+
+    def __init__(self, *, epsilon=1.0, score_bounds=None, n_bins=100, gamma="auto"):
+        self.epsilon = epsilon
+        self.score_bounds = score_bounds
+        self.n_bins = n_bins
+        self.gamma = gamma
+
+    def plan(self, n_per_client, alpha):
+        """Return the public plan: ``gamma``, ranks, correction and levels.
+
+        Parameters
+        ----------
+        n_per_client : array-like of int
+            Calibration size of each client.
+        alpha : float
+            Miscoverage level in (0, 1).
+
+        Returns
+        -------
+        plan : dict
+            See ``calibration_info_``.
+        """
+        epsilon = _check_epsilon(self.epsilon)
+        bounds = _check_bounds(self.score_bounds, type(self).__name__)
+        sizes = _sizes_tuple(n_per_client)
+        plan = _dpqq_plan(sizes, check_alpha(alpha), epsilon, self.n_bins, self.gamma)
+        plan["score_bounds"] = bounds
+        return plan
+
+    def _level_of(self, n, plan, n_per_client):
+        sizes = np.asarray(n_per_client)
+        matches = np.flatnonzero(sizes == n)
+        if matches.size == 0:
+            raise ValueError(
+                f"this client holds {n} scores but n_per_client lists no client of "
+                "that size; pass the sizes the server announced."
+            )
+        return plan["levels"][matches[0]]
+
+    def _mechanism_args(self, plan, level):
+        return {
+            "level": level,
+            "epsilon": plan["epsilon"],
+            "edges": _edges(plan["score_bounds"], plan["n_bins"]),
+            "top_bin": "inf",
+        }
+
+    def client_step(self, scores, *, alpha, n_per_client, random_state=None):
+        """Release a private bin edge at this client's corrected level.
+
+        Sends ``+inf`` without reading the scores when the plan is infeasible
+        or this client's corrected rank exceeds its size.
+        """
+        scores = check_scores(scores, allow_inf=True)
+        n = scores.shape[0]
+        plan = self.plan(n_per_client, alpha)
+        level = self._level_of(n, plan, n_per_client) if plan["feasible"] else None
+        if level is None or not np.isfinite(level):
+            return {"n": n, "quantile": math.inf}
+        scores = _clip_scores(scores, plan["score_bounds"])
+        value = private_quantile(
+            scores, random_state=random_state, **self._mechanism_args(plan, level)
+        )
+        return {"n": n, "quantile": float(value)}
+
+    def server_step(self, messages, *, alpha, n_per_client, random_state=None):
+        """Return the ``k_gamma``-th smallest released value."""
+        stacked = stack_messages(messages)
+        sizes = _sizes_tuple(n_per_client)
+        if sorted(stacked["n"].tolist()) != sorted(sizes):
+            raise ValueError(
+                "the sizes in the messages do not match n_per_client: "
+                f"{sorted(stacked['n'].tolist())} != {sorted(sizes)}."
+            )
+        plan = self.plan(sizes, alpha)
+        if not plan["feasible"]:
+            return math.inf
+        values = stacked["quantile"].astype(np.float64)
+        k = plan["k"]
+        return float(np.partition(values, k - 1)[k - 1])
+
+    def threshold_probabilities(self, scores, client_ids=None, *, alpha):
+        """Exact law of the threshold :meth:`fit` would release on ``scores``.
+
+        The clients' releases are independent; the law of their ``k``-th
+        smallest follows from their exact laws (Poisson-binomial counts).
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples,)
+            Calibration scores.
+        client_ids : array-like of shape (n_samples,), default=None
+            Client label of each row; ``None`` means one client.
+        alpha : float
+            Miscoverage level in (0, 1).
+
+        Returns
+        -------
+        law : ThresholdDistribution
+            Candidate thresholds (bin edges ``e_1..e_{B-1}``, then ``+inf``)
+            and their probabilities.
+
+        Examples
+        --------
+        >>> cal = PrivateQuantileOfQuantilesCalibrator(
+        ...     epsilon=10.0, score_bounds=(0, 1), n_bins=10)
+        >>> rng = np.random.default_rng(0)
+        >>> law = cal.threshold_probabilities(
+        ...     rng.uniform(size=200), np.repeat([0, 1], 100), alpha=0.2)
+        >>> law.values.shape, round(float(law.probabilities.sum()), 12)
+        ((10,), 1.0)
+        """
+        from ..federated import ClientPartition
+
+        scores = check_scores(scores, allow_inf=True)
+        partition = ClientPartition(client_ids, scores.shape[0])
+        plan = self.plan(partition.sizes, alpha)
+        if not plan["feasible"]:
+            return ThresholdDistribution(np.array([np.inf]), np.array([1.0]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ClippedScoresWarning)
+            groups = partition.split(_clip_scores(scores, plan["score_bounds"]))
+        args = self._mechanism_args(plan, None)
+        del args["level"]
+        cdfs = [
+            (_client_cdf(group, level, args), 1)
+            for group, level in zip(groups, plan["levels"], strict=True)
+        ]
+        values = args["edges"][1:].copy()
+        values[-1] = np.inf
+        return ThresholdDistribution(values, _kth_smallest_law(cdfs, plan["k"]))
+
+    def _random_streams(self, random_state, n_clients):
+        return _random_streams(self, random_state, n_clients)
+
+    def _simulate_clients(self, partition, scores, *, alpha, rngs):
+        # One clipping warning for the whole simulation, not one per client.
+        scores = _clip_scores(
+            scores, _check_bounds(self.score_bounds, type(self).__name__)
+        )
+        return super()._simulate_clients(partition, scores, alpha=alpha, rngs=rngs)
+
+    def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
+        """Simulate the round: each client releases a private quantile.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples,)
+            Conformity scores of all calibration rows.
+        client_ids : array-like of shape (n_samples,) or None, default=None
+            Client label of each row; ``None`` means one client.
+        alpha : float
+            Miscoverage level in (0, 1).
+        random_state : int, RandomState instance, "secure" or None, \
+                default=None
+            Seeds one independent stream per client (in sorted-client
+            order); ``"secure"`` makes every client draw from the operating
+            system's secure generator (not reproducible, for deployment).
+        n_jobs : int, default=None
+            Run the clients' steps in parallel with joblib.
+
+        Returns
+        -------
+        self : PrivateQuantileOfQuantilesCalibrator
+            The fitted calibrator.
+        """
+        _fit_quietly(self, scores, client_ids, alpha, random_state, n_jobs)
+        return self
+
+    def coverage_bounds(self, n_per_client, alpha):
+        """Return ``((1 - gamma alpha) M(l_gamma, k_gamma), nan)``; trivial: (1, 1)."""
+        plan = self.plan(n_per_client, alpha)
+        if not plan["feasible"]:
+            return CoverageBounds(1.0, 1.0)
+        return CoverageBounds(plan["coverage_lower"], np.nan)
+
+
+def _dpqq_plan(sizes, alpha, epsilon, n_bins, gamma):
+    if isinstance(n_bins, str):  # "auto"
+        n_bins = _dpqq_auto_bins(sizes, alpha, epsilon, gamma)
+    plan = dict(_dpqq_gamma_search(sizes, alpha, epsilon, int(n_bins), gamma))
+    for key in ("local_ranks", "levels"):
+        if key in plan:
+            plan[key] = np.array(plan[key])
+    return plan
+
+
+@lru_cache(maxsize=1024)
+def _qq_score(sizes, ranks, k):
+    if len(set(sizes)) == 1:
+        return qq_coverage(len(sizes), sizes[0], ranks[0], k)
+    return qq_coverage_unequal(sizes, ranks, k)
+
+
+@lru_cache(maxsize=256)
+def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
+    """The public plan of FedCP²-QQ for given bins (section 2.11 of the spec)."""
+    m = len(sizes)
+    grid = GAMMA_GRID if isinstance(gamma, str) else (float(gamma),)
+    best = None
+    for g in grid:
+        target_alpha = alpha * (1.0 - g) / (1.0 - g * alpha)  # 1 - tau_gamma
+        sel = select_qq_ranks(sizes, target_alpha)
+        if not sel.feasible:
+            continue
+        correction = dp_qq_local_correction(epsilon, n_bins, g, alpha, m)
+        ranks = tuple(r + correction for r in sel.local_ranks)
+        if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < sel.k:
+            continue  # fewer than k clients could send a finite value
+        score = _qq_score(sizes, ranks, sel.k)
+        if best is None or score < best[0] - _TIE:
+            best = (score, g, sel, correction, ranks)
+    if best is None:
+        reason = (
+            f"no gamma is feasible: with client sizes {_describe(sizes)}, "
+            f"epsilon={epsilon:g}, alpha={alpha:g} and n_bins={n_bins} the "
+            "corrected ranks l_gamma + l_cor exceed the client sizes; use more "
+            "data per client, a larger epsilon or fewer bins"
+        )
+        plan = {
+            "feasible": False,
+            "reason": reason,
+            "n_bins": n_bins,
+            "epsilon": epsilon,
+        }
+        return tuple(plan.items())
+    score, g, sel, correction, ranks = best
+    levels = tuple(
+        max(r / n, 0.5) if r <= n else math.inf
+        for r, n in zip(ranks, sizes, strict=True)
+    )
+    plan = {
+        "feasible": True,
+        "gamma": g,
+        "local_ranks": sel.local_ranks,
+        "k": sel.k,
+        "correction": correction,
+        "levels": levels,
+        "score": score,
+        "coverage_lower": (1.0 - g * alpha) * sel.coverage,
+        "n_bins": n_bins,
+        "epsilon": epsilon,
+    }
+    return tuple(plan.items())
+
+
+def _describe(sizes):
+    if len(set(sizes)) == 1:
+        return f"{len(sizes)} x {sizes[0]}"
+    return f"{min(sizes)}..{max(sizes)} ({len(sizes)} clients)"
+
+
+def _kth_smallest_law(groups, k):
+    """Law of the k-th smallest of independent discrete variables.
+
+    ``groups`` lists ``(cdf, count)``: ``count`` variables with
+    ``cdf[b] = P(X <= v_b)`` on common sorted values ``v_b``. Returns
+    ``P(X_(k) = v_b)``. ``X_(k) <= v_b`` iff at least ``k`` of the variables
+    are ``<= v_b``, a sum of independent binomial counts.
+    """
+    if len(groups) == 1:
+        cdf, count = groups[0]
+        tail = stats.binom.sf(k - 1, count, np.clip(cdf, 0.0, 1.0))
+    else:
+        total = np.ones((1, groups[0][0].shape[0]))  # law of the count so far
+        for cdf, count in groups:
+            pmf = stats.binom.pmf(
+                np.arange(count + 1)[:, None], count, np.clip(cdf, 0.0, 1.0)
+            )
+            new = np.zeros((total.shape[0] + count, total.shape[1]))
+            for i in range(count + 1):
+                new[i : i + total.shape[0]] += total * pmf[i]
+            total = new
+        tail = total[k:].sum(axis=0)
+    tail = np.clip(tail, 0.0, 1.0)
+    tail[-1] = 1.0
+    return np.diff(tail, prepend=0.0).clip(min=0.0)
+
+
+def _client_cdf(scores, level, mechanism_args):
+    """CDF of one client's release over the bin edges (``+inf`` sender: top)."""
+    n_bins = mechanism_args["edges"].shape[0] - 1
+    if not np.isfinite(level):
+        return np.r_[np.zeros(n_bins - 1), 1.0]
+    return np.cumsum(private_quantile_probabilities(scores, level, **mechanism_args))
+
+
+@lru_cache(maxsize=64)
+def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
+    """Number of bins minimising the expected threshold on public uniform scores."""
+    groups = sorted(Counter(sizes).items())
+    simulated = {n: np.arange(1, n + 1) / (n + 1.0) for n, _ in groups}
+    best, best_value = DPQQ_BINS_GRID[0], math.inf
+    grid = DPQQ_BINS_GRID
+    if not any(
+        dict(_dpqq_gamma_search(sizes, alpha, epsilon, b, gamma))["feasible"]
+        for b in grid[:1]
+    ):
+        grid = _DPQQ_SMALL_BINS + grid[:1]  # ranks only get larger with more bins
+    for n_bins in grid:
+        plan = dict(_dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma))
+        if not plan["feasible"]:
+            value = 1.0  # the trivial threshold, on the [0, 1] scale
+        else:
+            edges = np.linspace(0.0, 1.0, n_bins + 1)
+            args = {"epsilon": epsilon, "edges": edges}
+            level_of = dict(zip(sizes, plan["levels"], strict=True))
+            law = _kth_smallest_law(
+                [(_client_cdf(simulated[n], level_of[n], args), c) for n, c in groups],
+                plan["k"],
+            )
+            value = float(law @ edges[1:])
+        if value < best_value - 1e-12:
+            best, best_value = n_bins, value
+    return best

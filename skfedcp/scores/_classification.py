@@ -1,0 +1,209 @@
+"""Classification conformity scores (LAC, APS) and the label sets they imply."""
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils import check_random_state
+
+__all__ = [
+    "CLASSIFICATION_SCORES",
+    "APSScore",
+    "BaseClassificationScore",
+    "LACScore",
+    "resolve_classification_score",
+]
+
+
+def _check_proba(proba):
+    proba = np.asarray(proba, dtype=np.float64)
+    if proba.ndim != 2 or proba.shape[1] < 1:
+        raise ValueError(
+            f"proba must have shape (n_samples, n_classes); got {proba.shape}."
+        )
+    if not np.isfinite(proba).all():
+        raise ValueError("proba must be finite (no NaN or inf).")
+    return proba
+
+
+def _check_labels(y_encoded, proba):
+    y_encoded = np.asarray(y_encoded)
+    if y_encoded.ndim != 1 or y_encoded.shape[0] != proba.shape[0]:
+        raise ValueError(
+            f"y_encoded must have shape ({proba.shape[0]},), one class index per "
+            f"row of proba; got {y_encoded.shape}."
+        )
+    if y_encoded.dtype.kind not in "iu":
+        raise TypeError(
+            "y_encoded must hold integer class indices (columns of proba); got "
+            f"dtype {y_encoded.dtype}."
+        )
+    if y_encoded.size and (y_encoded.min() < 0 or y_encoded.max() >= proba.shape[1]):
+        raise ValueError(
+            f"y_encoded must lie in 0..{proba.shape[1] - 1} (columns of proba)."
+        )
+    return y_encoded
+
+
+class BaseClassificationScore(BaseEstimator):
+    """A classification conformity score and the label set it implies.
+
+    A score maps ``(x, y)`` to a number in ``bounds`` (larger meaning a worse
+    fit) using only the model's class probabilities; the prediction set for
+    a threshold ``q`` is ``{y : score(x, y) <= q}``. ``bounds`` are natural,
+    data-free bounds, so private calibrators can use them as public
+    ``score_bounds``.
+    """
+
+    #: Natural range of the score (public: it does not depend on data).
+    bounds = (0.0, 1.0)
+
+    def label_scores(self, proba, *, random_state=None):
+        """Return the score of every label, shape ``(n_samples, n_classes)``.
+
+        Parameters
+        ----------
+        proba : array-like of shape (n_samples, n_classes)
+            Predicted class probabilities (columns aligned with ``classes_``).
+        random_state : int, RandomState instance or None, default=None
+            Randomness of randomized scores; ignored by deterministic ones.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples, n_classes)
+        """
+        raise NotImplementedError
+
+    def conformity_score(self, y_encoded, proba, *, random_state=None):
+        """Return the score of the true label of each row.
+
+        Parameters
+        ----------
+        y_encoded : array-like of int, shape (n_samples,)
+            Column index of each row's label in ``proba``.
+        proba : array-like of shape (n_samples, n_classes)
+            Predicted class probabilities.
+        random_state : int, RandomState instance or None, default=None
+            Randomness of randomized scores; ignored by deterministic ones.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+        """
+        proba = _check_proba(proba)
+        y_encoded = _check_labels(y_encoded, proba)
+        scores = self.label_scores(proba, random_state=random_state)
+        return scores[np.arange(proba.shape[0]), y_encoded]
+
+    def predict_set(self, proba, threshold, *, random_state=None):
+        """Return the boolean label sets ``{y : score(x, y) <= threshold}``.
+
+        Parameters
+        ----------
+        proba : array-like of shape (n_samples, n_classes)
+            Predicted class probabilities.
+        threshold : float
+            Calibrated threshold; ``+inf`` gives every label.
+        random_state : int, RandomState instance or None, default=None
+            Randomness of randomized scores; ignored by deterministic ones.
+
+        Returns
+        -------
+        sets : ndarray of bool, shape (n_samples, n_classes)
+        """
+        proba = _check_proba(proba)
+        return self.label_scores(proba, random_state=random_state) <= threshold
+
+
+class LACScore(BaseClassificationScore):
+    """Least ambiguous set-valued classifier score, ``1 - p_y(x)``.
+
+    The set ``{y : p_y(x) >= 1 - q}`` is the smallest on average among sets
+    built from the probabilities (Sadinle et al., 2019). It can be empty.
+    Used by all experiments of Angelopoulos et al. (private prediction sets).
+
+    Examples
+    --------
+    >>> proba = [[0.7, 0.2, 0.1], [0.4, 0.35, 0.25]]
+    >>> LACScore().conformity_score([0, 1], proba)
+    array([0.3 , 0.65])
+    >>> LACScore().predict_set(proba, 0.75)
+    array([[ True, False, False],
+           [ True,  True,  True]])
+    """
+
+    def label_scores(self, proba, *, random_state=None):
+        """Return ``1 - proba``, clipped to [0, 1]."""
+        return np.clip(1.0 - _check_proba(proba), 0.0, 1.0)
+
+
+class APSScore(BaseClassificationScore):
+    """Adaptive prediction sets score: probability mass ranked above the label.
+
+    Sort the probabilities of a row in decreasing order (ties by class
+    index); the score of label ``y`` is the total probability of the labels
+    ranked before it plus ``U * p_y(x)``. ``U = 1`` by default
+    (deterministic, the set is never empty once the threshold exceeds the
+    largest probability); with ``randomized=True``, ``U ~ Unif(0, 1)``, one
+    draw per row shared by all its labels (Romano et al., 2020), which makes
+    the coverage exact for continuous probabilities.
+
+    Parameters
+    ----------
+    randomized : bool, default=False
+        Draw ``U`` uniformly (from the ``random_state`` of each call) instead
+        of ``U = 1``. Wrappers draw calibration ``U`` in ``fit`` and reuse a
+        seed drawn there at prediction, so ``predict_set`` stays
+        deterministic.
+
+    Examples
+    --------
+    >>> proba = [[0.7, 0.2, 0.1], [0.4, 0.35, 0.25]]
+    >>> APSScore().label_scores(proba)
+    array([[0.7 , 0.9 , 1.  ],
+           [0.4 , 0.75, 1.  ]])
+    >>> APSScore().predict_set(proba, 0.8)
+    array([[ True, False, False],
+           [ True,  True, False]])
+    """
+
+    _parameter_constraints = {"randomized": ["boolean"]}
+
+    def __init__(self, *, randomized=False):
+        self.randomized = randomized
+
+    def label_scores(self, proba, *, random_state=None):
+        """Return the mass ranked before each label plus ``U`` times its own."""
+        proba = _check_proba(proba)
+        n, n_classes = proba.shape
+        order = np.argsort(-proba, axis=1, kind="stable")
+        sorted_p = np.take_along_axis(proba, order, axis=1)
+        before = np.cumsum(sorted_p, axis=1) - sorted_p
+        if self.randomized:
+            u = check_random_state(random_state).uniform(size=(n, 1))
+        else:
+            u = 1.0
+        sorted_scores = before + u * sorted_p
+        scores = np.empty_like(proba)
+        np.put_along_axis(scores, order, sorted_scores, axis=1)
+        return np.clip(scores, 0.0, 1.0)
+
+
+CLASSIFICATION_SCORES = {"lac": LACScore, "aps": APSScore}
+
+
+def resolve_classification_score(score):
+    """Return a fresh score object from a registry name or a score instance.
+
+    Examples
+    --------
+    >>> resolve_classification_score("aps")
+    APSScore()
+    """
+    if isinstance(score, str):
+        try:
+            return CLASSIFICATION_SCORES[score]()
+        except KeyError:
+            raise ValueError(
+                f"conformity_score must be one of {sorted(CLASSIFICATION_SCORES)} "
+                f"or a BaseClassificationScore; got {score!r}."
+            ) from None
+    return clone(score)
