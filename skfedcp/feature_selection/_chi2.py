@@ -304,7 +304,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
 
         tables = _client_tables(X, y_codes, codes, n_clients, n_classes, n_levels)
         counts = _class_counts(y_codes, codes, n_clients, n_classes)
-        round1 = np.concatenate([counts, tables.sum(axis=2)], axis=1)
+        round1 = np.concatenate([counts, tables.sum(axis=1)], axis=1)
         f1 = (
             0
             if integer_x
@@ -424,7 +424,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
 
     def _round_two(self, tables, counts, marginals, survivors, seed, ell, rng):
         """Simulate round two: encode, quantize, mask, sum, dequantize."""
-        n_clients, _, n_classes = tables.shape
+        n_clients, n_classes, _ = tables.shape
         setup = self._setup(n_clients, rng)
         bits = (
             _frac_bits(marginals)
@@ -448,7 +448,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
             f = bits[start:stop, None]
             for i in survivors:
                 u = _residual_rows(
-                    tables[i, rows],
+                    tables[i, :, rows],
                     counts[i],
                     marginals,
                     rows,

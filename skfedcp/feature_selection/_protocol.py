@@ -87,11 +87,11 @@ def _n_features(marginals):
 
 
 def _client_tables(X, y_codes, client_codes, n_clients, n_classes, n_levels):
-    """Per-client tables, shape (n_clients, n_rows, n_classes), float64.
+    """Per-client tables, shape (n_clients, n_classes, n_rows), float64.
 
-    ``"sklearn"``: row ``j`` is the class-wise sum of feature ``j``
-    (``O_i = Y_i^T X_i``). ``"contingency"``: row ``offset_j + a`` counts the
-    rows of level ``a`` of feature ``j`` in each class.
+    ``"sklearn"``: column ``j`` holds the class-wise sums of feature ``j``
+    (``O_i = Y_i^T X_i``). ``"contingency"``: column ``offset_j + a`` counts
+    the rows of level ``a`` of feature ``j`` in each class.
     """
     n_samples = X.shape[0]
     cell = client_codes.astype(np.intp) * n_classes + y_codes
@@ -103,14 +103,13 @@ def _client_tables(X, y_codes, client_codes, n_clients, n_classes, n_levels):
         obs = onehot @ X
         obs = obs.toarray() if sp.issparse(obs) else np.asarray(obs)
         obs = obs.reshape(n_clients, n_classes, X.shape[1])
-        return np.ascontiguousarray(obs.transpose(0, 2, 1), dtype=np.float64)
+        return obs.astype(np.float64, copy=False)
     codes = np.asarray(X.toarray() if sp.issparse(X) else X).astype(np.intp)
     offsets = _offsets(codes.shape[1], n_levels)
     n_rows = int(offsets[-1])
-    idx = client_codes.astype(np.intp)[:, None] * n_rows + offsets[:-1] + codes
-    idx = idx * n_classes + y_codes[:, None]
-    counts = np.bincount(idx.ravel(), minlength=n_clients * n_rows * n_classes)
-    return counts.reshape(n_clients, n_rows, n_classes).astype(np.float64)
+    idx = cell[:, None] * n_rows + offsets[:-1] + codes
+    counts = np.bincount(idx.ravel(), minlength=n_clients * n_classes * n_rows)
+    return counts.reshape(n_clients, n_classes, n_rows).astype(np.float64)
 
 
 def _class_counts(y_codes, client_codes, n_clients, n_classes):
@@ -120,19 +119,23 @@ def _class_counts(y_codes, client_codes, n_clients, n_classes):
 
 
 def _residual_rows(table, class_counts_i, marginals, rows, expected_split, n_clients):
-    """``(O_i - S_i) / sqrt(E)`` on a slice of rows; cells with E = 0 give 0."""
+    """``(O_i - S_i) / sqrt(E)`` on a slice of rows; cells with E = 0 give 0.
+
+    ``table`` is the client's ``(n_classes, n_rows)`` table restricted to
+    ``rows``; the result is ``(n_rows, n_classes)``, C-contiguous.
+    """
     class_counts = marginals.class_counts
     n_total = class_counts.sum()
-    totals = marginals.row_totals[rows, None]
-    expected = totals * (class_counts / n_total)[None, :]
+    totals = marginals.row_totals[rows][None, :]
+    expected = (class_counts / n_total)[:, None] * totals
     if expected_split == "class":
-        share = totals * (class_counts_i / n_total)[None, :]
+        share = (class_counts_i / n_total)[:, None] * totals
     else:
         share = expected / n_clients
     with np.errstate(divide="ignore", invalid="ignore"):
         u = (table - share) / np.sqrt(expected)
     u[expected == 0] = 0.0
-    return u
+    return np.ascontiguousarray(u.T)
 
 
 def _blocks(marginals, n_projections):
@@ -209,30 +212,29 @@ def _finalize_scores(scores, marginals):
 
 
 def _exact_scores(marginals, table):
-    """Exact statistics from the summed tables (method="plain")."""
+    """Exact statistics from the summed ``(n_classes, n_rows)`` table."""
     counts = marginals.class_counts
     keep = counts > 0
     n_total = counts.sum()
     if keep.sum() < 2:
         return _finalize_scores(np.full(_n_features(marginals), np.nan), marginals)
-    obs = table[:, keep]
+    obs = np.ascontiguousarray(table[keep])
     prob = counts[keep] / n_total
     if marginals.n_levels is None:
         # sklearn's arithmetic, operation for operation (class-by-feature).
-        observed = np.ascontiguousarray(obs.T)
         expected = np.dot(prob.reshape(-1, 1), marginals.row_totals.reshape(1, -1))
-        chisq = observed
+        chisq = obs
         chisq -= expected
         chisq **= 2
         with np.errstate(invalid="ignore", divide="ignore"):
             chisq /= expected
         scores = chisq.sum(axis=0)
     else:
-        expected = marginals.row_totals[:, None] * prob[None, :]
+        expected = prob[:, None] * marginals.row_totals[None, :]
         with np.errstate(invalid="ignore", divide="ignore"):
             cells = np.where(expected > 0, (obs - expected) ** 2 / expected, 0.0)
         offsets = _offsets(marginals.n_levels.shape[0], marginals.n_levels)
-        scores = np.add.reduceat(cells.sum(axis=1), offsets[:-1])
+        scores = np.add.reduceat(cells.sum(axis=0), offsets[:-1])
     return _finalize_scores(scores, marginals)
 
 
@@ -319,7 +321,7 @@ def chi2_client_marginals(X, y, *, classes, n_levels=None):
     zeros = np.zeros(y_codes.shape[0], dtype=np.intp)
     table = _client_tables(X, y_codes, zeros, 1, n_classes, n_levels)[0]
     counts = _class_counts(y_codes, zeros, 1, n_classes)[0]
-    return np.concatenate([counts, table.sum(axis=1)])
+    return np.concatenate([counts, table.sum(axis=0)])
 
 
 def chi2_server_marginals(total, *, n_classes, n_levels=None):
@@ -465,7 +467,7 @@ def chi2_client_encode(
         width = (offsets[start + 1] - offsets[start]) * n_classes
         proj = _gaussian_projections(seed, range(start, stop), n_projections, width)
         u = _residual_rows(
-            table[rows], counts, marginals, rows, expected_split, n_clients
+            table[:, rows], counts, marginals, rows, expected_split, n_clients
         )
         out[start:stop] = _project_block(proj, u)
     return np.ascontiguousarray(out.T)

@@ -77,10 +77,14 @@ def fixed_point_encode(x, frac_bits):
     """
     x = np.asarray(x, dtype=np.float64)
     frac_bits = _check_frac_bits(frac_bits)
+    # Scaling by a power of two is exact; rounding is half to even.
+    scaled = np.rint(x * np.exp2(frac_bits.astype(np.float64)))
+    top = np.max(np.abs(scaled), initial=0.0)
+    if top < _TWO63:  # common case (NaN fails the test): no wrap-around
+        return np.asarray(scaled.astype(np.int64)).view(np.uint64)
     if not np.all(np.isfinite(x)):
         raise ValueError("fixed_point_encode: x must be finite (no NaN or inf).")
-    # ldexp and fmod are exact; rounding is half to even.
-    scaled = np.fmod(np.round(np.ldexp(x, frac_bits)), _TWO64)
+    scaled = np.fmod(scaled, _TWO64)  # exact
     scaled = np.where(scaled >= _TWO63, scaled - _TWO64, scaled)
     scaled = np.where(scaled < -_TWO63, scaled + _TWO64, scaled)
     return np.asarray(scaled.astype(np.int64)).view(np.uint64)

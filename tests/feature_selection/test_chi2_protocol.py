@@ -55,7 +55,7 @@ class TestRecast:
         for Xi, yi in parts:
             msg = chi2_client_marginals(Xi, yi, classes=classes)
             counts_i = msg[: len(classes)]
-            table = np.stack([Xi[yi == c].sum(axis=0) for c in classes], axis=1)
+            table = np.stack([Xi[yi == c].sum(axis=0) for c in classes], axis=0)
             w = w + _residual_rows(table, counts_i, m, rows, split, len(parts))
         ref = chi2(X, y)[0]
         ok = np.isfinite(ref)
@@ -80,7 +80,7 @@ class TestRecast:
                 [[np.sum((ai == v) & (yi == k)) for k in classes] for v in range(4)],
                 dtype=float,
             )
-            w = w + _residual_rows(table, counts_i, m, slice(0, 4), split, 6)
+            w = w + _residual_rows(table.T, counts_i, m, slice(0, 4), split, 6)
         ref = chi2_contingency(np.histogram2d(a, y, bins=[4, 3])[0], correction=False)[
             0
         ]
