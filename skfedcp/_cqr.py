@@ -8,10 +8,10 @@ from quantile_forest import (
     ExtraTreesQuantileRegressor,
     RandomForestQuantileRegressor,
 )
+from scipy.sparse import issparse
 from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
-from scipy.sparse import issparse
 from sklearn.utils import assert_all_finite, check_random_state, get_tags
 from sklearn.utils.validation import validate_data
 
@@ -234,10 +234,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
     Examples
     --------
     >>> import numpy as np
-    >>> from quantile_forest import (
-    ExtraTreesQuantileRegressor,
-    RandomForestQuantileRegressor,
-)
+    >>> from quantile_forest import RandomForestQuantileRegressor
     >>> from skfedcp.datasets import make_romano_regression
     >>> X, y = make_romano_regression(2000, random_state=0)
     >>> client_ids = np.repeat(np.arange(50), 40)
@@ -302,7 +299,12 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         models = self._models_for_tags()
-        inner = [get_tags(m).input_tags for m in models]
+        # FrozenEstimator deep-copies its model's tags on every call: read the
+        # model's own tags (the same facts) to keep fit and predict cheap.
+        inner = [
+            get_tags(m.estimator if isinstance(m, FrozenEstimator) else m).input_tags
+            for m in models
+        ]
         tags.input_tags.allow_nan = all(t.allow_nan for t in inner)
         tags.input_tags.sparse = all(t.sparse for t in inner)
         if any(isinstance(_final_step(m)[1], _QUANTILE_FORESTS) for m in models):
@@ -360,20 +362,17 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         return levels
 
     def _fit_model(self, model, name, level, X, y):
-        """Clone ``model``, set its quantile level if given, fit it."""
-        model = clone(model)
-        if level is not None:
-            key = _level_param(model)
-            if key is None:
-                raise ValueError(
-                    f"{name}: cannot set the quantile level of "
-                    f"{type(_final_step(model)[1]).__name__} (no quantile, "
-                    "quantile_alpha, alpha (with a quantile loss) or "
-                    "default_quantiles parameter). Use a quantile model, or "
-                    "fit it yourself and pass it as FrozenEstimator."
-                )
-            model.set_params(**{key: float(level)})
-        return model.fit(X, y)
+        """Clone ``model``, set its quantile level, fit it."""
+        key = _level_param(model)
+        if key is None:
+            raise ValueError(
+                f"{name}: cannot set the quantile level of "
+                f"{type(_final_step(model)[1]).__name__} (no quantile, "
+                "quantile_alpha, alpha (with a quantile loss) or "
+                "default_quantiles parameter). Use a quantile model, or "
+                "fit it yourself and pass it as FrozenEstimator."
+            )
+        return clone(model).set_params(**{key: float(level)}).fit(X, y)
 
     # -- fit ---------------------------------------------------------------
 
@@ -429,9 +428,27 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         train_idx, cal_idx = self._calibration_split(
             client_ids, all(prefit.values()), rng
         )
-        X_train, y_train = self._rows(X_use, train_idx), y[train_idx]
+        if train_idx.size:
+            X_train, y_train = self._rows(X_use, train_idx), y[train_idx]
+            self._fit_models(models, prefit, levels, X_train, y_train, rng)
+            X_cal, y_cal = self._rows(X_use, cal_idx), y[cal_idx]
+            ids_cal = client_ids[cal_idx]
+        else:  # all prefit: every row calibrates, no copy
+            self._fit_models(models, prefit, levels, None, None, rng)
+            X_cal, y_cal, ids_cal = X_use, y, client_ids
+        bounds = self._predict_bounds(X_cal)
+        self._warn_crossing(bounds)
+        self.conformity_score_ = score
+        scores = score.conformity_score(y_cal, bounds, X_cal)
+        if score.n_thresholds == 1:
+            self._fit_calibrator(scores, ids_cal, rng)
+        else:
+            self._fit_two_calibrators(scores, ids_cal, rng)
+        return self
 
-        if not self._is_pair():
+    def _fit_models(self, models, prefit, levels, X_train, y_train, rng):
+        """Set the fitted models and ``quantile_levels_``; prefit ones as is."""
+        if "estimator" in models:
             if prefit["estimator"]:
                 self.estimator_ = self.estimator
             elif self.estimator is None:
@@ -442,29 +459,18 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
                 self.estimator_ = forest.fit(X_train, y_train)
             else:
                 self.estimator_ = clone(self.estimator).fit(X_train, y_train)
-            self.quantile_levels_ = levels
-        else:
-            fitted, used_levels = [], []
-            for (name, model), level in zip(models.items(), levels, strict=True):
-                if prefit[name]:  # used as is: report the level it was built with
-                    fitted.append(model)
-                    used_levels.append(_read_level(model))
-                else:
-                    fitted.append(self._fit_model(model, name, level, X_train, y_train))
-                    used_levels.append(level)
-            self.estimator_lower_, self.estimator_upper_ = fitted
-            self.quantile_levels_ = np.array(used_levels)
-
-        X_cal, ids_cal = self._rows(X_use, cal_idx), client_ids[cal_idx]
-        bounds = self._predict_bounds(X_cal)
-        self._warn_crossing(bounds)
-        self.conformity_score_ = score
-        scores = score.conformity_score(y[cal_idx], bounds, X_cal)
-        if score.n_thresholds == 1:
-            self._fit_calibrator(scores, ids_cal, rng)
-        else:
-            self._fit_two_calibrators(scores, ids_cal, rng)
-        return self
+            self.quantile_levels_ = levels  # passed at prediction time
+            return
+        fitted, used_levels = [], []
+        for (name, model), level in zip(models.items(), levels, strict=True):
+            if prefit[name]:  # used as is: report the level it was built with
+                fitted.append(model)
+                used_levels.append(_read_level(model))
+            else:
+                fitted.append(self._fit_model(model, name, level, X_train, y_train))
+                used_levels.append(level)
+        self.estimator_lower_, self.estimator_upper_ = fitted
+        self.quantile_levels_ = np.array(used_levels)
 
     def _fit_two_calibrators(self, scores, client_ids, rng):
         """One fresh calibrator per side, each at ``alpha / 2``."""
@@ -504,9 +510,13 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
 
     def _check_predict_X(self, X):
         super()._check_predict_X(X)
-        if not get_tags(self).input_tags.allow_nan and not issparse(X):
-            # Quantile forests do not validate X at predict time; one scan is
-            # cheap next to a forest's prediction.
+        if not issparse(X) and any(
+            isinstance(_final_step(m)[1], _QUANTILE_FORESTS)
+            for m in self._models_for_tags()
+        ):
+            # Quantile forests do not validate X at predict time (NaN would
+            # pass silently); one scan is cheap next to a forest's prediction.
+            # Other models validate X themselves.
             assert_all_finite(X, input_name="X")
 
     def _predict_bounds(self, X):
