@@ -79,3 +79,16 @@ class DistillationWarning(UserWarning):
 
 
 __all__ += ["DistillationWarning", "TeacherFilterWarning"]
+
+
+class VacuousGuaranteeWarning(UserWarning):
+    """A coverage guarantee is vacuous for the given privacy budget and data size.
+
+    Raised when a correction term (e.g. ``Delta`` of the local-DP calibrators)
+    is at least ``1 - alpha``, so that the promised coverage
+    ``1 - alpha - Delta`` is at most 0. The threshold is still computed (as in
+    the paper), but nothing is guaranteed about it.
+    """
+
+
+__all__ += ["VacuousGuaranteeWarning"]

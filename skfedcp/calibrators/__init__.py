@@ -9,6 +9,16 @@ from sklearn.base import clone
 from ._averaging import AveragingCalibrator
 from ._base import BaseCalibrator, CoverageBounds, stack_messages
 from ._central import CentralCalibrator
+from ._ldp import (
+    LDPCorrection,
+    LDPLabelCalibrator,
+    LDPLabelStarCalibrator,
+    LDPSampleSize,
+    LDPScoreCalibrator,
+    LDPScoreStarCalibrator,
+    ldp_correction,
+    ldp_sample_size,
+)
 from ._private import (
     PrivateCentralCalibrator,
     PrivateQuantileOfQuantilesCalibrator,
@@ -25,6 +35,10 @@ CALIBRATORS = {
     "avg": AveragingCalibrator,
     "dp-central": PrivateCentralCalibrator,
     "dp-qq": PrivateQuantileOfQuantilesCalibrator,
+    "ldp-l": LDPLabelCalibrator,
+    "ldp-l*": LDPLabelStarCalibrator,
+    "ldp-s": LDPScoreCalibrator,
+    "ldp-s*": LDPScoreStarCalibrator,
 }
 
 
@@ -68,12 +82,20 @@ __all__ = [
     "BaseCalibrator",
     "CentralCalibrator",
     "CoverageBounds",
+    "LDPCorrection",
+    "LDPLabelCalibrator",
+    "LDPLabelStarCalibrator",
+    "LDPSampleSize",
+    "LDPScoreCalibrator",
+    "LDPScoreStarCalibrator",
     "PrivateCentralCalibrator",
     "PrivateQuantileOfQuantilesCalibrator",
     "QQSelection",
     "QuantileOfQuantilesCalibrator",
     "ThresholdDistribution",
     "get_calibrator",
+    "ldp_correction",
+    "ldp_sample_size",
     "qq_conditional_tail",
     "qq_coverage",
     "qq_coverage_unequal",
