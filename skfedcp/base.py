@@ -148,7 +148,13 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
             score_bounds=getattr(self, "score_bounds", None),
             natural_bounds=natural_bounds,
         )
-        calibrator.fit(scores, client_ids, alpha=self.alpha, random_state=rng)
+        calibrator.fit(
+            scores,
+            client_ids,
+            alpha=self.alpha,
+            random_state=rng,
+            n_jobs=getattr(self, "n_jobs", None),
+        )
         self.calibrator_ = calibrator
         self.threshold_ = calibrator.threshold_
         self.clients_ = calibrator.clients_
