@@ -92,3 +92,15 @@ class VacuousGuaranteeWarning(UserWarning):
 
 
 __all__ += ["VacuousGuaranteeWarning"]
+
+
+class NodeExcludedWarning(UserWarning):
+    """A node of a real deployment was left out of a round.
+
+    It failed, timed out, holds another model version or too few rows. The
+    server goes on with the other nodes when the strategy allows it (and
+    recomputes its plan for them); otherwise it raises an error instead.
+    """
+
+
+__all__ += ["NodeExcludedWarning"]
