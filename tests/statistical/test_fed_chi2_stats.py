@@ -168,25 +168,32 @@ class TestDropIn:
 class TestDropout:
     def test_class_share_is_robust_to_dropout(self, seed):
         # Skewed clients (sizes ~1-900), 10 % round-two dropout, AM l = 2000.
-        # Simulated median relative error: 0.19 ("class") vs 4.1 ("uniform");
-        # the bound 0.35 and the ordering have negligible false alarm.
-        X, y, c = reference_data(seed, skewed=True)
-        truth = chi2(X, y)[0]
-        ok = np.isfinite(truth)
-        med = {}
-        for split in ("class", "uniform"):
-            sel = FedChi2Selector(
-                k="all",
-                estimator="mean_square",
-                n_projections=2000,
-                expected_split=split,
-                dropout=0.1,
-                random_state=seed,
-            ).fit(X, y, client_ids=c)
-            assert sel.dropped_clients_.size == 2
-            med[split] = np.median(np.abs(sel.scores_[ok] / truth[ok] - 1))
-        assert med["class"] < 0.35
-        assert med["class"] < med["uniform"]
+        # The error of one run depends on how many rows the two dropped
+        # clients hold (1 % to 36 %), so the spec's bound applies to the
+        # median over runs: over 72 independent runs the per-run median
+        # relative error exceeded 0.35 in 4 (p ~ 0.056; a single-run test
+        # would false-alarm 5 % of the time), its median was 0.16 ("class")
+        # against 2.3-4.7 ("uniform"). With 9 runs, P[Binom(9, 0.056) >= 5]
+        # ~ 6e-5.
+        med = {"class": [], "uniform": []}
+        for r in range(9):
+            X, y, c = reference_data(seed * 100 + r, skewed=True)
+            truth = chi2(X, y)[0]
+            ok = np.isfinite(truth)
+            for split in med:
+                sel = FedChi2Selector(
+                    k="all",
+                    estimator="mean_square",
+                    n_projections=2000,
+                    expected_split=split,
+                    dropout=0.1,
+                    secure_agg="none",
+                    random_state=seed * 100 + r,
+                ).fit(X, y, client_ids=c)
+                assert sel.dropped_clients_.size == 2
+                med[split].append(np.median(np.abs(sel.scores_[ok] / truth[ok] - 1)))
+        assert np.median(med["class"]) < 0.35
+        assert np.median(med["class"]) < np.median(med["uniform"])
 
 
 class TestFedEntropy:
