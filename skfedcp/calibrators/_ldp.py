@@ -697,7 +697,14 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         return query, plan, {"n_steps_used": self.n_steps, "stopped_early": False}
 
     def fit(
-        self, scores, client_ids=None, *, labels, alpha, random_state=None, n_jobs=None
+        self,
+        scores,
+        client_ids=None,
+        *,
+        labels=None,
+        alpha,
+        random_state=None,
+        n_jobs=None,
     ):
         """Simulate the round: users randomize labels, the server calibrates.
 
@@ -708,7 +715,9 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         client_ids : array-like of shape (n_samples,) or None, default=None
             Client of each row; ``None`` means one client.
         labels : array-like of int of shape (n_samples,)
-            True labels encoded in ``0..n_classes-1`` (columns of ``scores``).
+            True labels encoded in ``0..n_classes-1`` (columns of
+            ``scores``). Required; keyword-only so that the signature stays
+            that of :meth:`BaseCalibrator.fit`.
         alpha : float
             Miscoverage level in (0, 1).
         random_state : int, RandomState instance, "secure" or None, \
@@ -727,6 +736,11 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         self._validate_params()
         alpha = check_alpha(alpha)
         matrix = _check_score_matrix(scores)
+        if labels is None:
+            raise ValueError(
+                f"{type(self).__name__}.fit needs labels= (the true labels, "
+                "randomized on the users' side) with the score matrix."
+            )
         labels = np.asarray(labels)
         if labels.ndim != 1 or labels.shape[0] != matrix.shape[0]:
             raise ValueError(
