@@ -273,6 +273,8 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         )
         ell = self._resolve_n_projections()
         part = ClientPartition(client_ids, X.shape[0])
+        for stale in ("sketch_", "feature_totals_", "level_counts_", "categories_"):
+            self.__dict__.pop(stale, None)  # a refit starts from scratch
         rng = check_random_state(self.random_state)
         # A1: the clients' shared projection seed (uniform on [0, 2**128); the
         # sum-of-shares exchange leaves it uniform and is not simulated). It

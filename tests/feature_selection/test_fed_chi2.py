@@ -209,6 +209,14 @@ class TestSketch:
         assert sel.get_support().sum() == 5
         assert sel.dropped_clients_.size == 0
 
+    def test_refit_starts_from_scratch(self, counts):
+        X, y, clients = counts
+        sel = FedChi2Selector(random_state=0).fit(X, y, client_ids=clients)
+        sel.set_params(method="plain").fit(X, y, client_ids=clients)
+        assert not hasattr(sel, "sketch_") and sel.n_projections_ is None
+        sel.set_params(statistic="contingency").fit(X, y)
+        assert not hasattr(sel, "feature_totals_") and len(sel.categories_) == 40
+
     def test_dropout_fraction(self, counts):
         X, y, clients = counts
         sel = FedChi2Selector(dropout=0.25, random_state=0).fit(
