@@ -9,14 +9,16 @@ central split CP, QQ and Avg (alpha = 0.1); coverage and mean length are
 measured on the pooled test rows. Clients have unequal sizes, so QQ uses the
 per-client ranks of Appendix A.1 (``local_rank="auto"`` falls back to them).
 
-Two federations run side by side on the same forest: the ``natural``
-clients, and ``natural/10``, where each natural client's calibration rows are
-cut at random into sub-clients of 10 to 19 rows (departments of a hospital,
-say), the small-client regime of the paper's figures (m >> n).
+Three federations run side by side on the same forest: the ``natural``
+clients; ``natural/10``, where each natural client's calibration rows are cut
+at random into sub-clients of 10 to 19 rows (departments of a hospital, say),
+the small-client regime of the paper's figures (m >> n); and ``shuffled``, the
+natural client sizes with rows assigned to clients at random, a control in
+which the clients' score laws agree, as the QQ guarantee assumes.
 
 The paper's conclusion is checked per table and federation: QQ ~ central
 (coverage within 0.01, mean length within 5%) and Avg wider (mean length
-ratio > 1). Natural clients differ in their score laws, so the i.i.d.
+ratio > 1.02). Natural clients differ in their score laws, so the i.i.d.
 assumption behind the QQ guarantee is only approximate here (see
 Proposition 3.4 of the paper).
 
@@ -81,6 +83,7 @@ def run(dataset, args):
         federations = {
             "natural": ids[cal],
             f"natural/{SUB_CLIENT_SIZE}": sub_clients(ids[cal], rng),
+            "shuffled": rng.permutation(ids[cal]),
         }
         for federation, cal_ids in federations.items():
             for name in CALIBRATORS:
@@ -128,12 +131,13 @@ def verdict(summary):
         abs(qq.coverage_mean - central.coverage_mean) <= 0.01
         and abs(qq.length_vs_central - 1) <= 0.05
     )
-    wider = avg.length_vs_central > 1
+    ratio = avg.length_vs_central
+    wider = "yes" if ratio > 1.02 else ("NO, ~ central" if ratio >= 0.98 else "NO")
     return (
         f"QQ ~ central: {'yes' if close else 'NO'} (coverage "
         f"{qq.coverage_mean - central.coverage_mean:+.4f}, length ratio "
-        f"{qq.length_vs_central:.3f}); Avg wider: {'yes' if wider else 'NO'} "
-        f"(length ratio {avg.length_vs_central:.3f})"
+        f"{qq.length_vs_central:.3f}); Avg wider (> 2%): {wider} "
+        f"(length ratio {ratio:.3f})"
     )
 
 

@@ -191,7 +191,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         warns with :class:`~skfedcp.exceptions.CrossingQuantilesWarning`.
     n_features_in_ : int
         Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Names of features seen in ``fit``, when ``X`` has string column names.
 
     See Also
