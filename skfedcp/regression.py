@@ -2,6 +2,7 @@
 
 from numbers import Real
 
+import numpy as np
 from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
@@ -136,7 +137,7 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         **BaseFedConformal._parameter_constraints,
         "estimator": [HasMethods(["fit", "predict"]), None],
         "conformity_score": [StrOptions(set(REGRESSION_SCORES)), BaseRegressionScore],
-        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "epsilon": [Interval(Real, 0, np.inf, closed="neither"), None],
         "score_bounds": ["array-like", None],
     }
 

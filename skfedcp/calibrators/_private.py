@@ -8,7 +8,7 @@ from numbers import Integral, Real
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
+from scipy.special import gammaln, xlog1py, xlogy
 
 from ..exceptions import ClippedScoresWarning, InfiniteThresholdWarning
 from ..privacy import (
@@ -45,7 +45,7 @@ _DPQQ_SMALL_BINS = _DPQQ_SMALL_BINS[:-1]  # 10 .. 74
 _TIE = 1e-10
 
 _PRIVACY_CONSTRAINTS = {
-    "epsilon": [Interval(Real, 0, None, closed="neither")],
+    "epsilon": [Interval(Real, 0, np.inf, closed="neither")],
     "score_bounds": ["array-like", None],
     "n_bins": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"})],
     "gamma": [Interval(Real, 0, 1, closed="neither"), StrOptions({"auto"})],
@@ -666,7 +666,8 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         """Exact law of the threshold :meth:`fit` would release on ``scores``.
 
         The clients' releases are independent; the law of their ``k``-th
-        smallest follows from their exact laws (Poisson-binomial counts).
+        smallest follows from their exact laws, as sums of non-negative terms
+        (accurate for tiny probabilities, as privacy checks need).
 
         Parameters
         ----------
@@ -705,13 +706,15 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
             groups = partition.split(_clip_scores(scores, plan["score_bounds"]))
         args = self._mechanism_args(plan, None)
         del args["level"]
-        cdfs = [
-            (_client_cdf(group, level, args), 1)
-            for group, level in zip(groups, plan["levels"], strict=True)
-        ]
+        pmfs = np.array(
+            [
+                _client_pmf(group, level, args)
+                for group, level in zip(groups, plan["levels"], strict=True)
+            ]
+        )
         values = args["edges"][1:].copy()
         values[-1] = np.inf
-        return ThresholdDistribution(values, _kth_smallest_law(cdfs, plan["k"]))
+        return ThresholdDistribution(values, _kth_smallest_law(pmfs, plan["k"]))
 
     def _random_streams(self, random_state, n_clients):
         return _random_streams(self, random_state, n_clients)
@@ -833,39 +836,64 @@ def _describe(sizes):
     return f"{min(sizes)}..{max(sizes)} ({len(sizes)} clients)"
 
 
-def _kth_smallest_law(groups, k):
-    """Law of the k-th smallest of independent discrete variables.
-
-    ``groups`` lists ``(cdf, count)``: ``count`` variables with
-    ``cdf[b] = P(X <= v_b)`` on common sorted values ``v_b``. Returns
-    ``P(X_(k) = v_b)``. ``X_(k) <= v_b`` iff at least ``k`` of the variables
-    are ``<= v_b``, a sum of independent binomial counts.
-    """
-    if len(groups) == 1:
-        cdf, count = groups[0]
-        tail = stats.binom.sf(k - 1, count, np.clip(cdf, 0.0, 1.0))
-    else:
-        total = np.ones((1, groups[0][0].shape[0]))  # law of the count so far
-        for cdf, count in groups:
-            pmf = stats.binom.pmf(
-                np.arange(count + 1)[:, None], count, np.clip(cdf, 0.0, 1.0)
-            )
-            new = np.zeros((total.shape[0] + count, total.shape[1]))
-            for i in range(count + 1):
-                new[i : i + total.shape[0]] += total * pmf[i]
-            total = new
-        tail = total[k:].sum(axis=0)
-    tail = np.clip(tail, 0.0, 1.0)
-    tail[-1] = 1.0
-    return np.diff(tail, prepend=0.0).clip(min=0.0)
-
-
-def _client_cdf(scores, level, mechanism_args):
-    """CDF of one client's release over the bin edges (``+inf`` sender: top)."""
+def _client_pmf(scores, level, mechanism_args):
+    """Law of one client's release over the bins (``+inf`` sender: the top)."""
     n_bins = mechanism_args["edges"].shape[0] - 1
     if not np.isfinite(level):
         return np.r_[np.zeros(n_bins - 1), 1.0]
-    return np.cumsum(private_quantile_probabilities(scores, level, **mechanism_args))
+    return private_quantile_probabilities(scores, level, **mechanism_args)
+
+
+def _kth_smallest_law(pmfs, k):
+    """Exact law of the k-th smallest of independent discrete variables.
+
+    ``pmfs[j, b] = P(X_j = v_b)`` on common sorted values. ``X_(k) = v_b``
+    iff fewer than ``k`` variables are below ``v_b`` and at least ``k`` are
+    at most ``v_b``; the joint law of these two counts is built client by
+    client from non-negative terms only (no subtraction), so tiny
+    probabilities keep their relative accuracy. ``O(m k^2 B)``.
+    """
+    zero = np.zeros((pmfs.shape[0], 1))
+    below = np.cumsum(np.hstack([zero, pmfs[:, :-1]]), axis=1)
+    above = np.cumsum(np.hstack([zero, pmfs[:, :0:-1]]), axis=1)[:, ::-1]
+    # state[a, e, b]: a = #{X_j < v_b} (a >= k is dropped: X_(k) < v_b),
+    # e = #{X_j = v_b}, capped at k.
+    state = np.zeros((k, k + 1, pmfs.shape[1]))
+    state[0, 0] = 1.0
+    for less, equal, greater in zip(below, pmfs, above, strict=True):
+        new = state * greater
+        new[1:] += state[:-1] * less
+        new[:, 1:] += state[:, :-1] * equal
+        new[:, k] += state[:, k] * equal
+        state = new
+    hit = np.add.outer(np.arange(k), np.arange(k + 1)) >= k
+    return state[hit].sum(axis=0)
+
+
+def _binomial_pmf(count, p):
+    """``P(Bin(count, p) = i)`` for ``i = 0..count``, each column of ``p``."""
+    i = np.arange(count + 1)[:, None]
+    log_comb = gammaln(count + 1) - gammaln(i + 1) - gammaln(count - i + 1)
+    return np.exp(log_comb + xlogy(i, p) + xlog1py(count - i, -p))
+
+
+def _expected_kth_smallest(groups, k, edges):
+    """Expected k-th smallest of independent releases on ``edges[1:]``.
+
+    ``groups`` lists ``(cdf, count)``: ``count`` clients whose release has
+    CDF ``cdf`` over ``edges[1:]``. Uses ``E[X] = e_1 + sum_b (e_{b+1} -
+    e_b) P(X > e_b)``, where ``X_(k) > e_b`` iff fewer than ``k`` releases
+    are ``<= e_b``, a sum of independent binomial counts.
+    """
+    total = np.ones((1, edges.shape[0] - 1))  # law of the count so far
+    for cdf, count in groups:
+        pmf = _binomial_pmf(count, np.clip(cdf, 0.0, 1.0))
+        new = np.zeros((total.shape[0] + count, total.shape[1]))
+        for i in range(count + 1):
+            new[i : i + total.shape[0]] += total * pmf[i]
+        total = new
+    above = total[:k].sum(axis=0)[:-1]  # P(X_(k) > e_b), b = 1..B-1
+    return float(edges[1] + np.diff(edges[1:]) @ above)
 
 
 @lru_cache(maxsize=64)
@@ -888,11 +916,11 @@ def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
             edges = np.linspace(0.0, 1.0, n_bins + 1)
             args = {"epsilon": epsilon, "edges": edges}
             level_of = dict(zip(sizes, plan["levels"], strict=True))
-            law = _kth_smallest_law(
-                [(_client_cdf(simulated[n], level_of[n], args), c) for n, c in groups],
-                plan["k"],
-            )
-            value = float(law @ edges[1:])
+            cdfs = [
+                (np.cumsum(_client_pmf(simulated[n], level_of[n], args)), count)
+                for n, count in groups
+            ]
+            value = _expected_kth_smallest(cdfs, plan["k"], edges)
         if value < best_value - 1e-12:
             best, best_value = n_bins, value
     return best

@@ -1,0 +1,329 @@
+"""PrivateConformalClassifier: prediction sets with private, federated calibration."""
+
+import math
+from numbers import Real
+
+import numpy as np
+import pandas as pd
+from sklearn.base import ClassifierMixin, clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils import check_random_state, get_tags
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
+
+from .base import BaseFedConformal, is_prefit
+from .scores import (
+    CLASSIFICATION_SCORES,
+    BaseClassificationScore,
+    resolve_classification_score,
+)
+from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
+
+__all__ = ["PrivateConformalClassifier"]
+
+
+class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
+    """Conformal prediction sets for any classifier, with private calibration.
+
+    The model gives class probabilities; each calibration row gets a
+    conformity score (``1 - p_y`` for LAC); a calibration strategy turns the
+    scores, possibly spread over clients, into a threshold ``q`` released
+    with differential privacy; the prediction set of ``x`` is every label
+    whose score is at most ``q``.
+
+    Parameters
+    ----------
+    estimator : classifier with ``predict_proba``, default=None
+        The model. A fitted model wrapped in
+        :class:`~sklearn.frozen.FrozenEstimator` is used as is and every row
+        calibrates (the setting of the papers: the model is trained elsewhere,
+        possibly privately); ``clone`` and ``GridSearchCV`` keep it fixed. An
+        unfitted model is cloned and fitted on a random split made within each
+        client (``calibration_size``). ``None`` means
+        :class:`~sklearn.linear_model.LogisticRegression`.
+    alpha : float, default=0.1
+        Target miscoverage: sets contain the true label with probability
+        ``>= 1 - alpha``. The private calibrators need ``alpha <= 0.5``
+        (``"dp-central"``).
+    epsilon : float or None, default=1.0
+        Privacy parameter given to a private calibrator, overriding its own
+        (``None`` keeps the calibrator's). Ignored by non-private
+        calibrators, so one ``GridSearchCV`` can search ``alpha``,
+        ``epsilon`` and ``calibrator`` together. Set it on purpose: there is
+        no universally safe default.
+    calibrator : str or BaseCalibrator, default="dp-central"
+        ``"dp-central"`` (``epsilon``-DP split conformal by a trusted curator,
+        Angelopoulos et al.), ``"dp-qq"`` (FedCP²-QQ: each client releases an
+        ``epsilon``-DP quantile), or a non-private strategy for comparison
+        (``"central"``, ``"qq"``, ``"avg"``), or a calibrator instance
+        (cloned, never mutated; e.g. to set ``n_bins`` or ``gamma``).
+    conformity_score : {"lac", "aps"} or BaseClassificationScore, \
+            default="lac"
+        ``"lac"``: ``1 - p_y(x)``, the score of the papers; ``"aps"``: the
+        probability mass ranked up to ``y`` (adaptive sets); or an instance,
+        e.g. ``APSScore(randomized=True)``. Both lie in [0, 1]. (Named so as
+        not to shadow the ``score(X, y)`` method of classifiers.)
+    score_bounds : tuple of two floats, default=None
+        Public bounds of the scores for private calibrators; ``None`` uses the
+        score's natural bounds, ``(0, 1)``.
+    calibration_size : float, default=0.5
+        Fraction of each client's rows used for calibration when the model
+        must be fitted; the rest trains.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the internal split, randomized scores and the privacy
+        mechanism. All randomness is consumed in ``fit``. NumPy generators
+        are fine for research; a deployment should run the calibrators'
+        ``client_step`` / ``server_step`` with ``random_state="secure"``.
+    n_jobs : int, default=None
+        Run the clients' steps of strategies without a vectorised simulation
+        in parallel.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+        The fitted model (the user's object itself when prefit).
+    classes_ : ndarray of shape (n_classes,)
+        The model's classes; columns of ``predict_set`` and
+        ``predict_proba``.
+    conformity_score_ : BaseClassificationScore
+        The score used.
+    calibrator_ : BaseCalibrator
+        The fitted calibration strategy.
+    threshold_ : float
+        The calibrated threshold; ``+inf`` means every label.
+    epsilon_spent_ : float
+        Privacy loss of the calibration data from this fit (per client for
+        ``"dp-qq"``); 0 when the trivial threshold was returned without
+        reading the data; ``inf`` for non-private calibrators.
+    tie_break_seed_ : int or None
+        Seed of the uniform variables of a randomized score at prediction
+        (drawn in ``fit``); ``None`` for deterministic scores.
+    messages_ : dict of ndarray
+        What the server received from each client.
+    clients_ : ndarray of shape (n_clients,)
+        Sorted client labels seen in calibration.
+    n_clients_ : int
+        Number of calibrating clients.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of features seen in ``fit``, when ``X`` has string column names.
+
+    See Also
+    --------
+    skfedcp.calibrators.PrivateCentralCalibrator : the default strategy.
+    skfedcp.calibrators.PrivateQuantileOfQuantilesCalibrator : FedCP²-QQ.
+    skfedcp.metrics.set_coverage_score : coverage of prediction sets.
+
+    Notes
+    -----
+    **Coverage.** If the calibration rows and the test row are i.i.d. (or
+    exchangeable) given the fitted model, ``P(y in predict_set(x)) >= 1 -
+    alpha`` for every calibrator but ``"avg"``, marginally over the
+    calibration data, the mechanism and the test point. Sets can be empty
+    (LAC) and are all labels when ``threshold_`` is ``+inf``, which the
+    private calibrators return, with a warning, when there is too little
+    data for ``epsilon``.
+
+    **Privacy.** What is protected is the calibration data; prediction sets
+    are post-processing of the released threshold. ``"dp-central"``: central
+    ``epsilon``-DP per record, given a trusted curator. ``"dp-qq"``:
+    ``epsilon``-DP per client data set, no trusted party. The model itself
+    is not privatised: train it on other data, privately if needed (the
+    overall guarantee then composes). Each fit spends ``epsilon`` again, and
+    tuning ``alpha`` or ``epsilon`` by validation on private data spends
+    budget: search on public or simulated data.
+
+    References
+    ----------
+    .. [1] A. N. Angelopoulos, S. Bates, T. Zrnic, M. I. Jordan. Private
+       Prediction Sets. Harvard Data Science Review, 2022.
+    .. [2] P. Humbert, B. Le Bars, A. Bellet, S. Arlot. One-Shot Federated
+       Conformal Prediction. ICML 2023.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.frozen import FrozenEstimator
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> X, y = load_digits(return_X_y=True)
+    >>> model = LogisticRegression(max_iter=2000).fit(X[:600], y[:600])
+    >>> clf = PrivateConformalClassifier(
+    ...     FrozenEstimator(model), alpha=0.1, epsilon=8.0, random_state=0)
+    >>> clf = clf.fit(X[600:1500], y[600:1500])
+    >>> clf.predict_set(X[1500:]).shape
+    (297, 10)
+    >>> clf.epsilon_spent_
+    8.0
+    """
+
+    _parameter_constraints = {
+        **BaseFedConformal._parameter_constraints,
+        "estimator": [HasMethods(["fit", "predict", "predict_proba"]), None],
+        "epsilon": [Interval(Real, 0, np.inf, closed="neither"), None],
+        "conformity_score": [
+            StrOptions(set(CLASSIFICATION_SCORES)),
+            BaseClassificationScore,
+        ],
+        "score_bounds": ["array-like", None],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        alpha=0.1,
+        epsilon=1.0,
+        calibrator="dp-central",
+        conformity_score="lac",
+        score_bounds=None,
+        calibration_size=0.5,
+        random_state=None,
+        n_jobs=None,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.epsilon = epsilon
+        self.calibrator = calibrator
+        self.conformity_score = conformity_score
+        self.score_bounds = score_bounds
+        self.calibration_size = calibration_size
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _inner(self):
+        return LogisticRegression() if self.estimator is None else self.estimator
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        inner = get_tags(self._inner())
+        tags.input_tags.allow_nan = inner.input_tags.allow_nan
+        tags.input_tags.sparse = inner.input_tags.sparse
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y, client_ids=None):
+        """Fit (or freeze) the model and calibrate the threshold across clients.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Calibration rows (and training rows if the model is not prefit).
+        y : array-like of shape (n_samples,)
+            Labels; calibration labels must be among the model's classes.
+        client_ids : array-like of shape (n_samples,), default=None
+            Client holding each row; ``None`` means a single client.
+
+        Returns
+        -------
+        self : PrivateConformalClassifier
+            The fitted estimator.
+        """
+        inner = self._inner()
+        tags = get_tags(self).input_tags
+        X_checked, y = validate_data(
+            self,
+            X,
+            y,
+            accept_sparse=("csr", "csc") if tags.sparse else False,
+            ensure_all_finite="allow-nan" if tags.allow_nan else True,
+            dtype=None,
+        )
+        if X_checked.dtype.kind == "O":  # frozen pipelines may take mixed frames
+            X_checked = X
+        check_classification_targets(y)
+        client_ids = self._check_client_ids(client_ids, y.shape[0])
+        rng = check_random_state(self.random_state)
+        score = resolve_classification_score(self.conformity_score)
+        prefit = is_prefit(inner)
+        train_idx, cal_idx = self._calibration_split(client_ids, prefit, rng)
+        X_use = X if hasattr(X, "iloc") else X_checked
+        if prefit:
+            self.estimator_ = inner
+        else:
+            self.estimator_ = clone(inner).fit(
+                self._rows(X_use, train_idx), y[train_idx]
+            )
+        self.classes_ = np.asarray(self.estimator_.classes_)
+        y_encoded = self._encode(y[cal_idx])
+        proba = self.estimator_.predict_proba(self._rows(X_use, cal_idx))
+        scores = score.conformity_score(y_encoded, proba, random_state=rng)
+        self.conformity_score_ = score
+        self.tie_break_seed_ = (
+            int(rng.randint(np.iinfo(np.int32).max))
+            if getattr(score, "randomized", False)
+            else None
+        )
+        self._fit_calibrator(
+            scores, client_ids[cal_idx], rng, natural_bounds=score.bounds
+        )
+        self.epsilon_spent_ = float(
+            getattr(self.calibrator_, "epsilon_spent_", math.inf)
+        )
+        return self
+
+    def _encode(self, y):
+        """Column index of each label in ``classes_``; unseen labels raise."""
+        index = pd.Index(self.classes_).get_indexer(y)
+        if (index < 0).any():
+            unseen = pd.unique(y[index < 0])
+            raise ValueError(
+                f"y holds labels the model has not seen: {unseen[:5].tolist()} (the "
+                f"model's classes_ are {self.classes_.tolist()}). Every calibration "
+                "label must be a class of the model: refit it with all classes, or "
+                "drop those rows."
+            )
+        return index
+
+    def predict(self, X):
+        """Return the model's predicted labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        self._check_predict_X(X)
+        return self.estimator_.predict(X)
+
+    def predict_proba(self, X):
+        """Return the model's class probabilities (columns follow ``classes_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        self._check_predict_X(X)
+        return self.estimator_.predict_proba(X)
+
+    def predict_set(self, X):
+        """Return conformal prediction sets as a boolean membership matrix.
+
+        Deterministic: no noise is drawn at prediction (a randomized score
+        uses ``tie_break_seed_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        sets : ndarray of bool, shape (n_samples, n_classes)
+            ``sets[i, j]`` is True when ``classes_[j]`` is in the set of row
+            ``i``; every entry is True when ``threshold_`` is ``+inf``.
+        """
+        self._check_predict_X(X)
+        proba = self.estimator_.predict_proba(X)
+        return self.conformity_score_.predict_set(
+            proba, self.threshold_, random_state=self.tie_break_seed_
+        )
