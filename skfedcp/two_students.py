@@ -329,8 +329,8 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         If fewer teachers pass the filter, the ``min_teachers`` with the
         largest in-band fractions are kept and a
         :class:`~skfedcp.exceptions.TeacherFilterWarning` is issued. Also the
-        number of random shards, one teacher each, when ``client_ids`` is
-        ``None`` (a single data holder; shards are not filtered).
+        number of random shards, one teacher each, when all rows belong to
+        one client (shards of one client are not filtered).
     sigma_floor : float, default=1e-3
         Floor of the predicted standard deviation, relative to the median
         teacher standard deviation on ``X_unlabeled``; keeps the normalized
@@ -350,7 +350,8 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     Attributes
     ----------
     clients_ : ndarray of shape (n_clients,)
-        Sorted client labels (shard numbers when ``client_ids`` was ``None``).
+        Sorted client labels (shard numbers ``0, 1, ...`` for a single
+        client).
     in_band_fraction_ : ndarray of shape (n_clients,)
         Each client's in-band fraction in the last round (``nan`` when that
         round was not filtered).
@@ -530,8 +531,9 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         y : array-like of shape (n_samples,)
             Targets (single output).
         client_ids : array-like of shape (n_samples,), default=None
-            Client holding each row. ``None`` means a single data holder,
-            whose rows are dealt at random into ``min_teachers`` shards.
+            Client holding each row. ``None`` means a single client. The rows
+            of a single client (without ``client_models``) are dealt at
+            random into ``min_teachers`` shards, one teacher each.
         X_unlabeled : array-like of shape (n_unlabeled, n_features), default=None
             Unlabelled server inputs the students are distilled on (and the
             filter's reference inputs unless ``X_ref`` is given). ``None``
@@ -557,8 +559,9 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
             The fitted estimator.
         """
         X, y = validate_data(self, X, y, y_numeric=True)
-        single_holder = client_ids is None
         client_ids = check_client_ids(client_ids, X.shape[0])
+        # One data holder: its rows are dealt into shards, one teacher each.
+        single_holder = client_models is None and np.unique(client_ids).shape[0] == 1
         U = X if X_unlabeled is None else self._check_inputs("X_unlabeled", X_unlabeled)
         if U.shape[0] == 0:
             raise ValueError("X_unlabeled has 0 rows; the students need inputs.")
@@ -866,7 +869,8 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
-        return self.mean_student_.predict(self._check_X(X))
+        X = self._check_X(X)
+        return self.mean_student_.predict(X)
 
     def predict_std(self, X):
         """Return the uncertainty student's standard deviation, floored.
