@@ -2,6 +2,7 @@
 
 import inspect
 import warnings
+from numbers import Real
 
 import numpy as np
 from quantile_forest import (
@@ -16,10 +17,9 @@ from sklearn.utils import assert_all_finite, check_random_state, get_tags
 from sklearn.utils.validation import validate_data
 
 from .base import BaseFedConformal, is_prefit
-from .calibrators import get_calibrator
 from .exceptions import CrossingQuantilesWarning
 from .scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
-from .utils._sklearn_compat import HasMethods, StrOptions, _fit_context
+from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 
 __all__ = ["FedCQRRegressor"]
 
@@ -148,8 +148,18 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
     calibrator : str or BaseCalibrator, default="qq"
         Calibration strategy: an alias of
         :data:`skfedcp.calibrators.CALIBRATORS` (``"qq"``, ``"central"``,
-        ``"avg"``, ...) or a calibrator instance (cloned, never mutated).
-        The asymmetric variant fits two fresh copies, one per side.
+        ``"avg"``, the private ``"dp-qq"`` and ``"dp-central"``, ...) or a
+        calibrator instance (cloned, never mutated). The asymmetric variant
+        fits two fresh copies, one per side.
+    epsilon : float, default=None
+        Privacy parameter passed to a private calibrator, overriding its own;
+        ``None`` keeps the calibrator's. Ignored by non-private calibrators.
+    score_bounds : tuple of two floats, default=None
+        Public bounds ``(low, high)`` of the CQR scores, required by the
+        private calibrators and fixed without looking at the data. CQR
+        scores are negative inside the band: use e.g. ``(-B, B)`` (in units
+        of the band width for the normalized score). The asymmetric variant
+        uses them for both sides. Ignored by non-private calibrators.
     calibration_size : float, default=0.5
         Fraction of each client's rows that calibrate when a model must be
         fitted; the rest trains.
@@ -157,8 +167,8 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         Seeds the internal split, the default forest and any randomness of
         the calibrator. All randomness is consumed in ``fit``.
     n_jobs : int, default=None
-        Passed to the default quantile forest; the calibrators are
-        vectorised and ignore it.
+        Passed to the default quantile forest and to the calibrator (which
+        may use it to simulate clients in parallel).
 
     Attributes
     ----------
@@ -210,8 +220,12 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
       w(X)) >= 1 - alpha`` (``w = 1`` for the symmetric score); with QQ it
       equals the exact coverage ``M(l*, k*)`` when the scores are continuous;
     * asymmetric: each side misses with probability at most ``alpha / 2``,
-      hence coverage ``>= 1 - alpha`` by the union bound; it is more
-      conservative, and controls the two tails separately.
+      hence coverage ``>= 1 - alpha`` by the union bound; the two tails are
+      controlled separately, usually at the price of wider intervals.
+
+    The private calibrators keep ``>= 1 - alpha`` and make each client's
+    message ``epsilon``-DP; the asymmetric variant releases two messages per
+    client, so its privacy loss is ``2 * epsilon`` (sequential composition).
 
     The guarantee is marginal, over calibration data and test point, and
     holds whatever the quantile models predict: bad models give wide
@@ -256,6 +270,8 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         "estimator_upper": [HasMethods(["fit", "predict"]), None],
         "quantile_levels": ["array-like", None],
         "conformity_score": [StrOptions(set(CQR_SCORES)), BaseCQRScore],
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "score_bounds": ["array-like", None],
     }
 
     def __init__(
@@ -268,6 +284,8 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         quantile_levels=None,
         conformity_score="symmetric",
         calibrator="qq",
+        epsilon=None,
+        score_bounds=None,
         calibration_size=0.5,
         random_state=None,
         n_jobs=None,
@@ -279,6 +297,8 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         self.quantile_levels = quantile_levels
         self.conformity_score = conformity_score
         self.calibrator = calibrator
+        self.epsilon = epsilon
+        self.score_bounds = score_bounds
         self.calibration_size = calibration_size
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -474,13 +494,12 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
 
     def _fit_two_calibrators(self, scores, client_ids, rng):
         """One fresh calibrator per side, each at ``alpha / 2``."""
-        sides = {}
-        for j, side in enumerate(("lower", "upper")):
-            calibrator = get_calibrator(self.calibrator)
-            calibrator.fit(
-                scores[:, j], client_ids, alpha=self.alpha / 2, random_state=rng
+        sides = {
+            side: self._fit_calibrator(
+                scores[:, j], client_ids, rng, alpha=self.alpha / 2
             )
-            sides[side] = calibrator
+            for j, side in enumerate(("lower", "upper"))
+        }
         lower, upper = sides["lower"], sides["upper"]
         self.calibrator_ = (lower, upper)
         self.threshold_ = np.array([lower.threshold_, upper.threshold_])

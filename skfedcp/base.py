@@ -132,14 +132,17 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
     def _check_client_ids(self, client_ids, n_samples):
         return check_client_ids(client_ids, n_samples)
 
-    def _fit_calibrator(self, scores, client_ids, rng, *, natural_bounds=None):
+    def _fit_calibrator(
+        self, scores, client_ids, rng, *, natural_bounds=None, alpha=None
+    ):
         """Fit a fresh calibrator; set ``calibrator_``, ``threshold_`` and friends.
 
         A private calibrator (one with ``epsilon`` / ``score_bounds``
         parameters) receives the wrapper's ``epsilon`` and ``score_bounds``
         when those are not None; ``natural_bounds`` (data-free bounds of the
         score, e.g. ``(0, 1)`` for probability scores) fill in bounds that
-        neither the wrapper nor the calibrator gives.
+        neither the wrapper nor the calibrator gives. ``alpha`` overrides
+        ``self.alpha`` (e.g. ``alpha / 2`` per side of an asymmetric interval).
         """
         calibrator = get_calibrator(self.calibrator)
         _forward_privacy_params(
@@ -151,7 +154,7 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         calibrator.fit(
             scores,
             client_ids,
-            alpha=self.alpha,
+            alpha=self.alpha if alpha is None else alpha,
             random_state=rng,
             n_jobs=getattr(self, "n_jobs", None),
         )

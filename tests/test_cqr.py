@@ -448,6 +448,29 @@ class TestAnyCalibrator:
         top = np.max(CQRScore().conformity_score(y, bounds))
         assert np.max(reg.threshold_) >= top
 
+    @pytest.mark.parametrize("score", ["symmetric", "asymmetric"])
+    def test_private_calibrator_gets_epsilon_and_bounds(
+        self, romano, frozen_forest, score
+    ):
+        _, _, X, y, _, X_test, y_test = romano
+        ids = np.repeat(np.arange(4), 200)
+        reg = FedCQRRegressor(
+            frozen_forest,
+            conformity_score=score,
+            calibrator="dp-qq",
+            epsilon=3.0,
+            score_bounds=(-50.0, 50.0),
+            random_state=0,
+        ).fit(X, y, client_ids=ids)
+        cals = reg.calibrator_ if score == "asymmetric" else (reg.calibrator_,)
+        for cal in cals:
+            assert cal.epsilon == 3.0
+            assert tuple(cal.score_bounds) == (-50.0, 50.0)
+        again = clone(reg).fit(X, y, client_ids=ids)
+        np.testing.assert_array_equal(reg.threshold_, again.threshold_)
+        assert np.all(np.isfinite(reg.threshold_))
+        assert coverage_score(y_test, reg.predict_interval(X_test)) > 0.8
+
 
 # -- sklearn tooling ----------------------------------------------------------
 
