@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0.dev0"
 
+from .feature_selection import FedChi2Selector  # noqa: E402
 from .regression import FedConformalRegressor  # noqa: E402
 
-__all__ = ["FedConformalRegressor", "__version__"]
+__all__ = ["FedChi2Selector", "FedConformalRegressor", "__version__"]
