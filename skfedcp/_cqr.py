@@ -198,7 +198,9 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         Number of calibrating clients.
     crossing_fraction_ : float
         Share of calibration rows where ``f_lo(x) > f_hi(x)``; above 5% fit
-        warns with :class:`~skfedcp.exceptions.CrossingQuantilesWarning`.
+        warns with :class:`~skfedcp.exceptions.CrossingQuantilesWarning` (a
+        diagnostic of the simulation; in a deployment each client would
+        compute its own share).
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
