@@ -133,7 +133,7 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         return check_client_ids(client_ids, n_samples)
 
     def _fit_calibrator(
-        self, scores, client_ids, rng, *, natural_bounds=None, alpha=None
+        self, scores, client_ids, rng, *, natural_bounds=None, alpha=None, labels=None
     ):
         """Fit a fresh calibrator; set ``calibrator_``, ``threshold_`` and friends.
 
@@ -143,6 +143,8 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         score, e.g. ``(0, 1)`` for probability scores) fill in bounds that
         neither the wrapper nor the calibrator gives. ``alpha`` overrides
         ``self.alpha`` (e.g. ``alpha / 2`` per side of an asymmetric interval).
+        ``labels`` go to calibrators with ``requires_score_matrix`` (then
+        ``scores`` is the score matrix of every label).
         """
         calibrator = get_calibrator(self.calibrator)
         _forward_privacy_params(
@@ -157,6 +159,7 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
             alpha=self.alpha if alpha is None else alpha,
             random_state=rng,
             n_jobs=getattr(self, "n_jobs", None),
+            **({} if labels is None else {"labels": labels}),
         )
         self.calibrator_ = calibrator
         self.threshold_ = calibrator.threshold_

@@ -12,6 +12,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .base import BaseFedConformal, is_prefit
+from .calibrators import get_calibrator
 from .scores import (
     CLASSIFICATION_SCORES,
     BaseClassificationScore,
@@ -57,6 +58,13 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         ``epsilon``-DP quantile), or a non-private strategy for comparison
         (``"central"``, ``"qq"``, ``"avg"``), or a calibrator instance
         (cloned, never mutated; e.g. to set ``n_bins`` or ``gamma``).
+        Local DP (no trusted party, each calibration row privatised by its
+        user): ``"ldp-l"`` / ``"ldp-l*"`` (k-RR labels, features sent in the
+        clear) and ``"ldp-s"`` / ``"ldp-s*"`` (one randomized yes/no answer
+        per user in an interactive bisection), whose coverage is ``>= 1 -
+        alpha - Delta`` (``>= 1 - alpha`` starred) with probability ``1 -
+        delta`` over the calibration draw; their ``delta`` is set on the
+        instance, e.g. ``calibrator=LDPLabelStarCalibrator(delta=0.01)``.
     conformity_score : {"lac", "aps"} or BaseClassificationScore, \
             default="lac"
         ``"lac"``: ``1 - p_y(x)``, the score of the papers; ``"aps"``: the
@@ -247,7 +255,12 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         self.classes_ = np.asarray(self.estimator_.classes_)
         y_encoded = self._encode(y[cal_idx])
         proba = self.estimator_.predict_proba(self._rows(X_use, cal_idx))
-        scores = score.conformity_score(y_encoded, proba, random_state=rng)
+        # LDP-L scores every label of every row (users send x and a noisy y).
+        needs_matrix = get_calibrator(self.calibrator).requires_score_matrix
+        if needs_matrix:
+            scores = score.label_scores(proba, random_state=rng)
+        else:
+            scores = score.conformity_score(y_encoded, proba, random_state=rng)
         self.conformity_score_ = score
         self.tie_break_seed_ = (
             int(rng.randint(np.iinfo(np.int32).max))
@@ -255,7 +268,11 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
             else None
         )
         self._fit_calibrator(
-            scores, client_ids[cal_idx], rng, natural_bounds=score.bounds
+            scores,
+            client_ids[cal_idx],
+            rng,
+            natural_bounds=score.bounds,
+            labels=y_encoded if needs_matrix else None,
         )
         self.epsilon_spent_ = float(
             getattr(self.calibrator_, "epsilon_spent_", math.inf)

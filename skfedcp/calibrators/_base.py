@@ -118,6 +118,10 @@ class BaseCalibrator(BaseEstimator):
     # Whether client or server steps consume randomness.
     _randomized = False
 
+    #: Whether ``fit`` takes the ``(n, n_classes)`` score matrix of every
+    #: label plus ``labels=`` (LDP-L) instead of one score per row.
+    requires_score_matrix = False
+
     def plan(self, n_per_client, alpha):
         """Public, data-free computation shared by clients and server.
 

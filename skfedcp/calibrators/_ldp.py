@@ -920,10 +920,15 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     n_groups : int, default=10
         Number ``T`` of groups, i.e. the maximum number of bisection rounds;
         the resolution is ``(hi - lo) / 2^T``. Needs ``n >= T``.
-    final : {"paper", "upper"}, default="paper"
-        Threshold returned when no round stops inside the band: the last
-        query ``q_T`` (the paper) or the current upper end, which is provably
-        at least the target (``+inf`` if the upper end never moved).
+    final : {"upper", "paper"}, default="upper"
+        Threshold returned when no round stops inside the band: the current
+        upper end, whose coverage is provably at least the target (``+inf``
+        if the upper end never moved), or the last query ``q_T`` (the paper),
+        which needs the paper's assumption that no interval of length
+        ``(hi - lo) / 2^T`` holds more than ``Delta_S`` of score mass. The
+        two differ by one resolution step; the assumption fails when scores
+        pile up, e.g. deterministic APS scores of an over-confident model
+        just below 1, where ``"paper"`` can under-cover badly.
     score_bounds : tuple of two floats, default=None
         Public range ``(lo, hi)`` searched, fixed without looking at the data:
         ``(0, 1)`` for LAC and APS scores (the wrapper fills in its score's
@@ -1035,7 +1040,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         epsilon=1.0,
         delta=0.001,
         n_groups=10,
-        final="paper",
+        final="upper",
         score_bounds=None,
     ):
         self.epsilon = epsilon
@@ -1392,8 +1397,9 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
         Failure probability of the guarantee, in (0, 1).
     n_groups : int, default=10
         Number ``T`` of groups (maximum rounds). Needs ``n >= T``.
-    final : {"paper", "upper"}, default="paper"
-        Threshold when no round stops in the band: ``q_T`` or the upper end.
+    final : {"upper", "paper"}, default="upper"
+        Threshold when no round stops in the band: the upper end (safe) or
+        ``q_T`` (the paper).
     score_bounds : tuple of two floats, default=None
         Public range searched (required; ``(0, 1)`` for LAC and APS).
 

@@ -5,10 +5,12 @@ Carlo coverage checks live in tests/statistical/test_ldp_mc.py.
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skfedcp.calibrators import (
     CALIBRATORS,
@@ -733,3 +735,124 @@ class TestRegistry:
     def test_hooks(self):
         assert LDPLabelCalibrator.requires_score_matrix
         assert LDPScoreStarCalibrator.interactive
+
+
+# --------------------------------------------------------------------------
+# Through PrivateConformalClassifier
+
+
+@pytest.fixture(scope="module")
+def digits_split():
+    from sklearn.datasets import load_digits
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = load_digits(return_X_y=True)
+    model = LogisticRegression(max_iter=300, C=0.01).fit(X[:600], y[:600])
+    return FrozenEstimator(model), X[600:], y[600:]
+
+
+class TestClassifier:
+    @pytest.mark.parametrize("alias", ["ldp-l", "ldp-l*", "ldp-s", "ldp-s*"])
+    @pytest.mark.parametrize("score", ["lac", "aps"])
+    def test_all_four_plug_in(self, digits_split, alias, score):
+        from skfedcp.classification import PrivateConformalClassifier
+
+        model, X, y = digits_split
+        ids = np.arange(y.size) % 4
+        clf = PrivateConformalClassifier(
+            model,
+            calibrator=alias,
+            conformity_score=score,
+            epsilon=8.0,
+            random_state=0,
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            clf.fit(X, y, client_ids=ids)
+        infinite = [w for w in caught if w.category is InfiniteThresholdWarning]
+        assert bool(infinite) == (alias == "ldp-s*")
+        assert type(clf.calibrator_) is CALIBRATORS[alias]
+        assert clf.calibrator_.epsilon == 8.0
+        assert clf.calibrator_.n_clients_ == 4
+        sets = clf.predict_set(X)
+        assert sets.shape == (y.size, 10) and sets.dtype == bool
+        np.testing.assert_array_equal(sets, clf.predict_set(X))  # deterministic
+        if alias == "ldp-s*":  # 1197 users: Delta_S > alpha, the full set
+            assert clf.threshold_ == np.inf and sets.all()
+            assert clf.epsilon_spent_ == 0.0
+        else:
+            assert clf.epsilon_spent_ == 8.0
+            assert 0.0 < clf.threshold_ <= 1.0
+
+    def test_delta_on_the_instance(self, digits_split):
+        from skfedcp.classification import PrivateConformalClassifier
+
+        model, X, y = digits_split
+        thresholds = []
+        for delta in (0.001, 0.2):
+            clf = PrivateConformalClassifier(
+                model,
+                calibrator=LDPLabelStarCalibrator(delta=delta),
+                epsilon=8.0,
+                random_state=0,
+            ).fit(X, y)
+            assert clf.calibrator_.delta == delta
+            assert clf.calibrator_.correction_ == pytest.approx(
+                ldp_correction(y.size, 10, 8.0, delta).label
+            )
+            thresholds.append(clf.threshold_)
+        assert thresholds[1] <= thresholds[0]  # a looser delta, a smaller set
+        clf.set_params(calibrator__delta=0.05)
+        assert clf.get_params()["calibrator__delta"] == 0.05
+
+    def test_wrapper_equals_calibrator(self, digits_split):
+        # The wrapper hands the calibrator the score matrix of every label and
+        # the encoded labels; the calibrator's k-RR streams come from its rng.
+        from skfedcp.classification import PrivateConformalClassifier
+        from skfedcp.scores import LACScore
+
+        model, X, y = digits_split
+        ids = np.arange(y.size) % 3
+        clf = PrivateConformalClassifier(
+            model, calibrator="ldp-l", epsilon=2.0, random_state=7
+        ).fit(X, y, client_ids=ids)
+        M = LACScore().label_scores(model.predict_proba(X))
+        cal = LDPLabelCalibrator(epsilon=2.0).fit(
+            M, ids, labels=y, alpha=0.1, random_state=np.random.RandomState(7)
+        )
+        assert clf.threshold_ == cal.threshold_
+
+    def test_labels_outside_classes(self, digits_split):
+        from skfedcp.classification import PrivateConformalClassifier
+
+        model, X, y = digits_split
+        y_bad = y.copy()
+        y_bad[0] = 11
+        with pytest.raises(ValueError, match="labels the model has not seen"):
+            PrivateConformalClassifier(model, calibrator="ldp-l").fit(X, y_bad)
+
+
+def _common_estimators():
+    from skfedcp.classification import PrivateConformalClassifier
+
+    # LDP-S needs n >= n_groups users: the check data sets have a handful of
+    # calibration rows, hence n_groups=2.
+    return [
+        PrivateConformalClassifier(calibrator="ldp-l", epsilon=4.0, random_state=0),
+        PrivateConformalClassifier(
+            calibrator="ldp-l*", conformity_score="aps", epsilon=4.0, random_state=0
+        ),
+        PrivateConformalClassifier(
+            calibrator=LDPScoreCalibrator(n_groups=2), epsilon=4.0, random_state=0
+        ),
+        PrivateConformalClassifier(
+            calibrator=LDPScoreStarCalibrator(n_groups=2), random_state=0
+        ),
+    ]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@parametrize_with_checks(_common_estimators())
+def test_sklearn_compatible_with_ldp(estimator, check):
+    check(estimator)
