@@ -1,0 +1,124 @@
+"""Corrected levels of private calibration versus n and epsilon (Fig. 2 of seed 002).
+
+Angelopoulos et al., Fig. 2: the level ``q~`` at which the private quantile
+runs, with the number of bins ``m*`` and ``gamma*`` chosen automatically
+(deterministic Algorithm 5, alpha = 0.1). It falls towards the limiting value
+``1 - alpha`` as ``n`` and ``epsilon`` grow; ``>= 1`` means too little data
+(trivial sets). The paper gives the figure only, no numbers.
+
+Also, the FedCP²-QQ analogue (Humbert et al., Fig. 2): the exact coverage
+``M(l_gamma + l_cor, k_gamma)`` of the corrected ranks for m = 10 clients,
+B = 100 bins, beside the reference values of the spec (section 7).
+
+Run: ``python benchmarks/bench_private_level_curves.py [--quick]``.
+"""
+
+import argparse
+import time
+
+import _common  # noqa: F401
+import numpy as np
+
+from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator
+from skfedcp.privacy import (
+    private_conformal_gamma,
+    private_conformal_level,
+    private_conformal_n_bins,
+)
+
+ALPHA = 0.1
+# Spec fedcp_qq.md section 7 ("Fig. 2-like values"), None = infeasible.
+QQ_REFERENCE = {
+    10.0: [0.9556, 0.9259, 0.9167, 0.9071, 0.9041],
+    5.0: [0.9804, 0.9467, 0.9263, 0.9131, 0.9073],
+    1.0: [None, None, 0.9995, 0.9522, 0.9276],
+}
+QQ_SIZES = [50, 100, 200, 500, 1000]
+
+
+def central_curves(sizes, epsilons):
+    table = {}
+    for eps in epsilons:
+        for n in sizes:
+            m = private_conformal_n_bins(n, ALPHA, epsilon=eps)
+            gamma = private_conformal_gamma(n, ALPHA, epsilon=eps)
+            level = private_conformal_level(
+                n, ALPHA, epsilon=eps, n_bins=m, gamma=gamma
+            )
+            table[eps, n] = (level, m, gamma)
+    return table
+
+
+def qq_curves(sizes, epsilons):
+    table = {}
+    for eps in epsilons:
+        cal = PrivateQuantileOfQuantilesCalibrator(epsilon=eps, score_bounds=(0, 1))
+        for n in sizes:
+            plan = cal.plan([n] * 10, ALPHA)
+            table[eps, n] = plan["score"] if plan["feasible"] else None
+    return table
+
+
+def _cell(value):
+    return f"{'>= 1':>8s}" if value >= 1 else f"{value:8.4f}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a coarse n grid")
+    args = parser.parse_args(argv)
+    if args.quick:
+        sizes = [100, 1000, 10_000]
+        epsilons = [1.0, 10.0]
+    else:
+        sizes = [int(n) for n in np.unique(np.logspace(2, 5, 13).astype(int))]
+        epsilons = [0.5, 1.0, 2.0, 5.0, 10.0]
+    start = time.perf_counter()
+    central = central_curves(sizes, epsilons)
+    print(f"\nq~(n, epsilon), alpha = {ALPHA}, auto m* and gamma* (>= 1: trivial)")
+    print(f"{'n':>8s} " + " ".join(f"{'eps=' + format(e, 'g'):>8s}" for e in epsilons))
+    for n in sizes:
+        cells = " ".join(_cell(central[e, n][0]) for e in epsilons)
+        print(f"{n:8d} {cells}")
+    print("\nexcess (q~ - (1 - alpha)) / (1 - alpha) at the largest n:")
+    for e in epsilons:
+        level = central[e, sizes[-1]][0]
+        print(f"  eps={e:g}: {(level - (1 - ALPHA)) / (1 - ALPHA):.2e}")
+    print("\nchosen m* (bins):")
+    print(f"{'n':>8s} " + " ".join(f"{'eps=' + format(e, 'g'):>8s}" for e in epsilons))
+    for n in sizes:
+        print(f"{n:8d} " + " ".join(f"{central[e, n][1]:8d}" for e in epsilons))
+
+    qq_eps = [10.0, 5.0, 1.0] if not args.quick else [10.0, 1.0]
+    qq_sizes = QQ_SIZES if not args.quick else [100, 1000]
+    qq = qq_curves(qq_sizes, qq_eps)
+    print("\nFedCP²-QQ: M(l_gamma + l_cor, k_gamma), m = 10, B = 100 (spec ref.)")
+    print(f"{'n':>8s} " + " ".join(f"{'eps=' + format(e, 'g'):>18s}" for e in qq_eps))
+    for n in qq_sizes:
+        cells = []
+        for e in qq_eps:
+            ref = QQ_REFERENCE[e][QQ_SIZES.index(n)]
+            ours = "infeasible" if qq[e, n] is None else f"{qq[e, n]:.4f}"
+            theirs = "infeasible" if ref is None else f"{ref:.4f}"
+            cells.append(f"{ours:>10s} ({theirs:>6s})")
+        print(f"{n:8d} " + " ".join(f"{c:>18s}" for c in cells))
+    seconds = time.perf_counter() - start
+    _common.save_record(
+        "private_level_curves",
+        {
+            "alpha": ALPHA,
+            "seconds": seconds,
+            "central": [
+                {"n": n, "epsilon": e, "level": lv, "n_bins": m, "gamma": g}
+                for (e, n), (lv, m, g) in central.items()
+            ],
+            "dp_qq": [
+                {"n": n, "epsilon": e, "score": s, "reference": QQ_REFERENCE.get(e)}
+                for (e, n), s in qq.items()
+            ],
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
