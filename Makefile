@@ -72,6 +72,14 @@ docs: $(VENV)/.installed-docs
 docs-noplot: $(VENV)/.installed-docs
 	$(BIN)/sphinx-build -q -b html -D plot_gallery=0 docs docs/_build/html
 
+# A real Flower deployment on 127.0.0.1: a SuperLink, SuperNodes, flwr run.
+$(VENV)/.installed-flower: pyproject.toml $(VENV)/.installed-dev
+	$(BIN)/python -m pip install --quiet -e ".[flower]"
+	@touch $@
+
+test-flower: $(VENV)/.installed-flower
+	$(BIN)/python -m pytest -q -m flower
+
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/run_all.py
 

@@ -1,0 +1,1 @@
+"""skfedcp on Flower: calibrate a shared model and select features across nodes."""

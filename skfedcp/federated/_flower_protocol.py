@@ -1,0 +1,608 @@
+"""Node side of the skfedcp deployment protocol (plain dicts, no flwr import).
+
+A request or a reply is a flat ``dict`` whose values are Python scalars
+(``int``, ``float``, ``bool``, ``str``, ``bytes``), lists of ``bytes`` or
+NumPy arrays; :mod:`skfedcp.federated.flower` turns it into a Flower
+``RecordDict`` and back. Every request names its ``kind``:
+
+``"hello"``
+    The node reports its label, its number of rows and, when asked, its
+    model fingerprint, whether its features are integer-valued, its label
+    set and the public key it uses for secure sums.
+``"calibrate"``
+    The node computes its own conformity scores and answers with the
+    calibrator's ``client_step`` message (the scores never leave the node,
+    except for the strategies that send them: ``"central"``,
+    ``"dp-central"``, refused unless the node allows raw scores).
+``"secure_sum"``
+    The node computes a FED-chi2 vector (round-one marginals or round-two
+    sketch), encodes it in fixed point and masks it with pairwise masks
+    (:mod:`skfedcp.federated._flower_secagg`).
+"""
+
+import copy
+import hashlib
+import json
+import pickle
+from numbers import Integral
+
+import numpy as np
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
+
+from ..calibrators import CALIBRATORS, BaseCalibrator
+from ..feature_selection import (
+    Chi2Marginals,
+    chi2_client_encode,
+    chi2_client_marginals,
+)
+from ..privacy._randomness import SECURE
+from ..scores import (
+    CLASSIFICATION_SCORES,
+    CQR_SCORES,
+    REGRESSION_SCORES,
+    BaseClassificationScore,
+)
+from ._flower_secagg import generate_keypair, mask_vector
+from ._secure_aggregation import fixed_point_encode
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "RAW_SCORE_STRATEGIES",
+    "NodeConfig",
+    "calibrator_from_spec",
+    "calibrator_to_spec",
+    "handle_request",
+    "model_fingerprint",
+    "node_label",
+    "resolve_node_score",
+]
+
+PROTOCOL_VERSION = 1
+
+#: Strategies whose client message holds the node's per-row scores (LDP-L:
+#: the score of every class, which reveals the features; only labels are
+#: privatised).
+RAW_SCORE_STRATEGIES = frozenset({"central", "dp-central", "ldp-l", "ldp-l*"})
+
+# Keys of the node's persistent state (Flower's ``context.state``).
+_KEY_STATE = "secagg_key"
+_TAGS_STATE = "secagg_tags"
+
+
+# --------------------------------------------------------------------------
+# Shared by nodes and server
+
+
+def model_fingerprint(model, conformity_score=None):
+    """Short SHA-256 fingerprint of a fitted model and its conformity score.
+
+    Nodes put it in every message; the server rejects messages whose
+    fingerprint differs from the one it expects, so that all nodes score with
+    the same model version.
+
+    Parameters
+    ----------
+    model : object
+        The shared fitted model (anything picklable).
+    conformity_score : str, BaseRegressionScore or callable, default=None
+        The score the nodes compute; part of the fingerprint when given.
+
+    Returns
+    -------
+    fingerprint : str
+        16 hexadecimal characters.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import LinearRegression
+    >>> model = LinearRegression().fit([[0.0], [1.0]], [0.0, 1.0])
+    >>> fp = model_fingerprint(model, "absolute")
+    >>> len(fp), fp == model_fingerprint(model, "absolute")
+    (16, True)
+    >>> fp == model_fingerprint(LinearRegression().fit([[0.0], [1.0]], [0.0, 2.0]))
+    False
+    """
+    digest = hashlib.sha256(pickle.dumps(model, protocol=4))
+    if conformity_score is not None:
+        score = resolve_node_score(conformity_score)
+        digest.update(pickle.dumps(conformity_score if score is None else score, 4))
+    return digest.hexdigest()[:16]
+
+
+def resolve_node_score(conformity_score):
+    """Score object a node uses: a fresh registry score or a copy of the object.
+
+    Returns ``None`` for a plain callable ``score(model, X, y)``. Objects are
+    deep-copied, not cloned, so that a fitted score keeps its fitted state.
+    """
+    if isinstance(conformity_score, str):
+        for registry in (REGRESSION_SCORES, CQR_SCORES, CLASSIFICATION_SCORES):
+            if conformity_score in registry:
+                return registry[conformity_score]()
+        raise ValueError(
+            f"conformity_score {conformity_score!r} is not one of "
+            f"{sorted(REGRESSION_SCORES) + sorted(CQR_SCORES)}"
+            f" or {sorted(CLASSIFICATION_SCORES)}."
+        )
+    if hasattr(conformity_score, "conformity_score"):
+        return copy.deepcopy(conformity_score)
+    if callable(conformity_score):
+        return None
+    raise TypeError(
+        "conformity_score must be a score name, a score object or a callable "
+        f"score(model, X, y); got {type(conformity_score).__name__}."
+    )
+
+
+def _alias_of(calibrator):
+    for alias, cls in CALIBRATORS.items():
+        if type(calibrator) is cls:
+            return alias
+    raise ValueError(
+        f"calibrator: {type(calibrator).__name__} is not in the registry "
+        f"{sorted(CALIBRATORS)}; only registered strategies can be deployed (the "
+        "nodes rebuild the strategy from its alias)."
+    )
+
+
+def _encode_param(value):
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode_param(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode_param(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise TypeError(
+        f"calibrator parameters must be plain values to be sent to the nodes; got "
+        f"{type(value).__name__}."
+    )
+
+
+def _decode_param(value):
+    if isinstance(value, dict) and set(value) == {"__tuple__"}:
+        return tuple(_decode_param(v) for v in value["__tuple__"])
+    if isinstance(value, list):
+        return [_decode_param(v) for v in value]
+    return value
+
+
+def calibrator_to_spec(calibrator):
+    """JSON text naming a registered calibrator and its parameters.
+
+    Examples
+    --------
+    >>> from skfedcp.calibrators import QuantileOfQuantilesCalibrator
+    >>> calibrator_to_spec(QuantileOfQuantilesCalibrator(local_rank=3))[:40]
+    '{"alias": "qq", "params": {"clip_local_r'
+    """
+    if not isinstance(calibrator, BaseCalibrator):
+        raise TypeError(
+            "calibrator must be a registry alias or a BaseCalibrator instance; got "
+            f"{type(calibrator).__name__}."
+        )
+    params = {k: _encode_param(v) for k, v in calibrator.get_params(deep=False).items()}
+    return json.dumps({"alias": _alias_of(calibrator), "params": params})
+
+
+def calibrator_from_spec(spec):
+    """Rebuild the calibrator described by :func:`calibrator_to_spec`."""
+    data = json.loads(spec)
+    alias = data["alias"]
+    if alias not in CALIBRATORS:
+        raise ValueError(
+            f"unknown calibrator {alias!r}: this node knows {sorted(CALIBRATORS)}; "
+            "install the same skfedcp version on the server and the nodes."
+        )
+    params = {k: _decode_param(v) for k, v in data["params"].items()}
+    return alias, CALIBRATORS[alias](**params)
+
+
+def node_label(node_config, node_id):
+    """Client label of a node: ``client-id``, else ``partition-id``, else its id."""
+    for key in ("client-id", "partition-id"):
+        if key in node_config:
+            return node_config[key]
+    return int(node_id)
+
+
+# --------------------------------------------------------------------------
+# Node side
+
+
+class NodeConfig:
+    """What a node needs to answer requests (built by ``make_client_app``).
+
+    Parameters
+    ----------
+    load_data : callable
+        ``load_data(context) -> (X, y)``: the node's calibration rows.
+    load_model : callable or None
+        ``load_model(context) -> model``: the shared fitted model.
+    load_selection_data : callable or None
+        ``load_selection_data(context) -> (X, y)`` for feature selection;
+        ``None`` reuses ``load_data``.
+    conformity_score : str, BaseRegressionScore or callable
+        A registry name, a (fitted) score object, or
+        ``score(model, X, y) -> scores``.
+    allow_raw_scores : bool
+        Whether this node answers strategies that send raw scores.
+    """
+
+    def __init__(
+        self,
+        load_data,
+        load_model,
+        load_selection_data,
+        conformity_score,
+        allow_raw_scores,
+    ):
+        self.load_data = load_data
+        self.load_model = load_model
+        self.load_selection_data = load_selection_data
+        self.conformity_score = conformity_score
+        self.allow_raw_scores = allow_raw_scores
+
+
+def _check_xy(data, what):
+    if not isinstance(data, tuple | list) or len(data) != 2:
+        raise TypeError(
+            f"{what} must return a tuple (X, y); got {type(data).__name__}."
+        )
+    X, y = data
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"{what} returned y of shape {y.shape}; expected (n_rows,).")
+    if getattr(X, "shape", (len(X),))[0] != y.shape[0]:
+        raise ValueError(f"{what} returned X and y with different numbers of rows.")
+    return X, y
+
+
+class _NodeSession:
+    """One request on one node: lazy loading, then the requested step."""
+
+    def __init__(self, config, context, node_id, node_config, state):
+        self.config = config
+        self.context = context
+        self.node_id = node_id
+        self.node_config = node_config
+        self.state = state
+        self._calibration = None
+        self._selection = None
+
+    # -- data ------------------------------------------------------------------
+
+    def calibration(self):
+        if self._calibration is None:
+            if self.config.load_model is None:
+                raise ValueError(
+                    "this node has no load_model: it cannot calibrate (pass "
+                    "load_model to make_client_app)."
+                )
+            X, y = _check_xy(self.config.load_data(self.context), "load_data")
+            model = self.config.load_model(self.context)
+            fingerprint = model_fingerprint(model, self.config.conformity_score)
+            self._calibration = (X, y, model, fingerprint)
+        return self._calibration
+
+    def scores(self, *, matrix=False):
+        """This node's scores (and encoded labels when ``matrix``).
+
+        ``matrix=True`` gives the score of every class, shape
+        ``(n_rows, n_classes)``, for strategies such as LDP-L.
+        """
+        X, y, model, _ = self.calibration()
+        score = resolve_node_score(self.config.conformity_score)
+        if isinstance(score, BaseClassificationScore):
+            if getattr(score, "randomized", False):
+                raise ValueError(
+                    "randomized classification scores are not deployed; use a "
+                    "deterministic score (e.g. 'lac' or APSScore())."
+                )
+            proba = model.predict_proba(X)
+            labels = _encode_labels(np.asarray(model.classes_), y)
+            if matrix:
+                return np.asarray(score.label_scores(proba), dtype=np.float64), labels
+            return np.asarray(score.conformity_score(labels, proba), float), None
+        if matrix:
+            raise ValueError(
+                "this strategy needs the score of every class (LDP-L): give the "
+                "node a classification score ('lac', 'aps' or a score object)."
+            )
+        if score is None:
+            scores = self.config.conformity_score(model, X, y)
+        else:
+            if getattr(score, "requires_fit", False):
+                _check_score_fitted(score)
+            if getattr(score, "requires_estimator", False):
+                score.set_estimator(model)
+            scores = score.conformity_score(y, model.predict(X), X)
+        return np.asarray(scores, dtype=np.float64), None
+
+    def selection(self):
+        if self._selection is None:
+            load = self.config.load_selection_data or self.config.load_data
+            X, y = _check_xy(load(self.context), "load_selection_data")
+            self._selection = (np.asarray(X, dtype=np.float64), y)
+        return self._selection
+
+    def random_source(self):
+        seed = self.node_config.get("seed")
+        if seed is None:
+            return SECURE
+        return np.random.RandomState(int(seed))
+
+    # -- steps -----------------------------------------------------------------
+
+    def hello(self, request):
+        reply = {
+            "protocol": PROTOCOL_VERSION,
+            "label": node_label(self.node_config, self.node_id),
+        }
+        if request.get("calibration", False):
+            X, y, _, fingerprint = self.calibration()
+            reply["n"] = int(y.shape[0])
+            reply["fingerprint"] = fingerprint
+        if request.get("selection", False):
+            X, y = self.selection()
+            reply["selection_n"] = int(y.shape[0])
+            reply["n_features"] = int(X.shape[1])
+            reply["integer_x"] = bool(np.all(X == np.floor(X)))
+            if request.get("classes", False):
+                reply["classes"] = np.unique(y)
+            reply["public_key"] = self._public_key()
+        return reply
+
+    def _strategy(self, request):
+        alias, calibrator = calibrator_from_spec(request["calibrator"])
+        allowed = self.node_config.get("allow-raw-scores", self.config.allow_raw_scores)
+        if alias in RAW_SCORE_STRATEGIES and not allowed:
+            raise PermissionError(
+                f"strategy {alias!r} sends the node's per-row scores; this node "
+                "refuses it (allow it with make_client_app(..., "
+                "allow_raw_scores=True) or the node config allow-raw-scores=true)."
+            )
+        _, _, _, fingerprint = self.calibration()
+        expected = request.get("fingerprint", "")
+        if expected and expected != fingerprint:
+            raise ValueError(
+                f"model fingerprint mismatch: the server expects {expected}, this "
+                f"node holds {fingerprint}; load the model version the server uses."
+            )
+        return calibrator, fingerprint
+
+    def calibrate(self, request):
+        calibrator, fingerprint = self._strategy(request)
+        needs_matrix = getattr(calibrator, "requires_score_matrix", False)
+        scores, labels = self.scores(matrix=needs_matrix)
+        extra = {"labels": labels} if needs_matrix else {}
+        random_state = self.random_source() if calibrator._randomized else None
+        message = calibrator.client_step(
+            scores,
+            alpha=float(request["alpha"]),
+            n_per_client=np.asarray(request["n_per_client"]),
+            random_state=random_state,
+            **extra,
+        )
+        return _reply(fingerprint, message)
+
+    def respond(self, request):
+        """One round of an interactive strategy (LDP-S): answer the query.
+
+        The node remembers which of its users answered and the state of its
+        random stream, so that no user answers twice and the stream
+        continues across rounds as in the simulation.
+        """
+        calibrator, fingerprint = self._strategy(request)
+        key = f"respond/{request['calibration_id']}"
+        saved = self.state.get(key)
+        users = np.asarray(request["users"], dtype=np.intp)
+        answered = set() if saved is None else set(saved["answered"])
+        again = answered.intersection(users.tolist())
+        if again:
+            raise PermissionError(
+                f"user(s) {sorted(again)[:5]} already answered this calibration: "
+                "each user answers at most once."
+            )
+        rng = self.random_source() if saved is None else _load_stream(saved)
+        scores, _ = self.scores()
+        query = {
+            "round": int(request["round"]),
+            "threshold": float(request["threshold"]),
+            "users": users,
+        }
+        message = calibrator.client_respond(scores, query, random_state=rng)
+        self.state[key] = {
+            "answered": sorted(answered.union(users.tolist())),
+            **_dump_stream(rng),
+        }
+        return _reply(fingerprint, message)
+
+    def secure_sum(self, request):
+        tag = str(request["tag"])
+        keys = list(request["public_keys"])
+        if len(keys) < 2:
+            raise ValueError(
+                "a secure sum needs at least two participants; this node does not "
+                "send its vector unmasked."
+            )
+        used = self.state.get(_TAGS_STATE, {}).get("tags", [])
+        if tag in used:
+            raise ValueError(f"secure sum {tag!r} was already answered by this node.")
+        key = self.state.get(_KEY_STATE)
+        if key is None:
+            raise ValueError("this node has no key pair: the server skipped hello.")
+        try:
+            index = keys.index(key["public"])
+        except ValueError:
+            raise ValueError(
+                "this node's public key is not among the participants."
+            ) from None
+        task = request["task"]
+        if task == "chi2_marginals":
+            q = self._chi2_marginals(request)
+        elif task == "chi2_sketch":
+            q = self._chi2_sketch(request)
+        else:
+            raise ValueError(f"unknown secure-sum task {task!r}.")
+        masked = mask_vector(
+            q, index=index, private_key=key["private"], public_keys=keys, tag=tag
+        )
+        self.state[_TAGS_STATE] = {"tags": [*used, tag]}
+        return {"masked": masked}
+
+    def _public_key(self):
+        key = self.state.get(_KEY_STATE)
+        if key is None:
+            private, public = generate_keypair()
+            key = {"private": private, "public": public}
+            self.state[_KEY_STATE] = key
+        return key["public"]
+
+    def _chi2_marginals(self, request):
+        X, y = self.selection()
+        message = chi2_client_marginals(X, y, classes=np.asarray(request["classes"]))
+        frac_bits = int(request["frac_bits"])
+        if frac_bits == 0:
+            return np.rint(message).astype(np.int64).view(np.uint64)
+        return fixed_point_encode(message, frac_bits)
+
+    def _chi2_sketch(self, request):
+        X, y = self.selection()
+        seed = self.node_config.get("projection-seed")
+        if seed is None:
+            raise ValueError(
+                "node config has no 'projection-seed': the nodes must share a "
+                "secret projection seed that the server does not know (e.g. "
+                "--node-config 'projection-seed=\"<int>\"')."
+            )
+        seed = int(seed, 0) if isinstance(seed, str) else int(seed)
+        marginals = Chi2Marginals(
+            np.asarray(request["class_counts"], dtype=np.float64),
+            np.asarray(request["row_totals"], dtype=np.float64),
+            None,
+        )
+        sketch = chi2_client_encode(
+            X,
+            y,
+            marginals,
+            classes=np.asarray(request["classes"]),
+            seed=seed,
+            n_projections=int(request["n_projections"]),
+            expected_split=str(request["expected_split"]),
+            n_clients=int(request["n_clients"]),
+        )
+        bits = np.asarray(request["frac_bits"], dtype=np.int64)
+        return fixed_point_encode(sketch.T, bits[:, None]).ravel()
+
+
+def _check_score_fitted(score):
+    try:
+        check_is_fitted(score)
+    except NotFittedError as exc:
+        raise ValueError(
+            f"conformity_score {type(score).__name__} learns from data: pass it "
+            "fitted (nodes only evaluate it)."
+        ) from exc
+
+
+def _reply(fingerprint, message):
+    reply = {"fingerprint": fingerprint}
+    for key, value in message.items():
+        reply[f"message.{key}"] = _plain(value)
+    return reply
+
+
+def _encode_labels(classes, y):
+    index = np.searchsorted(classes, y)
+    index = np.clip(index, 0, classes.shape[0] - 1)
+    if not np.all(classes[index] == y):
+        raise ValueError("y holds labels the model has not seen (not in classes_).")
+    return index
+
+
+def _dump_stream(rng):
+    """A node's random stream as plain values (to persist between rounds)."""
+    if isinstance(rng, str):  # the secure source has no state
+        return {"stream": rng}
+    kind, keys, pos, has_gauss, gauss = rng.get_state()
+    return {
+        "stream": kind,
+        "keys": [int(k) for k in keys],
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "gauss": float(gauss),
+    }
+
+
+def _load_stream(saved):
+    if saved["stream"] == SECURE:
+        return SECURE
+    rng = np.random.RandomState()
+    rng.set_state(
+        (
+            saved["stream"],
+            np.asarray(saved["keys"], dtype=np.uint32),
+            int(saved["pos"]),
+            int(saved["has_gauss"]),
+            float(saved["gauss"]),
+        )
+    )
+    return rng
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, bool | Integral | float | str | bytes):
+        return value
+    if isinstance(value, list | tuple):
+        return np.asarray(value)
+    raise TypeError(f"cannot send a value of type {type(value).__name__}.")
+
+
+_HANDLERS = {
+    "hello": _NodeSession.hello,
+    "calibrate": _NodeSession.calibrate,
+    "respond": _NodeSession.respond,
+    "secure_sum": _NodeSession.secure_sum,
+}
+
+
+def handle_request(request, *, config, context, node_id, node_config, state):
+    """Answer one server request on a node.
+
+    Parameters
+    ----------
+    request : dict
+        The decoded request; ``request["kind"]`` selects the step.
+    config : NodeConfig
+        Loaders, score and policy of this node.
+    context : object
+        Passed to the loaders (Flower's ``Context``).
+    node_id : int
+        Flower's node id (the label when the node config names none).
+    node_config : mapping
+        The node's configuration (``client-id``, ``seed``,
+        ``projection-seed``, ...).
+    state : mutable mapping of str to dict
+        Persistent node-local state (key pair, answered secure sums).
+
+    Returns
+    -------
+    reply : dict
+    """
+    if int(request.get("protocol", PROTOCOL_VERSION)) != PROTOCOL_VERSION:
+        raise ValueError(
+            f"protocol version {request.get('protocol')} != {PROTOCOL_VERSION}: "
+            "install the same skfedcp version on the server and the nodes."
+        )
+    kind = request.get("kind")
+    if kind not in _HANDLERS:
+        raise ValueError(f"unknown request kind {kind!r}.")
+    session = _NodeSession(config, context, node_id, node_config, state)
+    return _HANDLERS[kind](session, request)

@@ -1,0 +1,614 @@
+"""Server side of the skfedcp deployment protocol (plain dicts, no flwr import).
+
+The server talks to the nodes through an ``exchange`` callable that sends one
+request per node and returns, per node, the decoded reply or a
+:class:`NodeFailure`, plus the bytes sent and received. :mod:`.flower`
+builds it on a Flower ``Grid``; tests can build it on anything.
+"""
+
+import copy
+import secrets
+import time
+import warnings
+from collections import Counter
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.base import clone
+
+from ..calibrators import get_calibrator, stack_messages
+from ..exceptions import NodeExcludedWarning
+from ..feature_selection import (
+    chi2_frac_bits,
+    chi2_server_decode,
+    chi2_server_marginals,
+)
+from ..feature_selection._chi2 import _ROUND1_FRAC_BITS, FedChi2Selector
+from ..feature_selection._protocol import _dof
+from ..utils._validation import check_alpha
+from ._flower_protocol import (
+    PROTOCOL_VERSION,
+    _alias_of,
+    calibrator_to_spec,
+)
+from ._secure_aggregation import fixed_point_decode
+
+__all__ = [
+    "DeploymentReport",
+    "NodeFailure",
+    "RoundRecord",
+    "ServerSession",
+    "calibrate_nodes",
+    "select_chi2_nodes",
+]
+
+
+class NodeFailure(NamedTuple):
+    """A node that did not answer a request, and why."""
+
+    reason: str
+
+
+class RoundRecord(NamedTuple):
+    """One request/reply round: what went where, and who failed.
+
+    Attributes
+    ----------
+    name : str
+        The step (``"hello"``, ``"calibrate:qq"``, ``"chi2_sketch"``, ...).
+    seconds : float
+        Wall time of the round, from sending to the last reply.
+    bytes_sent : dict of int to int
+        Serialized request size per node id (server to node).
+    bytes_received : dict of int to int
+        Serialized reply size per node id (node to server).
+    failed : dict of int to str
+        Node ids that failed or timed out, with the reason.
+    """
+
+    name: str
+    seconds: float
+    bytes_sent: dict
+    bytes_received: dict
+    failed: dict
+
+
+class DeploymentReport(NamedTuple):
+    """What happened during a deployed run.
+
+    Attributes
+    ----------
+    nodes : ndarray of shape (n_nodes,)
+        Flower node ids whose messages were used, in client-label order.
+    clients : ndarray of shape (n_nodes,)
+        Their client labels (``client-id`` of the node config).
+    excluded : dict of int to str
+        Node ids left out, with the reason (failure, time-out, model
+        fingerprint, too few rows).
+    rounds : list of RoundRecord
+        Every round, in order.
+    """
+
+    nodes: np.ndarray
+    clients: np.ndarray
+    excluded: dict
+    rounds: list
+
+
+def _warn(message):
+    warnings.warn(message, NodeExcludedWarning, stacklevel=4)
+
+
+class ServerSession:
+    """A conversation with the nodes: one hello, then any number of tasks.
+
+    Parameters
+    ----------
+    exchange : callable
+        ``exchange(requests, timeout) -> (replies, sizes)`` where
+        ``requests`` maps node ids to request dicts, ``replies`` maps node ids
+        to reply dicts or :class:`NodeFailure`, and ``sizes`` maps node ids to
+        ``(bytes_sent, bytes_received)``.
+    node_ids : sequence of int
+        The nodes connected to the server.
+    timeout : float
+        Seconds to wait for the replies of one round.
+    min_rows : int
+        Nodes with fewer rows are excluded.
+    """
+
+    def __init__(self, exchange, node_ids, *, timeout, min_rows=1):
+        if min_rows < 1:
+            raise ValueError(f"min_rows must be >= 1; got {min_rows}.")
+        self.exchange = exchange
+        self.node_ids = [int(n) for n in node_ids]
+        self.timeout = float(timeout)
+        self.min_rows = int(min_rows)
+        self.rounds = []
+        self.excluded = {}
+        self.failed = set()
+        self.info = {}
+        self.tag = secrets.token_hex(8)
+        if not self.node_ids:
+            raise RuntimeError("no node is connected to the server.")
+
+    # -- plumbing --------------------------------------------------------------
+
+    def query(self, name, requests):
+        """Send one request per node; return ``(replies, failures)``."""
+        requests = {
+            node: {"protocol": PROTOCOL_VERSION, **req}
+            for node, req in requests.items()
+        }
+        start = time.perf_counter()
+        replies, sizes = self.exchange(requests, self.timeout)
+        seconds = time.perf_counter() - start
+        ok, failed = {}, {}
+        for node in requests:
+            reply = replies.get(
+                node, NodeFailure(f"no reply within {self.timeout:g} s")
+            )
+            if isinstance(reply, NodeFailure):
+                failed[node] = reply.reason
+            else:
+                ok[node] = reply
+        self.rounds.append(
+            RoundRecord(
+                name,
+                seconds,
+                {n: int(sizes.get(n, (0, 0))[0]) for n in requests},
+                {n: int(sizes.get(n, (0, 0))[1]) for n in requests},
+                dict(failed),
+            )
+        )
+        return ok, failed
+
+    def exclude(self, node, reason, consequence="", *, failed=True):
+        """Leave ``node`` out (``failed``: it did not answer properly)."""
+        self.excluded[node] = reason
+        if failed:
+            self.failed.add(node)
+        label = self.info.get(node, {}).get("label", "?")
+        _warn(f"node {node} (client {label}) is left out: {reason}.{consequence}")
+
+    def ordered(self, nodes):
+        """Nodes sorted by client label (the in-process client order)."""
+        nodes = list(nodes)
+        labels = np.asarray([self.info[n]["label"] for n in nodes])
+        order = np.argsort(labels, kind="stable")
+        return [nodes[i] for i in order]
+
+    def labels(self, nodes):
+        return np.asarray([self.info[n]["label"] for n in nodes])
+
+    def report(self, nodes):
+        nodes = list(nodes)
+        return DeploymentReport(
+            np.asarray(nodes, dtype=np.uint64),
+            self.labels(nodes),
+            dict(self.excluded),
+            list(self.rounds),
+        )
+
+    # -- hello -----------------------------------------------------------------
+
+    def hello(self, *, calibration=False, selection=False, classes=False):
+        """Ask every node for its label, sizes, fingerprint and key."""
+        request = {
+            "kind": "hello",
+            "calibration": bool(calibration),
+            "selection": bool(selection),
+            "classes": bool(classes),
+        }
+        ok, failed = self.query("hello", dict.fromkeys(self.node_ids, request))
+        for node, reason in failed.items():
+            self.exclude(node, reason)
+        seen = {}
+        for node, reply in ok.items():
+            label = reply.get("label")
+            if label in seen:
+                raise ValueError(
+                    f"nodes {seen[label]} and {node} both report client label "
+                    f"{label!r}; give every node a distinct client-id."
+                )
+            seen[label] = node
+            self.info[node] = reply
+        if not self.info:
+            raise RuntimeError("no node answered the hello round.")
+        kinds = {type(reply["label"]) for reply in self.info.values()}
+        if len(kinds) > 1:
+            raise ValueError("client labels mix types; use all ints or all strings.")
+        return self.ordered(self.info)
+
+    def usable(self, nodes, size_key):
+        """Nodes with at least ``min_rows`` rows (others excluded)."""
+        kept = []
+        for node in nodes:
+            n = self.info[node].get(size_key)
+            if n is None:
+                self.exclude(node, "it did not report its number of rows")
+            elif n < self.min_rows:
+                self.exclude(
+                    node,
+                    f"it holds {n} row(s) < min_rows={self.min_rows}",
+                    failed=False,
+                )
+            else:
+                kept.append(node)
+        return kept
+
+    def check_fingerprints(self, nodes, expected):
+        """Keep the nodes whose model fingerprint is ``expected``.
+
+        Without an expected fingerprint, the most common one is taken (a tie
+        is an error) and nodes with another model are excluded.
+        """
+        prints = {node: self.info[node].get("fingerprint") for node in nodes}
+        if expected is None:
+            counts = Counter(prints.values()).most_common()
+            if len(counts) > 1 and counts[0][1] == counts[1][1]:
+                raise ValueError(
+                    "the nodes hold different model versions in equal numbers "
+                    f"({dict(counts)}); pass the expected model fingerprint."
+                )
+            expected = counts[0][0]
+        kept = []
+        for node in nodes:
+            if prints[node] != expected:
+                self.exclude(
+                    node,
+                    f"model fingerprint {prints[node]} differs from the expected "
+                    f"{expected} (another model version)",
+                    failed=False,
+                )
+            else:
+                kept.append(node)
+        return kept, expected
+
+
+# --------------------------------------------------------------------------
+# Calibration
+
+
+def _decode_message(reply):
+    return {
+        key[len("message.") :]: value
+        for key, value in reply.items()
+        if key.startswith("message.")
+    }
+
+
+def _replay_fit(calibrator, messages, labels, sizes, *, alpha, random_state):
+    """Run the calibrator's own ``fit`` with the messages that arrived.
+
+    ``fit`` does everything the server does in the simulation (random
+    streams, server step, fitted attributes, warnings); only the clients'
+    steps are replaced by the messages received, in the order ``fit`` asks
+    for them, and the placeholder scores it is given are never read.
+    """
+    client_ids = np.repeat(labels, sizes)
+    queue = list(messages)
+    extra = {}
+    if getattr(calibrator, "requires_score_matrix", False):
+        width = np.asarray(messages[0]["scores"]).shape[1]
+        placeholder = np.zeros((client_ids.shape[0], width))
+        extra["labels"] = np.zeros(client_ids.shape[0], dtype=np.intp)
+    else:
+        placeholder = np.zeros(client_ids.shape[0])
+
+    def received(*args, **kwargs):
+        if not queue:
+            raise RuntimeError("the replay asked for more messages than arrived.")
+        return queue.pop(0)
+
+    def received_stacked(partition, scores, *, alpha, rngs):
+        if not np.array_equal(partition.clients, labels):
+            raise RuntimeError("client order differs from the message order.")
+        queue.clear()
+        return stack_messages(messages)
+
+    patched = ["client_step", "client_respond", "_simulate_clients"]
+    calibrator.client_step = received
+    calibrator.client_respond = received
+    calibrator._simulate_clients = received_stacked
+    try:
+        calibrator.fit(
+            placeholder,
+            client_ids,
+            alpha=alpha,
+            random_state=random_state,
+            **extra,
+        )
+    finally:
+        for name in patched:
+            del calibrator.__dict__[name]
+    if queue:
+        raise RuntimeError("the replay used fewer messages than arrived.")
+    return calibrator
+
+
+def _check_replies(ok, failed, fingerprint):
+    for node, reply in ok.items():
+        if fingerprint and reply.get("fingerprint") != fingerprint:
+            failed[node] = (
+                f"its message carries model fingerprint {reply.get('fingerprint')}, "
+                f"not {fingerprint}"
+            )
+
+
+def _private_failure(alias, failed):
+    detail = "; ".join(f"node {n}: {r}" for n, r in failed.items())
+    return RuntimeError(
+        f"{alias}: {len(failed)} node(s) failed during the private round "
+        f"({detail}). A private strategy cannot repeat a round without spending "
+        "more privacy budget, and its plan assumed every node: fix the nodes and "
+        "start a new run."
+    )
+
+
+def _is_interactive(calibrator):
+    return all(
+        hasattr(calibrator, name)
+        for name in ("server_init", "client_respond", "server_update")
+    )
+
+
+def calibrate_nodes(
+    session,
+    nodes,
+    calibrator,
+    *,
+    alpha,
+    fingerprint,
+    random_state=None,
+    max_attempts=3,
+):
+    """Run one calibration over ``nodes`` (already checked by hello).
+
+    Returns the fitted calibrator and the nodes whose messages it used.
+    """
+    calibrator = get_calibrator(calibrator)
+    calibrator._validate_params()
+    alpha = check_alpha(alpha)
+    alias = _alias_of(calibrator)
+    spec = calibrator_to_spec(calibrator)
+    if _is_interactive(calibrator):
+        return _calibrate_interactive(
+            session,
+            list(nodes),
+            calibrator,
+            alias=alias,
+            spec=spec,
+            alpha=alpha,
+            fingerprint=fingerprint,
+            random_state=random_state,
+        )
+    nodes = list(nodes)
+    for _ in range(max_attempts):
+        if not nodes:
+            raise RuntimeError(f"{alias}: no node is left to calibrate.")
+        sizes = np.asarray([_node_size(session, n) for n in nodes], dtype=np.int64)
+        request = {
+            "kind": "calibrate",
+            "calibrator": spec,
+            "alpha": alpha,
+            "n_per_client": sizes,
+            "fingerprint": fingerprint or "",
+        }
+        ok, failed = session.query(f"calibrate:{alias}", dict.fromkeys(nodes, request))
+        _check_replies(ok, failed, fingerprint)
+        if not failed:
+            break
+        if calibrator._randomized:
+            raise _private_failure(alias, failed)
+        for node, reason in failed.items():
+            session.exclude(
+                node,
+                reason,
+                f" {alias} is recalibrated with the remaining "
+                f"{len(nodes) - len(failed)} node(s).",
+            )
+        nodes = [n for n in nodes if n not in failed]
+    else:
+        raise RuntimeError(
+            f"{alias}: nodes kept failing after {max_attempts} attempts."
+        )
+    messages = [_decode_message(ok[n]) for n in nodes]
+    fitted = _replay_fit(
+        calibrator,
+        messages,
+        session.labels(nodes),
+        sizes,
+        alpha=alpha,
+        random_state=random_state,
+    )
+    return fitted, nodes
+
+
+def _calibrate_interactive(
+    session, nodes, calibrator, *, alias, spec, alpha, fingerprint, random_state
+):
+    """Drive ``server_init`` / ``client_respond`` / ``server_update`` (LDP-S)."""
+    if not nodes:
+        raise RuntimeError(f"{alias}: no node is left to calibrate.")
+    sizes = np.asarray([_node_size(session, n) for n in nodes], dtype=np.int64)
+    # The live run and the replay must draw the same (public) group
+    # assignment: fix the server's randomness once.
+    if isinstance(random_state, np.random.RandomState):
+        live, replay = copy.deepcopy(random_state), copy.deepcopy(random_state)
+    elif random_state is None or isinstance(random_state, str):
+        live = replay = secrets.randbits(31)
+    else:
+        live = replay = random_state
+    rng, _ = calibrator._random_streams(live, len(nodes))
+    state = calibrator.server_init(sizes, alpha=alpha, random_state=rng)
+    calibration_id = f"{session.tag}/{alias}"
+    recorded = []
+    while not state["done"]:
+        requests = {}
+        for node, query in zip(nodes, state["queries"], strict=True):
+            users = np.asarray(query["users"], dtype=np.int64)
+            if users.size:
+                requests[node] = {
+                    "kind": "respond",
+                    "calibrator": spec,
+                    "calibration_id": calibration_id,
+                    "round": int(query["round"]),
+                    "threshold": float(query["threshold"]),
+                    "users": users,
+                    "fingerprint": fingerprint or "",
+                }
+        ok, failed = session.query(f"{alias}:round{state['round'] + 1}", requests)
+        _check_replies(ok, failed, fingerprint)
+        if failed:
+            raise _private_failure(alias, failed)
+        messages = [
+            _decode_message(ok[node]) if node in requests else None for node in nodes
+        ]
+        recorded.extend(m for m in messages if m is not None)
+        state = calibrator.server_update(state, messages)
+    fitted = _replay_fit(
+        calibrator,
+        recorded,
+        session.labels(nodes),
+        sizes,
+        alpha=alpha,
+        random_state=replay,
+    )
+    return fitted, nodes
+
+
+def _node_size(session, node):
+    return int(session.info[node]["n"])
+
+
+# --------------------------------------------------------------------------
+# FED-chi2
+
+
+def _secure_sum(session, name, nodes, extra, length, max_attempts):
+    """Pairwise-masked sum over ``nodes``; repeated among survivors on failure."""
+    nodes = list(nodes)
+    for attempt in range(max_attempts):
+        if len(nodes) < 2:
+            raise RuntimeError(
+                f"{name}: a secure sum needs at least two nodes; {len(nodes)} left."
+            )
+        keys = [session.info[n]["public_key"] for n in nodes]
+        request = {
+            "kind": "secure_sum",
+            "task": name,
+            "tag": f"{session.tag}/{name}/{attempt}",
+            "public_keys": keys,
+            **extra(nodes),
+        }
+        ok, failed = session.query(name, dict.fromkeys(nodes, request))
+        for node, reply in ok.items():
+            masked = np.asarray(reply.get("masked", []))
+            if masked.dtype != np.uint64 or masked.shape != (length,):
+                failed[node] = f"malformed masked vector {masked.dtype}{masked.shape}"
+        if not failed:
+            total = np.zeros(length, dtype=np.uint64)
+            for node in nodes:
+                total += np.asarray(ok[node]["masked"])
+            return total, nodes
+        for node, reason in failed.items():
+            session.exclude(
+                node,
+                reason,
+                " The masks no longer cancel: the secure sum is repeated among "
+                f"the remaining {len(nodes) - len(failed)} node(s).",
+            )
+        nodes = [n for n in nodes if n not in failed]
+    raise RuntimeError(f"{name}: nodes kept failing after {max_attempts} attempts.")
+
+
+def select_chi2_nodes(session, nodes, selector, *, classes=None, max_attempts=3):
+    """Run FED-chi2 (two secure sums) over ``nodes``; return the fitted selector."""
+    if not isinstance(selector, FedChi2Selector):
+        raise TypeError(
+            f"selector must be a FedChi2Selector; got {type(selector).__name__}."
+        )
+    selector = clone(selector)
+    selector._validate_params()
+    if selector.method != "sketch" or selector.statistic != "sklearn":
+        raise ValueError(
+            "the Flower deployment runs FedChi2Selector(method='sketch', "
+            f"statistic='sklearn'); got method={selector.method!r}, "
+            f"statistic={selector.statistic!r}."
+        )
+    ell = selector._resolve_n_projections()
+    n_features = Counter(session.info[n]["n_features"] for n in nodes).most_common()
+    width = n_features[0][0]
+    kept = []
+    for node in nodes:
+        if session.info[node]["n_features"] != width:
+            session.exclude(
+                node,
+                f"it has {session.info[node]['n_features']} features, the others "
+                f"{width}",
+                failed=False,
+            )
+        else:
+            kept.append(node)
+    nodes = kept
+    if classes is None:
+        classes = np.unique(np.concatenate([session.info[n]["classes"] for n in nodes]))
+    classes = np.asarray(classes)
+    n_classes = classes.shape[0]
+    integer_x = all(bool(session.info[n]["integer_x"]) for n in nodes)
+    f1 = (
+        0
+        if integer_x
+        else (_ROUND1_FRAC_BITS if selector.frac_bits is None else selector.frac_bits)
+    )
+
+    total, round1 = _secure_sum(
+        session,
+        "chi2_marginals",
+        nodes,
+        lambda _: {"classes": classes, "frac_bits": f1},
+        n_classes + width,
+        max_attempts,
+    )
+    marginals = chi2_server_marginals(
+        fixed_point_decode(total, f1), n_classes=n_classes
+    )
+    bits = (
+        chi2_frac_bits(marginals)
+        if selector.frac_bits is None
+        else np.full(width, selector.frac_bits, dtype=np.int64)
+    )
+    sketch_request = {
+        "classes": classes,
+        "class_counts": marginals.class_counts,
+        "row_totals": marginals.row_totals,
+        "n_projections": ell,
+        "expected_split": selector.expected_split,
+        "n_clients": len(round1),
+        "frac_bits": bits,
+    }
+    total, round2 = _secure_sum(
+        session,
+        "chi2_sketch",
+        round1,
+        lambda _: sketch_request,
+        width * ell,
+        max_attempts,
+    )
+    sketch = fixed_point_decode(total.reshape(width, ell), bits[:, None]).T.copy()
+    selector.scores_, selector.pvalues_ = chi2_server_decode(
+        sketch, marginals, estimator=selector.estimator
+    )
+    labels = session.labels(round1)
+    selector.dof_ = _dof(marginals)
+    selector.classes_ = classes
+    selector.clients_ = labels
+    selector.n_clients_ = len(round1)
+    selector.dropped_clients_ = labels[[n not in round2 for n in round1]]
+    selector.class_counts_ = marginals.class_counts
+    selector.feature_totals_ = marginals.row_totals
+    selector.n_projections_ = ell
+    selector.sketch_ = sketch
+    selector.n_features_in_ = width
+    return selector, round1
