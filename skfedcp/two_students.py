@@ -292,7 +292,12 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     estimator : regressor, default=None
         Teacher template, cloned and fitted on each client's rows. ``None``
         means ``GradientBoostingRegressor(max_depth=2)``. Ignored for clients
-        whose model is supplied with ``client_models``.
+        whose model is supplied with ``client_models``. With ``n_rounds > 1``
+        it is the clients' training recipe: from the second client round on,
+        each client copies the mean student's weights, takes this estimator's
+        parameters (e.g. a shorter ``max_iter``) and fits with
+        ``warm_start=True``; it must then be of the mean student's class and
+        architecture (``None``: the mean student's own parameters).
     mean_student : regressor, default=None
         Learns the ensemble mean on ``X_unlabeled``. ``None`` means
         ``HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05,
@@ -338,9 +343,12 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     n_rounds : int, default=1
         Number of client rounds. ``1`` is one-shot. Larger values run the
         paper's protocol: in each round every client warm-starts a copy of
-        the mean student on its rows, the filter runs from
-        ``filter_start_round`` on, accepted models join the cumulative
-        ensemble, and both students are distilled again from scratch.
+        the mean student on its rows (in the first round, without
+        ``trusted_models``, it fits ``estimator`` from scratch), the filter
+        runs from ``filter_start_round`` on, accepted models join the
+        cumulative ensemble, and both students are distilled again from a
+        fresh initialisation. Every round reuses the clients' rows given to
+        ``fit`` (the paper's code draws fresh rows each round).
     random_state : int, RandomState instance or None, default=None
         Seeds the teachers, the students and the shards. All randomness is
         consumed in ``fit``.
@@ -486,11 +494,6 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
 
     def _templates(self):
-        teacher = (
-            GradientBoostingRegressor(max_depth=2)
-            if self.estimator is None
-            else self.estimator
-        )
         mean = (
             HistGradientBoostingRegressor(
                 max_iter=300, learning_rate=0.05, min_samples_leaf=5
@@ -498,6 +501,12 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
             if self.mean_student is None
             else self.mean_student
         )
+        if self.estimator is not None:
+            teacher = self.estimator
+        elif self.n_rounds > 1:  # clients train the mean student's recipe
+            teacher = mean
+        else:
+            teacher = GradientBoostingRegressor(max_depth=2)
         uq = mean if self.uq_student is None else self.uq_student
         return teacher, mean, uq
 
@@ -569,7 +578,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         trusted = self._check_trusted(trusted_models)
         teacher, mean_template, uq_template = self._templates()
         multi_round = self.n_rounds > 1
-        self._check_round_setup(multi_round, mean_template, client_models)
+        self._check_round_setup(multi_round, teacher, mean_template, client_models)
         rng = check_random_state(self.random_state)
 
         if single_holder:
@@ -607,11 +616,14 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         for r in range(1, self.n_rounds + 1):
             if supplied is not None:
                 candidates = supplied
-            elif students is None:
-                candidates = self._fit_teachers(teacher, X, y, rows, rng, warm=False)
             else:
                 candidates = self._fit_teachers(
-                    students["mean_student"], X, y, rows, rng, warm=True
+                    teacher,
+                    X,
+                    y,
+                    rows,
+                    rng,
+                    start=None if students is None else students["mean_student"],
                 )
             filtered = (
                 self.filter != "none"
@@ -678,7 +690,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
                 )
         return trusted
 
-    def _check_round_setup(self, multi_round, mean_template, client_models):
+    def _check_round_setup(self, multi_round, teacher, mean_template, client_models):
         if self.filter_reference == "previous" and not multi_round:
             raise ValueError(
                 "filter_reference='previous' uses the previous round's uncertainty "
@@ -696,6 +708,13 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
                 "n_rounds > 1 needs a mean_student with a warm_start parameter "
                 "(e.g. MLPRegressor or SGDRegressor): clients warm-start from it; "
                 f"got {type(mean_template).__name__}."
+            )
+        if type(teacher) is not type(mean_template):
+            raise ValueError(
+                "with n_rounds > 1 the clients warm-start from the mean student, "
+                "so estimator must be of the same class as mean_student (and the "
+                f"same architecture); got {type(teacher).__name__} and "
+                f"{type(mean_template).__name__}."
             )
 
     def _check_client_models(self, client_models, clients):
@@ -724,14 +743,17 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
                 )
         return models
 
-    def _fit_teachers(self, template, X, y, rows, rng, *, warm):
+    def _fit_teachers(self, template, X, y, rows, rng, *, start=None):
+        """Fit one clone of ``template`` per client, or warm-start from ``start``."""
         models = []
         for _ in rows:
-            if warm:
-                model = copy.deepcopy(template)
-                model.set_params(warm_start=True)
-            else:
+            if start is None:
                 model = clone(template)
+            else:  # the client's recipe, from the mean student's weights
+                model = copy.deepcopy(start)
+                model.set_params(
+                    **{**template.get_params(deep=False), "warm_start": True}
+                )
             models.append(_seeded(model, rng))
         return Parallel(n_jobs=self.n_jobs)(
             delayed(_fit)(model, X[idx], y[idx])

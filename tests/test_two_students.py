@@ -578,6 +578,14 @@ class TestMultiRound:
         with pytest.raises(ValueError, match="warm_start"):
             _fast(n_rounds=2).fit(X, y, ids, X_unlabeled=U_GRID)
 
+    def test_client_recipe_must_match_student_class(self, cosine):
+        X, y, ids, _ = cosine
+        model = TwoStudentsRegressor(
+            KNeighborsRegressor(), mean_student=MLPRegressor(), n_rounds=2
+        )
+        with pytest.raises(ValueError, match="same class"):
+            model.fit(X, y, ids)
+
     def test_previous_reference_needs_rounds(self, cosine):
         X, y, ids, _ = cosine
         with pytest.raises(ValueError, match="n_rounds > 1"):
