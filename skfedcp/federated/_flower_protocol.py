@@ -23,7 +23,6 @@ NumPy arrays; :mod:`skfedcp.federated.flower` turns it into a Flower
 import copy
 import hashlib
 import json
-import pickle
 from numbers import Integral
 
 import numpy as np
@@ -79,13 +78,15 @@ def model_fingerprint(model, conformity_score=None):
 
     Nodes put it in every message; the server rejects messages whose
     fingerprint differs from the one it expects, so that all nodes score with
-    the same model version.
+    the same model version. The hash covers the model's whole state (the
+    pickle decomposition of every object, arrays by value), not its pickle
+    bytes, which vary between a model and its reloaded copy.
 
     Parameters
     ----------
     model : object
         The shared fitted model (anything picklable).
-    conformity_score : str, BaseRegressionScore or callable, default=None
+    conformity_score : str, score object or callable, default=None
         The score the nodes compute; part of the fingerprint when given.
 
     Returns
@@ -103,11 +104,66 @@ def model_fingerprint(model, conformity_score=None):
     >>> fp == model_fingerprint(LinearRegression().fit([[0.0], [1.0]], [0.0, 2.0]))
     False
     """
-    digest = hashlib.sha256(pickle.dumps(model, protocol=4))
+    digest = hashlib.sha256()
+    _feed(digest, model, ())
     if conformity_score is not None:
         score = resolve_node_score(conformity_score)
-        digest.update(pickle.dumps(conformity_score if score is None else score, 4))
+        _feed(digest, conformity_score if score is None else score, ())
     return digest.hexdigest()[:16]
+
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _feed(digest, obj, path):
+    """Feed a canonical description of ``obj`` to ``digest``."""
+    if len(path) > 200 or id(obj) in path:
+        raise ValueError("model_fingerprint: the model is too deeply nested.")
+    if isinstance(obj, _SCALARS):
+        digest.update(f"{type(obj).__name__}:{obj!r};".encode())
+        return
+    if isinstance(obj, np.generic):
+        obj = np.asarray(obj)
+    if isinstance(obj, np.ndarray):
+        digest.update(f"ndarray:{obj.dtype.descr!r}:{obj.shape};".encode())
+        if obj.dtype.names:  # field by field: padding bytes are not data
+            for name in obj.dtype.names:
+                _feed(digest, obj[name], path)
+        elif obj.dtype.hasobject:
+            for item in obj.ravel():
+                _feed(digest, item, (*path, id(obj)))
+        else:
+            digest.update(np.ascontiguousarray(obj).tobytes())
+        return
+    if isinstance(obj, np.dtype):
+        digest.update(f"dtype:{obj.descr!r};".encode())
+        return
+    if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
+        name = f"{getattr(obj, '__module__', '')}.{obj.__qualname__}"
+        digest.update(f"ref:{name};".encode())
+        return
+    inner = (*path, id(obj))
+    if isinstance(obj, list | tuple):
+        digest.update(f"{type(obj).__name__}[{len(obj)}];".encode())
+        for item in obj:
+            _feed(digest, item, inner)
+        return
+    if isinstance(obj, dict):
+        digest.update(f"dict[{len(obj)}];".encode())
+        for key in sorted(obj, key=repr):
+            _feed(digest, key, inner)
+            _feed(digest, obj[key], inner)
+        return
+    reduced = obj.__reduce_ex__(4)
+    cls = type(obj)
+    digest.update(f"object:{cls.__module__}.{cls.__qualname__};".encode())
+    if isinstance(reduced, str):
+        return
+    for part in reduced[1:3]:
+        _feed(digest, part, inner)
+    for part in reduced[3:5]:
+        if part is not None:
+            _feed(digest, list(part), inner)
 
 
 def resolve_node_score(conformity_score):

@@ -244,6 +244,8 @@ class ServerSession:
         is an error) and nodes with another model are excluded.
         """
         prints = {node: self.info[node].get("fingerprint") for node in nodes}
+        if not prints:
+            return [], expected
         if expected is None:
             counts = Counter(prints.values()).most_common()
             if len(counts) > 1 and counts[0][1] == counts[1][1]:
@@ -347,6 +349,8 @@ def _private_failure(alias, failed):
 
 
 def _is_interactive(calibrator):
+    if getattr(calibrator, "interactive", False):
+        return True
     return all(
         hasattr(calibrator, name)
         for name in ("server_init", "client_respond", "server_update")

@@ -1,0 +1,704 @@
+"""The Flower adapter without processes: ClientApps called in this process.
+
+``InMemoryGrid`` delivers every message through Flower's own serialization
+to the node's ``ClientApp``, so these tests exercise the message encoding,
+the node and server steps, the fingerprint and the failure handling exactly
+as a deployment would, minus the network (``test_flower_deployment.py``).
+"""
+
+import math
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.tree import DecisionTreeRegressor
+from sklearn.utils import check_random_state
+
+from skfedcp.calibrators import CALIBRATORS, QuantileOfQuantilesCalibrator
+from skfedcp.exceptions import NodeExcludedWarning
+from skfedcp.feature_selection import FedChi2Selector
+from skfedcp.federated._flower_protocol import (
+    PROTOCOL_VERSION,
+    NodeConfig,
+    calibrator_from_spec,
+    calibrator_to_spec,
+    handle_request,
+)
+from skfedcp.federated._secure_aggregation import _draw_seeds
+
+flwr = pytest.importorskip("flwr")
+
+from flwr.app import Context, RecordDict  # noqa: E402
+
+from skfedcp.federated import flower  # noqa: E402
+from skfedcp.federated._flower_local import InMemoryGrid  # noqa: E402
+from skfedcp.federated._flower_secagg import (  # noqa: E402
+    generate_keypair,
+    mask_vector,
+    pairwise_seed,
+)
+
+M = 5  # nodes
+N = 240  # calibration rows per node
+RS = 3  # random_state of the private strategies
+BOUNDS = (0.0, 5.0)
+
+PRIVATE = {
+    "dp-qq": {"epsilon": 1.0, "score_bounds": BOUNDS},
+    "dp-central": {"epsilon": 1.0, "score_bounds": BOUNDS},
+    # Wide bounds and a narrow band: the bisection needs several rounds.
+    "ldp-s": {"epsilon": 8.0, "score_bounds": (0.0, 40.0), "n_groups": 4, "delta": 0.1},
+    "ldp-s*": {"epsilon": 8.0, "score_bounds": BOUNDS, "n_groups": 4},
+}
+
+
+def _node_seeds(n_nodes=M):
+    # The per-client streams an in-process fit(random_state=RS) draws.
+    return np.random.RandomState(RS).randint(np.iinfo(np.int32).max, size=n_nodes)
+
+
+@pytest.fixture(scope="module")
+def regression():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300 + M * N, 3))
+    y = X @ [1.0, -2.0, 0.5] + rng.normal(size=X.shape[0])
+    model = DecisionTreeRegressor(max_depth=4, random_state=0).fit(X[:300], y[:300])
+    X, y = X[300:], y[300:]
+    ids = np.repeat(np.arange(M), N)
+    X_sel, y_sel = load_digits(return_X_y=True)
+    sel_ids = np.arange(y_sel.shape[0]) % M
+    return {
+        "model": model,
+        "X": X,
+        "y": y,
+        "ids": ids,
+        "scores": np.abs(y - model.predict(X)),
+        "X_sel": X_sel,
+        "y_sel": y_sel,
+        "sel_ids": sel_ids,
+        "projection_seed": _draw_seeds(check_random_state(RS), 1)[0],
+    }
+
+
+def _loaders(data):
+    def load_data(context):
+        k = context.node_config["client-id"]
+        return data["X"][data["ids"] == k], data["y"][data["ids"] == k]
+
+    def load_selection_data(context):
+        k = context.node_config["client-id"]
+        mask = data["sel_ids"] == k
+        return data["X_sel"][mask], data["y_sel"][mask]
+
+    return load_data, load_selection_data
+
+
+def _grid(data, *, allow_raw_scores=True, model=None, configs=None, wrap=None):
+    load_data, load_selection_data = _loaders(data)
+    models = model or {}
+    app = flower.make_client_app(
+        load_data,
+        load_model=lambda c: models.get(c.node_config["client-id"], data["model"]),
+        load_selection_data=load_selection_data,
+        allow_raw_scores=allow_raw_scores,
+    )
+    seeds = _node_seeds()
+    if configs is None:
+        configs = [
+            {
+                "client-id": k,
+                "seed": int(seeds[k]),
+                "projection-seed": str(data["projection_seed"]),
+            }
+            for k in range(M)
+        ]
+    return InMemoryGrid(app if wrap is None else wrap(app), configs)
+
+
+def _assert_same_fit(deployed, reference):
+    for name, value in vars(reference).items():
+        if name.endswith("_") and not name.startswith("_"):
+            assert repr(getattr(deployed, name)) == repr(value), name
+
+
+def _quiet(func, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return func(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------
+# Encoding
+
+
+class TestEncoding:
+    def test_record_dict_round_trip_is_exact(self):
+        payload = {
+            "i": 3,
+            "f": 0.1 + 0.2,
+            "inf": math.inf,
+            "b": True,
+            "s": "qq",
+            "raw": b"\x00\x01",
+            "keys": [b"a" * 32, b"b" * 32],
+            "floats": np.array([np.nan, -0.0, 1e-300, np.inf]),
+            "ints": np.arange(5, dtype=np.int64),
+            "masked": np.array([2**64 - 1, 0], dtype=np.uint64),
+            "labels": np.array(["a", "b"]),
+        }
+        content = flower._to_record_dict(payload)
+        back = flower._from_record_dict(content)
+        assert back.keys() == payload.keys()
+        for key, value in payload.items():
+            if isinstance(value, np.ndarray):
+                assert back[key].dtype == value.dtype
+                np.testing.assert_array_equal(back[key], value)
+            else:
+                assert type(back[key]) is type(value) and back[key] == value
+
+    def test_unsupported_value_is_a_type_error(self):
+        with pytest.raises(TypeError, match="cannot send"):
+            flower._to_record_dict({"x": object()})
+
+    def test_wire_bytes_grow_with_the_payload(self):
+        small = flower._wire_bytes(flower._to_record_dict({"q": 1.0}))
+        large = flower._wire_bytes(flower._to_record_dict({"q": np.zeros(1000)}))
+        assert 0 < small < 500 < 8000 < large
+
+    @pytest.mark.parametrize("alias", sorted(CALIBRATORS))
+    def test_calibrator_spec_round_trip(self, alias):
+        cal = CALIBRATORS[alias]()
+        if "score_bounds" in cal.get_params():
+            cal.set_params(score_bounds=(0.0, 2.5))
+        name, back = calibrator_from_spec(calibrator_to_spec(cal))
+        assert name == alias and type(back) is type(cal)
+        assert back.get_params() == cal.get_params()
+
+    def test_unregistered_calibrator_is_refused(self):
+        class Custom(QuantileOfQuantilesCalibrator):
+            pass
+
+        with pytest.raises(ValueError, match="not in the registry"):
+            calibrator_to_spec(Custom())
+        with pytest.raises(ValueError, match="unknown calibrator"):
+            calibrator_from_spec('{"alias": "nope", "params": {}}')
+
+    def test_fingerprint_is_stable_and_tracks_model_and_score(self, tmp_path):
+        model = LinearRegression().fit([[0.0], [1.0]], [0.0, 1.0])
+        path = tmp_path / "model.joblib"
+        joblib.dump(model, path)
+        fp = flower.model_fingerprint(model, "absolute")
+        assert fp == flower.model_fingerprint(joblib.load(path), "absolute")
+        assert fp != flower.model_fingerprint(model, "normalized")
+        other = LinearRegression().fit([[0.0], [1.0]], [0.0, 2.0])
+        assert fp != flower.model_fingerprint(other, "absolute")
+
+
+# --------------------------------------------------------------------------
+# Every strategy equals its in-process fit
+
+
+class TestEqualsInProcessFit:
+    @pytest.mark.parametrize("alias", ["qq", "avg", "central"])
+    def test_deterministic_strategies_bit_for_bit(self, regression, alias):
+        grid = _grid(regression)
+        deployed, report = flower.run_calibration(grid, alias, alpha=0.1)
+        reference = CALIBRATORS[alias]().fit(
+            regression["scores"], regression["ids"], alpha=0.1
+        )
+        assert deployed.threshold_ == reference.threshold_
+        _assert_same_fit(deployed, reference)
+        assert [r.name for r in report.rounds] == ["hello", f"calibrate:{alias}"]
+        assert report.clients.tolist() == list(range(M)) and not report.excluded
+
+    @pytest.mark.parametrize("alias", sorted(PRIVATE))
+    def test_private_strategies_with_the_same_seeds(self, regression, alias):
+        grid = _grid(regression)
+        cal = CALIBRATORS[alias](**PRIVATE[alias])
+        deployed, report = _quiet(
+            flower.run_calibration, grid, cal, alpha=0.1, random_state=RS
+        )
+        reference = _quiet(
+            CALIBRATORS[alias](**PRIVATE[alias]).fit,
+            regression["scores"],
+            regression["ids"],
+            alpha=0.1,
+            random_state=RS,
+        )
+        assert deployed.threshold_ == reference.threshold_
+        _assert_same_fit(deployed, reference)
+        if alias == "ldp-s":  # an interactive search over several rounds
+            assert deployed.n_steps_used_ >= 2
+            rounds = [r.name for r in report.rounds]
+            assert rounds[1:] == [f"ldp-s:round{i + 1}" for i in range(len(rounds) - 1)]
+
+    @pytest.mark.parametrize("alias", ["ldp-l", "ldp-l*"])
+    def test_label_ldp_on_a_classifier(self, alias):
+        rng = np.random.default_rng(1)
+        X = rng.normal(size=(200 + M * N, 4))
+        y = (X[:, 0] + rng.normal(size=X.shape[0]) > 0).astype(int) + (X[:, 1] > 1)
+        clf = LogisticRegression().fit(X[:200], y[:200])
+        X, y = X[200:], y[200:]
+        ids = np.repeat(np.arange(M), N)
+
+        def load_data(context):
+            k = context.node_config["client-id"]
+            return X[ids == k], y[ids == k]
+
+        app = flower.make_client_app(
+            load_data,
+            load_model=lambda c: clf,
+            conformity_score="lac",
+            allow_raw_scores=True,
+        )
+        seeds = _node_seeds()
+        grid = InMemoryGrid(
+            app, [{"client-id": k, "seed": int(seeds[k])} for k in range(M)]
+        )
+        cal = CALIBRATORS[alias](epsilon=3.0)
+        deployed, _ = _quiet(
+            flower.run_calibration, grid, cal, alpha=0.1, random_state=RS
+        )
+        proba = clf.predict_proba(X)
+        reference = _quiet(
+            CALIBRATORS[alias](epsilon=3.0).fit,
+            1.0 - proba,
+            ids,
+            labels=np.searchsorted(clf.classes_, y),
+            alpha=0.1,
+            random_state=RS,
+        )
+        assert deployed.threshold_ == reference.threshold_
+        _assert_same_fit(deployed, reference)
+
+    def test_chi2_selector_bit_for_bit(self, regression):
+        grid = _grid(regression)
+        deployed, report = flower.run_chi2_selection(grid, FedChi2Selector(k=10))
+        reference = FedChi2Selector(k=10, random_state=RS).fit(
+            regression["X_sel"], regression["y_sel"], regression["sel_ids"]
+        )
+        _assert_same_fit(deployed, reference)
+        np.testing.assert_array_equal(deployed.get_support(), reference.get_support())
+        names = [r.name for r in report.rounds]
+        assert names == ["hello", "chi2_marginals", "chi2_sketch"]
+
+    def test_chi2_with_real_valued_features_and_public_classes(self, regression):
+        data = dict(regression, X_sel=regression["X_sel"] / 3.0)  # 32 frac bits
+        grid = _grid(data)
+        deployed, _ = flower.run_chi2_selection(
+            grid, FedChi2Selector(k=5, n_projections=20), classes=np.arange(10)
+        )
+        reference = FedChi2Selector(k=5, n_projections=20, random_state=RS).fit(
+            data["X_sel"], data["y_sel"], data["sel_ids"]
+        )
+        _assert_same_fit(deployed, reference)
+
+    def test_public_classes_keep_label_sets_on_the_nodes(self, regression):
+        grid = _grid(regression)
+        session = flower._session(grid, 10.0, 1)
+        session.hello(selection=True, classes=False)
+        assert all("classes" not in info for info in session.info.values())
+
+    def test_predictions_from_the_deployed_threshold(self, regression):
+        # A node predicts locally: the model's interval with the threshold.
+        from sklearn.frozen import FrozenEstimator
+
+        from skfedcp import FedConformalRegressor
+        from skfedcp.scores import AbsoluteResidualScore
+
+        deployed, _ = flower.run_calibration(_grid(regression), "qq", alpha=0.1)
+        wrapper = FedConformalRegressor(
+            FrozenEstimator(regression["model"]), calibrator="qq", alpha=0.1
+        ).fit(regression["X"], regression["y"], regression["ids"])
+        X_new = regression["X"][:5]
+        mine = AbsoluteResidualScore().interval(
+            regression["model"].predict(X_new), deployed.threshold_
+        )
+        np.testing.assert_array_equal(mine, wrapper.predict_interval(X_new))
+
+
+# --------------------------------------------------------------------------
+# Bad input: failures, time-outs, model versions, small nodes
+
+
+def _failing(node, kinds):
+    """Wrap a ClientApp so that ``node`` raises on the given request kinds."""
+
+    def wrap(app):
+        def call(message, context):
+            kind = flower._from_record_dict(message.content)["kind"]
+            if context.node_config["client-id"] == node and kind in kinds:
+                raise RuntimeError(f"node {node} crashed")
+            return app(message, context)
+
+        return call
+
+    return wrap
+
+
+class TestBadInput:
+    def test_unresponsive_node_is_left_out_and_qq_uses_the_rest(self, regression):
+        grid = _grid(regression)
+        grid.unresponsive.add(grid.get_node_ids()[2])
+        session_timeout = 0.5
+        with pytest.warns(NodeExcludedWarning, match="no reply within"):
+            deployed, report = flower.run_calibration(
+                grid, "qq", alpha=0.1, timeout=session_timeout
+            )
+        keep = regression["ids"] != 2
+        reference = QuantileOfQuantilesCalibrator().fit(
+            regression["scores"][keep], regression["ids"][keep], alpha=0.1
+        )
+        assert deployed.threshold_ == reference.threshold_
+        assert deployed.n_clients_ == M - 1
+        assert list(report.excluded) == [grid.get_node_ids()[2]]
+
+    def test_failure_during_the_round_replans_qq_for_the_remaining_nodes(
+        self, regression
+    ):
+        grid = _grid(regression, wrap=_failing(1, {"calibrate"}))
+        with pytest.warns(
+            NodeExcludedWarning, match="recalibrated with the remaining 4"
+        ):
+            deployed, report = flower.run_calibration(grid, "qq", alpha=0.1)
+        keep = regression["ids"] != 1
+        reference = QuantileOfQuantilesCalibrator().fit(
+            regression["scores"][keep], regression["ids"][keep], alpha=0.1
+        )
+        assert deployed.threshold_ == reference.threshold_
+        _assert_same_fit(deployed, reference)
+        names = [r.name for r in report.rounds]
+        assert names == ["hello", "calibrate:qq", "calibrate:qq"]
+        assert "crashed" in report.rounds[1].failed[grid.get_node_ids()[1]]
+
+    def test_private_strategy_cannot_repeat_a_round(self, regression):
+        grid = _grid(regression, wrap=_failing(1, {"calibrate"}))
+        cal = CALIBRATORS["dp-qq"](**PRIVATE["dp-qq"])
+        with pytest.raises(RuntimeError, match="cannot repeat a round"):
+            _quiet(flower.run_calibration, grid, cal, alpha=0.1, random_state=RS)
+
+    def test_interactive_failure_is_an_error(self, regression):
+        grid = _grid(regression, wrap=_failing(0, {"respond"}))
+        cal = CALIBRATORS["ldp-s"](**PRIVATE["ldp-s"])
+        with pytest.raises(RuntimeError, match="ldp-s: 1 node"):
+            _quiet(flower.run_calibration, grid, cal, alpha=0.1, random_state=RS)
+
+    def test_node_with_another_model_version_is_rejected(self, regression):
+        other = LinearRegression().fit(regression["X"], regression["y"])
+        grid = _grid(regression, model={3: other})
+        with pytest.warns(NodeExcludedWarning, match="another model version"):
+            deployed, report = flower.run_calibration(grid, "qq", alpha=0.1)
+        assert 3 not in deployed.clients_.tolist()
+        assert "fingerprint" in report.excluded[grid.get_node_ids()[3]]
+        # With the expected fingerprint, a majority of wrong nodes is rejected.
+        fp = flower.model_fingerprint(other, "absolute")
+        with pytest.warns(NodeExcludedWarning):
+            deployed, _ = flower.run_calibration(
+                grid, "qq", alpha=0.1, model_fingerprint=fp
+            )
+        assert deployed.clients_.tolist() == [3]
+
+    def test_node_checks_the_fingerprint_itself(self, regression):
+        load_data, _ = _loaders(regression)
+        model = regression["model"]
+        config = NodeConfig(load_data, lambda c: model, None, "absolute", False)
+        request = {
+            "kind": "calibrate",
+            "calibrator": calibrator_to_spec(QuantileOfQuantilesCalibrator()),
+            "alpha": 0.1,
+            "n_per_client": np.full(M, N),
+            "fingerprint": "0" * 16,
+        }
+        with pytest.raises(ValueError, match="fingerprint mismatch"):
+            handle_request(request, **_node_args(config))
+
+    def test_tied_model_versions_need_the_expected_fingerprint(self, regression):
+        other = LinearRegression().fit(regression["X"], regression["y"])
+        grid = _grid(regression, model={0: other, 1: other})
+        grid.unresponsive.add(grid.get_node_ids()[4])
+        with (
+            pytest.warns(NodeExcludedWarning),
+            pytest.raises(ValueError, match="equal numbers"),
+        ):
+            flower.run_calibration(grid, "qq", alpha=0.1, timeout=0.2)
+
+    def test_node_with_too_few_rows_is_left_out(self, regression):
+        grid = _grid(regression)
+        with pytest.warns(NodeExcludedWarning, match="row\\(s\\) < min_rows=500"):
+            with pytest.raises(RuntimeError, match="no node is left"):
+                flower.run_calibration(grid, "qq", alpha=0.1, min_rows=500)
+
+    def test_empty_node_is_left_out(self, regression):
+        data = dict(
+            regression, ids=np.where(regression["ids"] == 4, 99, regression["ids"])
+        )
+        data["scores"] = regression["scores"]
+        grid = _grid(data)
+        with pytest.warns(NodeExcludedWarning, match="holds 0 row"):
+            deployed, _ = flower.run_calibration(grid, "avg", alpha=0.1)
+        assert deployed.n_clients_ == M - 1
+
+    def test_raw_scores_need_the_nodes_consent(self, regression):
+        grid = _grid(regression, allow_raw_scores=False)
+        with pytest.warns(NodeExcludedWarning, match="refuses it"):
+            with pytest.raises(RuntimeError, match="no node is left"):
+                flower.run_calibration(grid, "central", alpha=0.1)
+        configs = [{"client-id": k, "allow-raw-scores": True} for k in range(M)]
+        grid = _grid(regression, allow_raw_scores=False, configs=configs)
+        deployed, _ = flower.run_calibration(grid, "central", alpha=0.1)
+        assert deployed.n_clients_ == M
+
+    def test_duplicate_client_labels_are_an_error(self, regression):
+        configs = [{"client-id": 0} for _ in range(2)]
+        grid = _grid(regression, configs=configs)
+        with pytest.raises(ValueError, match="both report client label 0"):
+            flower.run_calibration(grid, "qq", alpha=0.1)
+
+    def test_secure_sum_failure_in_round_two_is_dropout(self, regression):
+        grid = _grid(regression, wrap=_failing_task(2, "chi2_sketch"))
+        with pytest.warns(NodeExcludedWarning, match="repeated among the remaining 4"):
+            deployed, report = flower.run_chi2_selection(grid, FedChi2Selector(k=10))
+        reference = FedChi2Selector(k=10, dropout=[2], random_state=RS).fit(
+            regression["X_sel"], regression["y_sel"], regression["sel_ids"]
+        )
+        _assert_same_fit(deployed, reference)
+        names = [r.name for r in report.rounds]
+        assert names == ["hello", "chi2_marginals", "chi2_sketch", "chi2_sketch"]
+
+    def test_secure_sum_failure_in_round_one_leaves_the_node_out(self, regression):
+        grid = _grid(regression, wrap=_failing_task(0, "chi2_marginals"))
+        with pytest.warns(NodeExcludedWarning, match="masks no longer cancel"):
+            deployed, _ = flower.run_chi2_selection(grid, FedChi2Selector(k=10))
+        keep = regression["sel_ids"] != 0
+        reference = FedChi2Selector(k=10, random_state=RS).fit(
+            regression["X_sel"][keep],
+            regression["y_sel"][keep],
+            regression["sel_ids"][keep],
+        )
+        _assert_same_fit(deployed, reference)
+
+    def test_chi2_needs_the_shared_projection_seed(self, regression):
+        configs = [{"client-id": k} for k in range(M)]
+        grid = _grid(regression, configs=configs)
+        with pytest.warns(NodeExcludedWarning, match="projection-seed"):
+            with pytest.raises(RuntimeError, match="needs at least two nodes"):
+                flower.run_chi2_selection(grid, FedChi2Selector(k=3))
+
+    def test_only_the_sketch_protocol_is_deployed(self, regression):
+        grid = _grid(regression)
+        with pytest.raises(ValueError, match="method='sketch'"):
+            flower.run_chi2_selection(grid, FedChi2Selector(method="plain"))
+        with pytest.raises(TypeError, match="FedChi2Selector"):
+            flower.run_chi2_selection(grid, "chi2")
+
+    def test_factories_validate_their_arguments(self):
+        with pytest.raises(TypeError, match="load_data must be callable"):
+            flower.make_client_app(None)
+        with pytest.raises(TypeError, match="load_model must be callable"):
+            flower.make_client_app(lambda c: None, load_model=3)
+        with pytest.raises(ValueError, match="not one of"):
+            flower.make_client_app(
+                lambda c: None, load_model=lambda c: None, conformity_score="nope"
+            )
+        with pytest.raises(TypeError, match="selector must be a FedChi2Selector"):
+            flower.make_server_app(selector="chi2")
+        with pytest.raises(ValueError, match="calibrator must be one of"):
+            flower.make_server_app(calibrators=("nope",))
+        with pytest.raises(ValueError):
+            flower.make_server_app(alpha=1.5)
+
+
+def _failing_task(node, task):
+    def wrap(app):
+        def call(message, context):
+            request = flower._from_record_dict(message.content)
+            if context.node_config["client-id"] == node and request.get("task") == task:
+                raise RuntimeError(f"node {node} crashed")
+            return app(message, context)
+
+        return call
+
+    return wrap
+
+
+# --------------------------------------------------------------------------
+# Node-side guards
+
+
+def _node_args(config, state=None, node_config=None):
+    return {
+        "config": config,
+        "context": type("Ctx", (), {"node_config": node_config or {"client-id": 0}})(),
+        "node_id": 1,
+        "node_config": node_config or {"client-id": 0},
+        "state": {} if state is None else state,
+    }
+
+
+class TestNodeGuards:
+    def test_protocol_version_mismatch(self):
+        config = NodeConfig(lambda c: None, None, None, "absolute", False)
+        with pytest.raises(ValueError, match="protocol version"):
+            handle_request({"kind": "hello", "protocol": 99}, **_node_args(config))
+        with pytest.raises(ValueError, match="unknown request kind"):
+            handle_request({"kind": "steal"}, **_node_args(config))
+
+    def _selection_node(self, state):
+        X, y = load_digits(return_X_y=True)
+        config = NodeConfig(lambda c: (X[:100], y[:100]), None, None, "absolute", False)
+        args = _node_args(config, state)
+        hello = handle_request(
+            {"kind": "hello", "selection": True, "protocol": PROTOCOL_VERSION}, **args
+        )
+        return args, hello["public_key"]
+
+    def _sum_request(self, keys, tag="t/0"):
+        return {
+            "kind": "secure_sum",
+            "task": "chi2_marginals",
+            "tag": tag,
+            "public_keys": keys,
+            "classes": np.arange(10),
+            "frac_bits": 0,
+        }
+
+    def test_secure_sum_needs_two_participants(self):
+        args, key = self._selection_node({})
+        with pytest.raises(ValueError, match="at least two participants"):
+            handle_request(self._sum_request([key]), **args)
+
+    def test_each_secure_sum_is_answered_once(self):
+        state = {}
+        args, key = self._selection_node(state)
+        _, other = generate_keypair()
+        handle_request(self._sum_request([key, other]), **args)
+        with pytest.raises(ValueError, match="already answered"):
+            handle_request(self._sum_request([other, key]), **args)
+
+    def test_node_must_be_a_participant(self):
+        args, _ = self._selection_node({})
+        keys = [generate_keypair()[1] for _ in range(2)]
+        with pytest.raises(ValueError, match="not among the participants"):
+            handle_request(self._sum_request(keys), **args)
+
+    def test_interactive_user_answers_once(self, regression):
+        load_data, _ = _loaders(regression)
+        config = NodeConfig(
+            load_data, lambda c: regression["model"], None, "absolute", False
+        )
+        cal = CALIBRATORS["ldp-s"](**PRIVATE["ldp-s"])
+        request = {
+            "kind": "respond",
+            "calibrator": calibrator_to_spec(cal),
+            "calibration_id": "run/ldp-s",
+            "round": 1,
+            "threshold": 1.0,
+            "users": np.array([0, 5]),
+        }
+        state = {}
+        reply = handle_request(request, **_node_args(config, state))
+        assert reply["message.reports"].shape == (2,)
+        request = dict(request, round=2, users=np.array([5, 6]))
+        with pytest.raises(PermissionError, match="already answered"):
+            handle_request(request, **_node_args(config, state))
+
+
+# --------------------------------------------------------------------------
+# Secure aggregation over key agreement
+
+
+class TestSecureAggregation:
+    def test_pairwise_seeds_agree_and_masks_cancel(self):
+        keys = [generate_keypair() for _ in range(4)]
+        publics = [pk for _, pk in keys]
+        assert pairwise_seed(keys[0][0], publics[1], "t") == pairwise_seed(
+            keys[1][0], publics[0], "t"
+        )
+        assert pairwise_seed(keys[0][0], publics[1], "t") != pairwise_seed(
+            keys[0][0], publics[1], "u"
+        )
+        rng = np.random.default_rng(0)
+        q = [rng.integers(0, 2**63, size=7, dtype=np.uint64) for _ in keys]
+        masked = [
+            mask_vector(q[i], index=i, private_key=sk, public_keys=publics, tag="t")
+            for i, (sk, _) in enumerate(keys)
+        ]
+        assert all(np.all(m != x) for m, x in zip(masked, q, strict=True))
+        np.testing.assert_array_equal(
+            np.sum(masked, axis=0, dtype=np.uint64), np.sum(q, axis=0, dtype=np.uint64)
+        )
+
+    def test_mask_vector_needs_uint64(self):
+        sk, pk = generate_keypair()
+        with pytest.raises(TypeError, match="uint64"):
+            mask_vector(np.zeros(3), index=0, private_key=sk, public_keys=[pk], tag="t")
+
+
+# --------------------------------------------------------------------------
+# The ServerApp end to end (in process)
+
+
+class TestServerApp:
+    def test_server_app_runs_every_task_and_saves(self, regression, tmp_path):
+        grid = _grid(regression)
+        seen = []
+        app = flower.make_server_app(
+            calibrators=("qq", CALIBRATORS["dp-qq"](**PRIVATE["dp-qq"])),
+            selector=FedChi2Selector(k=10),
+            load_model=lambda context: regression["model"],
+            on_result=lambda result, context: seen.append(result),
+        )
+        output = tmp_path / "run" / "result.pkl"
+        run_config = {
+            "calibrators": "qq,avg,dp-qq",
+            "alpha": 0.2,
+            "output": str(output),
+            "random-state": RS,
+        }
+        context = Context(1, 1, {}, RecordDict(), run_config)
+        _quiet(app, grid, context)
+        result = pickle.loads(output.read_bytes())
+        assert sorted(result.calibrators) == ["avg", "dp-qq", "qq"]
+        assert (
+            seen[0].calibrators["qq"].threshold_ == result.calibrators["qq"].threshold_
+        )
+        reference = QuantileOfQuantilesCalibrator().fit(
+            regression["scores"], regression["ids"], alpha=0.2
+        )
+        assert result.calibrators["qq"].threshold_ == reference.threshold_
+        dp = _quiet(
+            CALIBRATORS["dp-qq"](**PRIVATE["dp-qq"]).fit,
+            regression["scores"],
+            regression["ids"],
+            alpha=0.2,
+            random_state=RS,
+        )
+        assert result.calibrators["dp-qq"].threshold_ == dp.threshold_
+        assert result.selector.get_support().sum() == 10
+        # One hello for every task.
+        names = [r.name for r in result.report.rounds]
+        assert names.count("hello") == 1
+        summary = output.with_suffix(".json").read_text()
+        assert '"thresholds"' in summary and '"chi2_sketch"' in summary
+
+    def test_run_config_can_skip_feature_selection(self, regression):
+        grid = _grid(regression)
+        seen = []
+        app = flower.make_server_app(
+            selector=FedChi2Selector(k=3),
+            on_result=lambda result, context: seen.append(result),
+        )
+        context = Context(1, 1, {}, RecordDict(), {"feature-selection": False})
+        app(grid, context)
+        assert seen[0].selector is None and list(seen[0].calibrators) == ["qq"]
+
+    def test_server_waits_for_min_nodes(self, regression):
+        grid = _grid(regression)
+        app = flower.make_server_app(min_nodes=M + 1, timeout=0.3)
+        context = Context(1, 1, {}, RecordDict(), {})
+        with pytest.raises(RuntimeError, match="min-nodes is 6"):
+            app(grid, context)
