@@ -122,6 +122,11 @@ class BaseCalibrator(BaseEstimator):
     #: label plus ``labels=`` (LDP-L) instead of one score per row.
     requires_score_matrix = False
 
+    #: Whether the protocol runs in rounds (``server_init`` /
+    #: ``client_respond`` / ``server_update``, LDP-S) rather than one
+    #: ``client_step`` / ``server_step`` exchange.
+    interactive = False
+
     def plan(self, n_per_client, alpha):
         """Public, data-free computation shared by clients and server.
 
