@@ -77,8 +77,12 @@ $(VENV)/.installed-flower: pyproject.toml $(VENV)/.installed-dev
 	$(BIN)/python -m pip install --quiet -e ".[flower]"
 	@touch $@
 
+# The adapter's unit tests and doctests (skipped without flwr) and the
+# deployment test (-m flower) together.
 test-flower: $(VENV)/.installed-flower
-	$(BIN)/python -m pytest -q -m flower
+	$(BIN)/python -m pytest -q -m "flower or not slow" \
+		tests/federated/test_flower_adapter.py tests/federated/test_flower_deployment.py \
+		skfedcp/federated/flower.py skfedcp/federated/_flower_protocol.py
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/run_all.py
