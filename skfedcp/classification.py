@@ -69,7 +69,9 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
             default="lac"
         ``"lac"``: ``1 - p_y(x)``, the score of the papers; ``"aps"``: the
         probability mass ranked up to ``y`` (adaptive sets); or an instance,
-        e.g. ``APSScore(randomized=True)``. Both lie in [0, 1]. (Named so as
+        e.g. ``APSScore(randomized=True)``. Both lie in [0, 1]. With private
+        calibrators prefer LAC or randomized APS: deterministic APS piles
+        scores just below 1, where the bins cannot resolve them. (Named so as
         not to shadow the ``score(X, y)`` method of classifiers.)
     score_bounds : tuple of two floats, default=None
         Public bounds of the scores for private calibrators; ``None`` uses the

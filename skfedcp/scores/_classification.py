@@ -154,6 +154,15 @@ class APSScore(BaseClassificationScore):
         seed drawn there at prediction, so ``predict_set`` stays
         deterministic.
 
+    Notes
+    -----
+    With ``U = 1`` a confident correct prediction scores ``p_y(x)``, close
+    to 1, so a good model piles many scores just below 1 and the threshold
+    sits there too (e.g. 0.9995 on Fashion-MNIST). Private calibrators round
+    scores up to bins of width ``1 / n_bins`` and then often release the top
+    bin: every label. With private calibration prefer LAC, or
+    ``randomized=True``, which spreads those scores over (0, 1).
+
     Examples
     --------
     >>> proba = [[0.7, 0.2, 0.1], [0.4, 0.35, 0.25]]
