@@ -85,6 +85,9 @@ def commands(out, n_nodes, *, port=9100, projection_seed="<a secret shared by no
     """The shell commands that run the demo on loopback, one per terminal."""
     out = Path(out)
     lines = [
+        "# the flwr CLI finds the SuperLink in $FLWR_HOME/config.toml (~/.flwr):",
+        '#   [superlink]\n#   default = "loopback"\n#   [superlink.loopback]',
+        f'#   address = "127.0.0.1:{port}"\n#   insecure = true',
         "# terminal 1: the server side (SuperLink), insecure loopback only",
         f"flower-superlink --insecure --host 127.0.0.1 --port {port} "
         "--disable-runtime-dependency-installation",
@@ -106,7 +109,7 @@ def commands(out, n_nodes, *, port=9100, projection_seed="<a secret shared by no
         f'output="{out / "result.pkl"}" min-nodes={n_nodes}'
     )
     lines += [
-        "# last terminal: submit the run (FLWR_HOME holds the connection below)",
+        "# last terminal: submit the run to the 'loopback' SuperLink",
         f"flwr run {HERE / 'app'} loopback --stream --run-config "
         f"{shlex.quote(run_config)}",
     ]
