@@ -14,11 +14,10 @@ from ._ldp import (
     LDPLabelCalibrator,
     LDPLabelStarCalibrator,
     LDPSampleSize,
-    LDPScoreCalibrator,
-    LDPScoreStarCalibrator,
     ldp_correction,
     ldp_sample_size,
 )
+from ._ldp_score import LDPScoreCalibrator, LDPScoreStarCalibrator
 from ._private import (
     PrivateCentralCalibrator,
     PrivateQuantileOfQuantilesCalibrator,

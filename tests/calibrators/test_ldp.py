@@ -562,7 +562,7 @@ class TestScoreProtocol:
                 new = super().server_update(state, messages)
                 if not new["done"]:  # ask the first group again
                     new = {**new, "groups": np.tile(new["groups"][0], (10, 1))}
-                    from skfedcp.calibrators._ldp import _pose_query
+                    from skfedcp.calibrators._ldp_score import _pose_query
 
                     new = _pose_query({**new, "round": new["round"]})
                 return new

@@ -1,0 +1,644 @@
+"""LDP-S: interactive bisection on private scores, one randomized bit per user."""
+
+import math
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ..federated import ClientPartition
+from ..privacy import binary_randomized_response, debias_fraction
+from ..privacy._ldp_analysis import _rr_constant, _score_correction
+from ..privacy._randomness import SECURE
+from ..utils._sklearn_compat import Interval, StrOptions
+from ..utils._validation import check_alpha, check_scores
+from ._base import BaseCalibrator, CoverageBounds
+from ._ldp import (
+    _LDP_CONSTRAINTS,
+    _bisection_update,
+    _check_bounds,
+    _check_sizes,
+    _LDPMixin,
+)
+
+__all__ = ["LDPScoreCalibrator", "LDPScoreStarCalibrator"]
+
+
+# --------------------------------------------------------------------------
+# LDP-S: users answer one randomized binary question each, in T rounds
+# --------------------------------------------------------------------------
+
+
+class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
+    """Local-DP calibration by interactive bisection on private scores (LDP-S).
+
+    Each user computes its own conformity score with the shipped model and
+    answers **one** yes/no question, "is your score below ``q``?", through
+    binary randomized response. The server splits the ``n`` users at random
+    into ``T = n_groups`` disjoint groups of ``n' = floor(n / T)``; in round
+    ``j`` it asks group ``j`` about the midpoint ``q_j`` of its current
+    interval, de-biases the fraction of "yes" answers into an estimate
+    ``Z_j`` of ``P(score < q_j)``, and halves the interval, stopping as soon
+    as ``Z_j`` lies within ``Delta_S / 2`` of the target. Users are the rows;
+    ``client_ids`` only groups them (each client forwards its users'
+    answers).
+
+    **Protocol** (interactive; the simulation in :meth:`fit` runs exactly
+    these calls, and a network adapter can drive them remotely):
+
+    1. ``state = server_init(n_per_client, alpha=..., random_state=...)``:
+       groups, correction and the first query; ``state`` is a plain dict.
+    2. While ``not state["done"]``: each client ``j`` receives
+       ``state["queries"][j] = {"round": r, "threshold": q_r, "users":
+       local row indices}`` and returns
+       ``client_respond(scores_j, query) = {"round": r, "users": ...,
+       "reports": one randomized bit per asked user}``; then
+       ``state = server_update(state, messages)``.
+    3. ``state["threshold"]`` is the calibrated threshold.
+
+    **Message per round**: one bit per asked user (``n'`` bits in total per
+    round); clients with no asked user send nothing (``None``).
+
+    Parameters
+    ----------
+    epsilon : float, default=1.0
+        Local privacy parameter of each user, ``> 0``; protects the user's
+        whole example (features and label).
+    delta : float, default=0.001
+        Failure probability of the guarantee, in (0, 1).
+    n_groups : int, default=10
+        Number ``T`` of groups, i.e. the maximum number of bisection rounds;
+        the resolution is ``(hi - lo) / 2^T``. Needs ``n >= T``.
+    final : {"upper", "paper"}, default="upper"
+        Threshold returned when no round stops inside the band: the current
+        upper end, whose coverage is provably at least the target (``+inf``
+        if the upper end never moved), or the last query ``q_T`` (the paper),
+        which needs the paper's assumption that no interval of length
+        ``(hi - lo) / 2^T`` holds more than ``Delta_S`` of score mass. The
+        two differ by one resolution step; the assumption fails when scores
+        pile up, e.g. deterministic APS scores of an over-confident model
+        just below 1, where ``"paper"`` can under-cover badly.
+    score_bounds : tuple of two floats, default=None
+        Public range ``(lo, hi)`` searched, fixed without looking at the data:
+        ``(0, 1)`` for LAC and APS scores (the wrapper fills in its score's
+        natural bounds); required otherwise. Scores outside it need no
+        clipping: a score above the range answers "no" to every query, which
+        is conservative. A result at the upper end means ``+inf``.
+
+    Attributes
+    ----------
+    threshold_ : float
+        Calibrated threshold; ``+inf`` means every label (or an infinite
+        interval).
+    correction_ : float
+        The correction ``Delta_S``.
+    target_coverage_ : float
+        ``1 - alpha`` (``1 - alpha + Delta_S`` for the starred variant).
+    group_size_ : int
+        Users per group, ``n' = floor(n / T)``.
+    n_steps_used_ : int
+        Rounds run (groups contacted).
+    stopped_early_ : bool
+        Whether a round stopped inside the band.
+    epsilon_eff_ : float
+        Heuristic shuffle-model level ``epsilon / sqrt(n)`` (informational).
+    epsilon_spent_ : float
+        Privacy level of each asked user (``epsilon``; 0 if no round ran).
+    history_ : dict of ndarray
+        ``threshold`` (query) and ``estimate`` (``Z_j``) of each round.
+    transcript_ : dict of ndarray
+        One entry per (user, query) pair: ``round``, ``client`` and ``user``
+        (row index within its client). Each user appears at most once.
+    messages_ : dict of ndarray
+        ``client``, ``n_reports`` and ``reports`` (object array: the bits each
+        client forwarded, in round order). No score is stored.
+    clients_ : ndarray of shape (n_clients,)
+        Sorted client labels.
+    n_clients_ : int
+        Number of clients.
+    n_per_client_ : ndarray of shape (n_clients,)
+        Calibration users of each client.
+    calibration_info_ : dict
+        The public plan (see :meth:`plan`).
+
+    See Also
+    --------
+    LDPScoreStarCalibrator : The variant guaranteeing ``1 - alpha``.
+    LDPLabelCalibrator : Label-only privacy, smaller correction for few classes.
+    ldp_correction : ``Delta_L`` and ``Delta_S`` before spending budget.
+
+    Notes
+    -----
+    **Privacy.** A user's only output is one binary randomized response
+    (``P(report b | bit b) = e^eps / (1 + e^eps)``), so its whole example is
+    ``epsilon``-LDP; later queries depend only on other users' answers
+    (sequential interaction, one message per user). The privacy unit is one
+    row: a client with ``m`` rows releases up to ``m`` answers.
+
+    **Coverage.** ``Z_j = c * mean(reports) - 1 / (e^eps - 1)`` with
+    ``c = (e^eps + 1)/(e^eps - 1)`` is unbiased for ``P(S < q_j)``; by
+    Hoeffding's inequality over ``n'`` fresh users and a union bound over the
+    ``T`` rounds, with probability ``>= 1 - delta`` every round satisfies
+    ``|Z_j - P(S < q_j)| <= t_S = c sqrt(ln(2T/delta) / (2 n'))``. With
+    ``Delta_S = 2 t_S`` and i.i.d. users and test point, with that
+    probability ``P(y in C(x) | calibration) >= 1 - alpha - Delta_S``
+    (``1 - alpha`` for the starred variant) when a round stops in the band
+    or with ``final="upper"``; with ``final="paper"`` a search that runs to
+    the end also needs the paper's assumption that an interval of length
+    ``(hi - lo) / 2^T`` holds at most ``Delta_S`` of score mass. The
+    constant of ``Delta_S`` is derived in the skfedcp spec; the paper states
+    only its order.
+
+    Unlike LDP-L, ``Delta_S`` does not depend on the number of classes, so
+    LDP-S also calibrates regression scores given public ``score_bounds``.
+
+    References
+    ----------
+    .. [1] C. Penso, B. Mahpud, J. Goldberger, O. Sheffet. Privacy-Preserving
+       Conformal Prediction Under Local Differential Privacy. arXiv
+       2505.15721, 2025.
+    .. [2] M. Gaboardi, R. Rogers, O. Sheffet. Locally Private Mean Estimation:
+       Z-test and Tight Confidence Intervals. AISTATS 2019.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skfedcp.calibrators import LDPScoreCalibrator
+    >>> scores = np.random.default_rng(0).uniform(size=20000)
+    >>> cal = LDPScoreCalibrator(epsilon=4.0, score_bounds=(0, 1))
+    >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
+    >>> round(cal.correction_, 4), cal.threshold_, cal.n_steps_used_
+    (0.1032, 0.875, 3)
+    """
+
+    _parameter_constraints = {
+        **_LDP_CONSTRAINTS,
+        "n_groups": [Interval(Integral, 1, None, closed="left")],
+        "final": [StrOptions({"paper", "upper"})],
+    }
+
+    _randomized = True
+
+    #: The protocol runs in rounds (server_init / client_respond /
+    #: server_update) rather than one client_step / server_step exchange.
+    interactive = True
+
+    def __init__(
+        self,
+        *,
+        epsilon=1.0,
+        delta=0.001,
+        n_groups=10,
+        final="upper",
+        score_bounds=None,
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.n_groups = n_groups
+        self.final = final
+        self.score_bounds = score_bounds
+
+    def plan(self, n_per_client, alpha):
+        """Public, data-free quantities: group size, ``Delta_S``, target.
+
+        Parameters
+        ----------
+        n_per_client : array-like of int
+            Calibration users of each client.
+        alpha : float
+            Miscoverage level in (0, 1).
+
+        Returns
+        -------
+        plan : dict
+            ``feasible`` (False when the target reaches 1), ``n``,
+            ``group_size``, ``c``, ``correction``, ``band``, ``target``,
+            ``coverage_lower`` and ``confidence`` (``1 - delta``).
+        """
+        self._validate_params()
+        alpha = check_alpha(alpha)
+        n = int(_check_sizes(n_per_client).sum())
+        if n < self.n_groups:
+            raise ValueError(
+                f"LDP-S needs at least n_groups={self.n_groups} users (one per "
+                f"group); got n={n}. Lower n_groups or add users."
+            )
+        group_size = n // self.n_groups
+        correction = float(
+            _score_correction(group_size, self.epsilon, self.delta, self.n_groups)
+        )
+        target = self._target(alpha, correction)
+        feasible = target < 1.0
+        return {
+            "feasible": feasible,
+            "n": n,
+            "group_size": group_size,
+            "c": float(_rr_constant(self.epsilon)),
+            "correction": correction,
+            "band": correction / 2.0,
+            "target": target,
+            "coverage_lower": min(max(target - correction, 0.0), 1.0)
+            if feasible
+            else 1.0,
+            "confidence": 1.0 - self.delta,
+        }
+
+    def coverage_bounds(self, n_per_client, alpha):
+        """Marginal lower bound ``(1 - delta) * coverage_lower``; no upper bound."""
+        plan = self.plan(n_per_client, alpha)
+        if not plan["feasible"]:
+            return CoverageBounds(1.0, 1.0)
+        return CoverageBounds((1.0 - self.delta) * plan["coverage_lower"], np.nan)
+
+    # -- the interactive protocol ------------------------------------------
+
+    def server_init(self, n_per_client, *, alpha, random_state=None):
+        """Start the protocol: assign users to groups and pose the first query.
+
+        Parameters
+        ----------
+        n_per_client : array-like of int
+            Number of users of each client (public).
+        alpha : float
+            Miscoverage level in (0, 1).
+        random_state : int, RandomState instance or None, default=None
+            Seeds the random assignment of users to groups.
+
+        Returns
+        -------
+        state : dict
+            Plain values and arrays: the plan (``correction``, ``band``,
+            ``target``, ...), ``groups`` (``(T, n')`` global user indices,
+            users numbered client by client), the interval ``lo``/``hi``,
+            ``round`` (rounds completed), ``done``, ``threshold`` (set when
+            done), ``stopped_early``, ``history`` and ``queries`` (one dict
+            per client for the next round; empty when done).
+        """
+        plan = self.plan(n_per_client, alpha)
+        alpha = check_alpha(alpha)
+        sizes = _check_sizes(n_per_client)
+        lo, hi = _check_bounds(self.score_bounds, type(self).__name__)
+        if isinstance(random_state, str) and random_state == SECURE:
+            rng = np.random.RandomState()  # the assignment is public
+        else:
+            rng = check_random_state(random_state)
+        group_size, n_groups = plan["group_size"], self.n_groups
+        groups = rng.permutation(plan["n"])[: n_groups * group_size]
+        state = {
+            **plan,
+            "alpha": alpha,
+            "epsilon": float(self.epsilon),
+            "n_groups": n_groups,
+            "final": self.final,
+            "bounds": (lo, hi),
+            "n_per_client": sizes,
+            "groups": groups.reshape(n_groups, group_size),
+            "lo": lo,
+            "hi": hi,
+            "round": 0,
+            "done": False,
+            "threshold": None,
+            "stopped_early": False,
+            "history": {"threshold": [], "estimate": []},
+            "queries": [],
+        }
+        if not plan["feasible"]:
+            self._warn_infinite(alpha, plan["correction"], "Delta_S")
+            return {**state, "done": True, "threshold": np.inf}
+        self._warn_guarantee(alpha, plan["correction"], "Delta_S")
+        return _pose_query(state)
+
+    def client_respond(self, scores, query, *, random_state=None):
+        """Answer one query for the asked users of this client (users' side).
+
+        Each asked user computes ``b = 1{score < threshold}`` (strict, as in
+        the paper: conservative) and reports it through binary randomized
+        response. A user must answer at most once over the whole protocol.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_j,)
+            Scores of this client's users (each user knows only its own).
+        query : dict
+            ``{"round", "threshold", "users"}`` from ``state["queries"]``.
+        random_state : int, RandomState, Generator, "secure" or None
+            Source of the users' randomized-response noise.
+
+        Returns
+        -------
+        message : dict
+            ``{"round": r, "users": asked rows, "reports": 0/1 ints}``.
+        """
+        self._validate_params()
+        scores = check_scores(scores, allow_inf=True)
+        users = _check_users(query, scores.shape[0])
+        bits = (scores[users] < float(query["threshold"])).astype(np.int64)
+        reports = binary_randomized_response(
+            bits, epsilon=self.epsilon, random_state=random_state
+        )
+        return {"round": int(query["round"]), "users": users, "reports": reports}
+
+    def server_update(self, state, messages):
+        """Aggregate one round's answers and move the bisection (server's side).
+
+        Parameters
+        ----------
+        state : dict
+            From :meth:`server_init` or the previous :meth:`server_update`.
+        messages : list of dict or None
+            One entry per client, in the order of ``n_per_client``: the
+            client's :meth:`client_respond` message, or ``None`` for a client
+            with no asked user.
+
+        Returns
+        -------
+        state : dict
+            A new state (the argument is not modified).
+        """
+        if state["done"]:
+            raise ValueError("the LDP-S protocol is already finished (done=True).")
+        queries = state["queries"]
+        if len(messages) != len(queries):
+            raise ValueError(
+                f"expected one message per client ({len(queries)}); got "
+                f"{len(messages)}."
+            )
+        reports = []
+        for query, message in zip(queries, messages, strict=True):
+            asked = np.asarray(query["users"])
+            if message is None:
+                if asked.size:
+                    raise ValueError(
+                        f"a client asked {asked.size} user(s) in round "
+                        f"{query['round']} sent no message."
+                    )
+                continue
+            if int(message["round"]) != query["round"] or not np.array_equal(
+                np.asarray(message["users"]), asked
+            ):
+                raise ValueError(
+                    f"a message does not answer the round-{query['round']} query "
+                    "(wrong round or users)."
+                )
+            bits = np.asarray(message["reports"])
+            if bits.shape != asked.shape or not np.isin(bits, (0, 1)).all():
+                raise ValueError("reports must hold one 0/1 bit per asked user.")
+            reports.append(bits)
+        reports = np.concatenate(reports) if reports else np.empty(0)
+        if reports.shape[0] != state["group_size"]:
+            raise ValueError(
+                f"round {queries[0]['round']} received {reports.shape[0]} answers; "
+                f"the group has {state['group_size']} users."
+            )
+        estimate = debias_fraction(float(reports.mean()), epsilon=state["epsilon"])
+        query = queries[0]["threshold"]
+        lo, hi, stop = _bisection_update(
+            state["lo"], state["hi"], query, estimate, state["target"], state["band"]
+        )
+        history = {
+            "threshold": [*state["history"]["threshold"], query],
+            "estimate": [*state["history"]["estimate"], estimate],
+        }
+        new = {
+            **state,
+            "lo": lo,
+            "hi": hi,
+            "round": state["round"] + 1,
+            "history": history,
+            "queries": [],
+        }
+        if stop:
+            threshold = query
+        elif new["round"] == state["n_groups"]:
+            threshold = query if state["final"] == "paper" else hi
+        else:
+            return _pose_query(new)
+        if threshold >= state["bounds"][1]:
+            threshold = np.inf
+        return {
+            **new,
+            "done": True,
+            "threshold": float(threshold),
+            "stopped_early": bool(stop),
+        }
+
+    def client_step(self, scores, *, alpha=None, n_per_client=None, random_state=None):
+        """Not available: LDP-S is interactive (see :meth:`client_respond`)."""
+        raise NotImplementedError(
+            "LDP-S runs in rounds: use server_init, client_respond and "
+            "server_update (or fit to simulate them)."
+        )
+
+    def server_step(self, messages, *, alpha, n_per_client=None, random_state=None):
+        """Not available: LDP-S is interactive (see :meth:`server_update`)."""
+        raise NotImplementedError(
+            "LDP-S runs in rounds: use server_init, client_respond and "
+            "server_update (or fit to simulate them)."
+        )
+
+    def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
+        """Simulate the interactive protocol in-process.
+
+        Runs :meth:`server_init`, then rounds of :meth:`client_respond` and
+        :meth:`server_update`, and checks on the users' side that no user is
+        asked twice (a ``RuntimeError`` otherwise). The calibrator keeps only
+        what the server sees (bits, queries, estimates), never the scores.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_samples,)
+            Each user's conformity score (of its true label).
+        client_ids : array-like of shape (n_samples,) or None, default=None
+            Client of each row; ``None`` means one client.
+        alpha : float
+            Miscoverage level in (0, 1).
+        random_state : int, RandomState instance, "secure" or None, \
+                default=None
+            Seeds the group assignment and the users' noise (one stream per
+            client); ``"secure"``: the users' noise comes from the operating
+            system's secure generator (not reproducible).
+        n_jobs : int, default=None
+            Unused.
+
+        Returns
+        -------
+        self : LDPScoreCalibrator
+            The fitted calibrator.
+        """
+        self._validate_params()
+        alpha = check_alpha(alpha)
+        scores = check_scores(scores, allow_inf=True)
+        partition = ClientPartition(client_ids, scores.shape[0])
+        rng, rngs = self._random_streams(random_state, partition.n_clients)
+        local = partition.split(scores)
+        answered = [np.zeros(size, dtype=np.intp) for size in partition.sizes]
+        received = [[] for _ in range(partition.n_clients)]
+        log = {"round": [], "client": [], "user": []}
+        state = self.server_init(partition.sizes, alpha=alpha, random_state=rng)
+        while not state["done"]:
+            messages = []
+            for j, query in enumerate(state["queries"]):
+                users = np.asarray(query["users"], dtype=np.intp)
+                if users.size == 0:
+                    messages.append(None)
+                    continue
+                answered[j][users] += 1  # the users' own memory
+                if (answered[j][users] > 1).any():
+                    raise RuntimeError(
+                        "LDP-S simulation: a user was queried twice; each user "
+                        "answers at most once."
+                    )
+                message = self.client_respond(local[j], query, random_state=rngs[j])
+                messages.append(message)
+                received[j].append(message["reports"])
+                log["round"].append(np.full(users.size, query["round"]))
+                log["client"].append(
+                    np.repeat(partition.clients[j : j + 1], users.size)
+                )
+                log["user"].append(users)
+            state = self.server_update(state, messages)
+        reports = np.empty(partition.n_clients, dtype=object)
+        reports[:] = [
+            np.concatenate(r) if r else np.empty(0, dtype=np.int64) for r in received
+        ]
+        self.threshold_ = float(state["threshold"])
+        self.correction_ = state["correction"]
+        self.target_coverage_ = state["target"]
+        self.group_size_ = state["group_size"]
+        self.n_steps_used_ = state["round"]
+        self.stopped_early_ = state["stopped_early"]
+        self.epsilon_eff_ = self.epsilon / math.sqrt(state["n"])
+        self.epsilon_spent_ = float(self.epsilon) if state["round"] else 0.0
+        self.history_ = {
+            k: np.asarray(v, dtype=np.float64) for k, v in state["history"].items()
+        }
+        self.transcript_ = {
+            "round": _concat(log["round"], np.intp),
+            "client": _concat(log["client"], partition.clients.dtype),
+            "user": _concat(log["user"], np.intp),
+        }
+        self.messages_ = {
+            "client": partition.clients,
+            "n_reports": np.array([r.shape[0] for r in reports]),
+            "reports": reports,
+        }
+        self.clients_ = partition.clients
+        self.n_clients_ = partition.n_clients
+        self.n_per_client_ = partition.sizes
+        self.calibration_info_ = self.plan(partition.sizes, alpha)
+        return self
+
+
+class LDPScoreStarCalibrator(LDPScoreCalibrator):
+    """LDP-S* : interactive private-score bisection guaranteeing ``1 - alpha``.
+
+    Same protocol and parameters as :class:`LDPScoreCalibrator`, but the
+    server targets ``1 - alpha + Delta_S``, so that with probability
+    ``>= 1 - delta`` the coverage is at least ``1 - alpha``. When the target
+    reaches 1 (``Delta_S >= alpha``) no user is contacted, the threshold is
+    ``+inf`` and every prediction set holds all labels.
+
+    Parameters
+    ----------
+    epsilon : float, default=1.0
+        Local privacy parameter of each user, ``> 0``.
+    delta : float, default=0.001
+        Failure probability of the guarantee, in (0, 1).
+    n_groups : int, default=10
+        Number ``T`` of groups (maximum rounds). Needs ``n >= T``.
+    final : {"upper", "paper"}, default="upper"
+        Threshold when no round stops in the band: the upper end (safe) or
+        ``q_T`` (the paper).
+    score_bounds : tuple of two floats, default=None
+        Public range searched (required; ``(0, 1)`` for LAC and APS).
+
+    Attributes
+    ----------
+    threshold_ : float
+        Calibrated threshold; ``+inf`` means every label.
+    correction_ : float
+        The correction ``Delta_S``.
+    target_coverage_ : float
+        ``1 - alpha + Delta_S``.
+    group_size_ : int
+        Users per group.
+    n_steps_used_ : int
+        Rounds run (0 when the target reaches 1).
+    stopped_early_ : bool
+        Whether a round stopped inside the band.
+    epsilon_eff_ : float
+        Heuristic shuffle-model level (informational).
+    epsilon_spent_ : float
+        Privacy level of each asked user (0 if no round ran).
+    history_ : dict of ndarray
+        Query and estimate of each round.
+    transcript_ : dict of ndarray
+        The (round, client, user) of every answer.
+    messages_ : dict of ndarray
+        The bits each client forwarded.
+    clients_ : ndarray of shape (n_clients,)
+        Sorted client labels.
+    n_clients_ : int
+        Number of clients.
+    n_per_client_ : ndarray of shape (n_clients,)
+        Calibration users of each client.
+    calibration_info_ : dict
+        The public plan (see :meth:`LDPScoreCalibrator.plan`).
+
+    See Also
+    --------
+    LDPScoreCalibrator : The variant with guarantee ``1 - alpha - Delta_S``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skfedcp.calibrators import LDPScoreStarCalibrator
+    >>> scores = np.random.default_rng(0).uniform(size=50000)
+    >>> cal = LDPScoreStarCalibrator(epsilon=4.0, score_bounds=(0, 1))
+    >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
+    >>> round(cal.target_coverage_, 4), cal.threshold_, cal.n_steps_used_
+    (0.9653, 0.9375, 4)
+    """
+
+    _star = True
+
+
+def _pose_query(state):
+    """Return ``state`` with the next round's per-client queries."""
+    round_ = state["round"] + 1
+    query = (state["lo"] + state["hi"]) / 2.0
+    members = np.sort(state["groups"][round_ - 1])
+    sizes = state["n_per_client"]
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    owner = np.searchsorted(starts + sizes, members, side="right")
+    queries = [
+        {
+            "round": round_,
+            "threshold": query,
+            "users": members[owner == j] - starts[j],
+        }
+        for j in range(sizes.shape[0])
+    ]
+    return {**state, "queries": queries}
+
+
+def _check_users(query, n_users):
+    try:
+        users = np.asarray(query["users"])
+        query["threshold"], query["round"]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(
+            "query must be a dict with 'round', 'threshold' and 'users'."
+        ) from exc
+    if users.ndim != 1 or (users.size and users.dtype.kind not in "iu"):
+        raise ValueError("query['users'] must be a 1-D array of row indices.")
+    users = users.astype(np.intp)
+    if users.size and (users.min() < 0 or users.max() >= n_users):
+        raise ValueError(f"query['users'] must lie in 0..{n_users - 1}.")
+    if np.unique(users).size != users.size:
+        raise ValueError("query['users'] asks a user twice in one round.")
+    return users
+
+
+def _concat(parts, dtype):
+    return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)

@@ -1,0 +1,225 @@
+"""Correction terms and sample sizes of the local-DP calibrations (numbers only).
+
+``Delta_L`` (LDP-L, k-ary randomized response on labels) and ``Delta_S``
+(LDP-S, binary randomized response in a T-round bisection) depend only on
+public numbers, so they can be compared before any privacy budget is spent.
+The calibrators in :mod:`skfedcp.calibrators` use the same functions.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["LDPCorrection", "LDPSampleSize", "ldp_correction", "ldp_sample_size"]
+
+
+class LDPCorrection(NamedTuple):
+    """Coverage corrections ``Delta_L`` (LDP-L) and ``Delta_S`` (LDP-S)."""
+
+    label: float
+    score: float
+
+
+class LDPSampleSize(NamedTuple):
+    """Smallest calibration sizes reaching a correction, for LDP-L and LDP-S."""
+
+    label: int
+    score: int
+
+
+def _krr_beta(n_classes, epsilon):
+    """``beta = k / (k - 1 + e^eps)``, the k-RR resampling probability."""
+    tail = np.exp(-epsilon)
+    return n_classes * tail / (1.0 + (n_classes - 1) * tail)
+
+
+def _rr_constant(epsilon):
+    """``c = (e^eps + 1) / (e^eps - 1)``, the binary-RR de-biasing gain."""
+    return (1.0 + np.exp(-epsilon)) / -np.expm1(-epsilon)
+
+
+def _label_correction(n, n_classes, epsilon, delta):
+    beta = _krr_beta(n_classes, epsilon)
+    h = (1.0 - beta) / (1.0 + beta)
+    return np.sqrt(np.log(4.0 / delta) / (2.0 * n * h**2))
+
+
+def _score_correction(group_size, epsilon, delta, n_groups):
+    """``Delta_S = 2 c sqrt(ln(2T/delta) / (2 n'))``; ``inf`` when ``n' = 0``."""
+    group_size = np.asarray(group_size, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return _rr_constant(epsilon) * np.sqrt(
+            2.0 * np.log(2.0 * n_groups / delta) / group_size
+        )
+
+
+def _check_int_array(values, name, low):
+    arr = np.asarray(values)
+    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be an integer (or an array of them) >= {low}.")
+    if arr.dtype.kind == "f" and not (
+        np.isfinite(arr).all() and (arr == np.round(arr)).all()
+    ):
+        raise ValueError(f"{name} must hold integers >= {low}.")
+    if (arr < low).any():
+        raise ValueError(f"{name} must be >= {low}; got {arr.min()}.")
+    return arr.astype(np.int64)
+
+
+def _check_analysis_params(n_classes, epsilon, delta, n_groups):
+    n_classes = _check_int_array(n_classes, "n_classes", 2)
+    eps = np.asarray(epsilon, dtype=np.float64)
+    if not (np.isfinite(eps).all() and (eps > 0).all()):
+        raise ValueError(f"epsilon must be finite and > 0; got {epsilon!r}.")
+    delta = np.asarray(delta, dtype=np.float64)
+    if not ((delta > 0) & (delta < 1)).all():
+        raise ValueError(f"delta must be in the open interval (0, 1); got {delta!r}.")
+    n_groups = _check_int_array(n_groups, "n_groups", 1)
+    return n_classes, eps, delta, n_groups
+
+
+def _maybe_scalar(*arrays):
+    arrays = np.broadcast_arrays(*arrays)
+    if arrays[0].ndim == 0:
+        return tuple(a.item() for a in arrays)
+    return arrays
+
+
+def ldp_correction(n, n_classes, epsilon, delta=0.001, n_groups=10):
+    """Coverage corrections of LDP-L and LDP-S before spending any budget.
+
+    ``Delta_L`` (Penso et al., Theorem 2.1) and ``Delta_S`` (the explicit
+    Hoeffding constant of the skfedcp spec) depend only on public numbers, so
+    they tell which method to pick, and whether the starred variant is
+    informative (``Delta < alpha``), before any user answers.
+
+    Parameters
+    ----------
+    n : int or array-like of int
+        Number of calibration users (rows), ``>= 1``.
+    n_classes : int or array-like of int
+        Number of classes ``k >= 2`` (only ``Delta_L`` depends on it).
+    epsilon : float or array-like
+        Local privacy parameter of each user, ``> 0``.
+    delta : float or array-like, default=0.001
+        Failure probability of the guarantee, in (0, 1).
+    n_groups : int or array-like of int, default=10
+        Number ``T`` of LDP-S groups (bisection steps).
+
+    Returns
+    -------
+    correction : LDPCorrection
+        Named tuple ``(label, score)``: floats, or arrays broadcast over the
+        inputs. ``score`` is ``inf`` when ``n < n_groups``.
+
+    See Also
+    --------
+    ldp_sample_size : The inverse: users needed for a given correction.
+
+    Notes
+    -----
+    With ``beta = k / (k - 1 + e^eps)``, ``h = (1 - beta) / (1 + beta)``,
+    ``c = (e^eps + 1) / (e^eps - 1)`` and ``n' = floor(n / T)``:
+
+    * ``Delta_L = sqrt(ln(4 / delta) / (2 n h^2))``;
+    * ``Delta_S = c sqrt(2 ln(2 T / delta) / n')``.
+
+    Both shrink as ``1 / sqrt(n)``, so for ``n`` a multiple of ``T`` their
+    ratio does not depend on ``n``:
+    ``Delta_S / Delta_L = 2 c h sqrt(T ln(2T/delta) / ln(4/delta))``. LDP-S
+    wins only when ``h`` is small, i.e. many classes or a small
+    ``epsilon`` (at ``T = 10``, ``delta = 0.001``: ``k > 25`` at
+    ``epsilon = 2``, ``k > 165`` at ``epsilon = 4``).
+
+    Examples
+    --------
+    >>> from skfedcp.calibrators import ldp_correction
+    >>> corr = ldp_correction(23640, 8, 4.0, 0.001)
+    >>> round(corr.label, 5), round(corr.score, 4)
+    (0.0172, 0.095)
+    >>> ldp_correction([1000, 100000], 10, 4.0).label.round(4)
+    array([0.0884, 0.0088])
+    """
+    n = _check_int_array(n, "n", 1)
+    n_classes, eps, delta, n_groups = _check_analysis_params(
+        n_classes, epsilon, delta, n_groups
+    )
+    label = _label_correction(n, n_classes, eps, delta)
+    score = _score_correction(n // n_groups, eps, delta, n_groups)
+    return LDPCorrection(*_maybe_scalar(label, score))
+
+
+def ldp_sample_size(correction, n_classes, epsilon, delta=0.001, n_groups=10):
+    """Smallest numbers of users for which ``Delta_L`` and ``Delta_S`` reach a target.
+
+    Parameters
+    ----------
+    correction : float or array-like
+        Target correction ``Delta`` in (0, 1].
+    n_classes : int or array-like of int
+        Number of classes ``k >= 2``.
+    epsilon : float or array-like
+        Local privacy parameter, ``> 0``.
+    delta : float or array-like, default=0.001
+        Failure probability, in (0, 1).
+    n_groups : int or array-like of int, default=10
+        Number ``T`` of LDP-S groups.
+
+    Returns
+    -------
+    sizes : LDPSampleSize
+        Named tuple ``(label, score)`` of the smallest ``n`` with
+        ``ldp_correction(n, ...) <= correction``. The LDP-S size is a multiple
+        of ``n_groups``: ``Delta_S`` depends on ``n`` through
+        ``floor(n / T)``.
+
+    See Also
+    --------
+    ldp_correction : The corrections for a given ``n``.
+
+    Notes
+    -----
+    ``n_L = ceil(ln(4/delta) / (2 Delta^2 h^2))`` and
+    ``n_S = T ceil(2 c^2 ln(2T/delta) / Delta^2)``.
+
+    Examples
+    --------
+    >>> from skfedcp.calibrators import ldp_sample_size
+    >>> ldp_sample_size(0.05, 10, 4.0, delta=0.1)
+    LDPSampleSize(label=1392, score=45610)
+    """
+    corr = np.asarray(correction, dtype=np.float64)
+    if not ((corr > 0) & (corr <= 1)).all():
+        raise ValueError(f"correction must be in (0, 1]; got {correction!r}.")
+    n_classes, eps, delta, n_groups = _check_analysis_params(
+        n_classes, epsilon, delta, n_groups
+    )
+    beta = _krr_beta(n_classes, eps)
+    h = (1.0 - beta) / (1.0 + beta)
+    n_label = np.ceil(np.log(4.0 / delta) / (2.0 * corr**2 * h**2))
+    group = np.ceil(
+        2.0 * _rr_constant(eps) ** 2 * np.log(2.0 * n_groups / delta) / corr**2
+    )
+    # Guard the float ceilings: step to the exact smallest size.
+    n_label = np.maximum(n_label, 1)
+    n_label = np.where(
+        _label_correction(np.maximum(n_label - 1, 1), n_classes, eps, delta) <= corr,
+        np.maximum(n_label - 1, 1),
+        n_label,
+    )
+    n_label = np.where(
+        _label_correction(n_label, n_classes, eps, delta) > corr, n_label + 1, n_label
+    )
+    group = np.maximum(group, 1)
+    group = np.where(
+        _score_correction(np.maximum(group - 1, 1), eps, delta, n_groups) <= corr,
+        np.maximum(group - 1, 1),
+        group,
+    )
+    group = np.where(
+        _score_correction(group, eps, delta, n_groups) > corr, group + 1, group
+    )
+    label, score = _maybe_scalar(
+        n_label.astype(np.int64), (group * n_groups).astype(np.int64)
+    )
+    return LDPSampleSize(label, score)
