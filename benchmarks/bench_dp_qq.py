@@ -17,8 +17,10 @@ We run both:
   Scores outside are clipped (the top bin then means an infinite threshold);
 * ``paper``: [0, max calibration score], the paper's non-private choice.
 
-Printed: mean coverage (± SE over splits) and mean interval length relative
-to non-private FedCP-QQ on the same split; central split CP for reference.
+Printed: mean coverage (± SE over splits), the median over splits of the
+mean interval length relative to non-private FedCP-QQ on the same split, and
+the number of splits whose threshold is infinite (the top bin was released);
+central split CP for reference.
 Run: ``python benchmarks/bench_dp_qq.py [--quick]``.
 """
 
@@ -118,19 +120,27 @@ def main(argv=None):
             f"\n{table}: {len(y)} rows, m={M} x n={N}, B={BINS}, {splits} splits, "
             f"{trees} trees ({seconds:.0f} s)"
         )
-        print(f"{'method':>26s} {'coverage':>17s} {'length / QQ':>12s}")
+        print(
+            f"{'method':>26s} {'coverage':>17s} {'median length / QQ':>19s} "
+            f"{'infinite':>9s}"
+        )
         rows = []
         for name in runs[0]:
             cov = np.array([r[name][0] for r in runs])
             ratio = np.array([r[name][1] / r["qq"][1] for r in runs])
             se = cov.std(ddof=1) / np.sqrt(splits) if splits > 1 else np.nan
-            print(f"{name:>26s} {cov.mean():8.4f} ± {se:.4f} {ratio.mean():12.3f}")
+            n_inf = int(np.isinf(ratio).sum())
+            print(
+                f"{name:>26s} {cov.mean():8.4f} ± {se:.4f} "
+                f"{np.median(ratio):19.3f} {n_inf:>4d}/{splits}"
+            )
             rows.append(
                 {
                     "method": name,
                     "coverage": cov.mean(),
                     "coverage_se": se,
-                    "length_ratio_to_qq": ratio.mean(),
+                    "median_length_ratio_to_qq": np.median(ratio),
+                    "infinite_splits": n_inf,
                 }
             )
         record[table] = rows
