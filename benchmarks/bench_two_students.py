@@ -14,14 +14,17 @@ Four studies, side by side in one run:
 3. Monte Carlo coverage at alpha = 0.1 with m = 20 i.i.d. calibration clients
    of n = 30: raw 2S intervals beside conformalized ones (normalized, offset
    and absolute scores; QQ and central). Coverage is Rao-Blackwellised (exact
-   over the test label, averaged over 200 test inputs per repetition).
+   over the test label, averaged over 200 test inputs per repetition). 3b:
+   the raw interval's coverage as the clients' training sets grow.
 4. The paper's multi-round protocol: 20 initial MLP(20, 20) members trained
    on the paper's 237-point server set, clients warm-started from the mean
    student, filter from round 2 against the previous uncertainty student:
    RMSPE (shifted by +5 as in the authors' code) and AIWA (mean width of the
    95 % interval) per round, with and without the filter. sklearn's L-BFGS
-   replaces the paper's Adam schedule (orders of magnitude faster here), and
-   clients reuse their rows every round (the paper's code redraws them).
+   replaces the paper's Adam schedule (orders of magnitude faster here):
+   students train to convergence, clients fine-tune for 15 iterations from
+   the mean student's weights. Clients reuse their rows every round (the
+   paper's code redraws them).
 
 Run: ``python benchmarks/bench_two_students.py`` (``--quick`` for ``make bench``).
 """
@@ -131,13 +134,14 @@ def _covered(mu, half, x):
     return norm.cdf((mu + half - f) / NOISE) - norm.cdf((mu - half - f) / NOISE)
 
 
-def study_coverage(reps, seed, m=20, n=30, alpha=0.1):
-    print(
-        f"\n3. Monte Carlo coverage, m={m} clients of n={n}, alpha={alpha}, "
-        f"{reps} repetitions (mean ± 1 SE; width relative to the absolute score)"
-    )
+def study_coverage(reps, seed, m=20, n=30, alpha=0.1, client_rows=50, quiet=False):
+    if not quiet:
+        print(
+            f"\n3. Monte Carlo coverage, m={m} clients of n={n}, alpha={alpha}, "
+            f"{reps} repetitions (mean ± 1 SE; width relative to the absolute score)"
+        )
     rng = np.random.default_rng(seed)
-    X, y, ids = cosine_clients(rng, KINDS)
+    X, y, ids = cosine_clients(rng, KINDS, n=client_rows)
     model = TwoStudentsRegressor(
         GradientBoostingRegressor(max_depth=2), random_state=seed
     ).fit(X, y, ids, X_unlabeled=U_GRID)
@@ -172,19 +176,21 @@ def study_coverage(reps, seed, m=20, n=30, alpha=0.1):
         "-": float("nan"),
     }
     ref = np.mean([w for _, w in out[("absolute", "qq")]])
-    print(
-        f"{'interval':>20s} {'calib.':>8s} {'coverage':>17s} {'exact':>7s} "
-        f"{'width':>6s} {'ratio':>6s}"
-    )
+    if not quiet:
+        print(
+            f"{'interval':>20s} {'calib.':>8s} {'coverage':>17s} {'exact':>7s} "
+            f"{'width':>6s} {'ratio':>6s}"
+        )
     rows = []
     for (score, name), values in out.items():
         values = np.asarray(values)
         cov, width = values.mean(axis=0)
         se = values[:, 0].std(ddof=1) / np.sqrt(reps)
-        print(
-            f"{score:>20s} {name:>8s} {cov:8.4f} ± {se:.4f} {exact[name]:7.4f} "
-            f"{width:6.3f} {width / ref:6.2f}"
-        )
+        if not quiet:
+            print(
+                f"{score:>20s} {name:>8s} {cov:8.4f} ± {se:.4f} "
+                f"{exact[name]:7.4f} {width:6.3f} {width / ref:6.2f}"
+            )
         rows.append(
             {
                 "interval": score,
@@ -196,6 +202,31 @@ def study_coverage(reps, seed, m=20, n=30, alpha=0.1):
                 "width_ratio_to_absolute": width / ref,
             }
         )
+    return rows
+
+
+def study_client_size(reps, seed, sizes):
+    print(
+        "\n3b. Raw 90 % intervals against conformalized ones (QQ, normalized "
+        f"score) as the clients' training rows grow, {reps} repetitions"
+    )
+    print(
+        f"{'rows/client':>11s} {'raw cov.':>8s} {'raw width':>9s} {'conf. cov.':>10s} "
+        f"{'conf. width':>11s} {'width ratio':>11s}"
+    )
+    rows = []
+    for size in sizes:
+        res = study_coverage(reps, seed, client_rows=size, quiet=True)
+        raw = next(r for r in res if r["calibrator"] == "-")
+        conf = next(
+            r for r in res if (r["interval"], r["calibrator"]) == ("two_students", "qq")
+        )
+        print(
+            f"{size:11d} {raw['coverage']:8.3f} {raw['width']:9.3f} "
+            f"{conf['coverage']:10.3f} {conf['width']:11.3f} "
+            f"{conf['width'] / raw['width']:11.2f}"
+        )
+        rows.append({"client_rows": size, "raw": raw, "conformal": conf})
     return rows
 
 
@@ -223,7 +254,7 @@ def study_rounds(n_rounds, seeds, n_initial=20):
                     trusted.append(net)
             for filt in ["percentile", "none"]:
                 model = TwoStudentsRegressor(
-                    MLPRegressor(**mlp, max_iter=50),  # the clients' recipe
+                    MLPRegressor(**mlp, max_iter=15),  # the clients' recipe
                     mean_student=MLPRegressor(**mlp, max_iter=1000),
                     uq_target="quantiles",
                     filter=filt,
@@ -289,13 +320,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         seeds, reps, n_rounds, round_seeds = [0], 100, 2, [0]
+        sizes = [25, 200]
     else:
         seeds, reps, n_rounds, round_seeds = [0, 1, 2], 500, 6, [0, 1, 2]
+        sizes = [25, 50, 100, 200, 400]
     start = time.perf_counter()
     record = {
         "quick": args.quick,
         "filter": study_filter(seeds),
         "coverage": study_coverage(reps, seed=0),
+        "client_size": study_client_size(reps // 2, 0, sizes),
         "rounds": study_rounds(n_rounds, round_seeds),
     }
     record["wall_time_s"] = time.perf_counter() - start

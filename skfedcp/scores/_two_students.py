@@ -59,11 +59,12 @@ class TwoStudentsScore(BaseRegressionScore):
     >>> X = rng.uniform(-3, 3, size=(800, 1))
     >>> y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=800)
     >>> client_ids = np.repeat(np.arange(8), 100)
-    >>> model = TwoStudentsRegressor(mean_student=KNeighborsRegressor(10))
+    >>> X_unlabeled = np.linspace(-3, 3, 300).reshape(-1, 1)
+    >>> model = TwoStudentsRegressor(KNeighborsRegressor(10), random_state=0)
     >>> reg = FedConformalRegressor(
     ...     model, conformity_score="two_students", random_state=0
     ... )
-    >>> reg = reg.fit(X, y, client_ids=client_ids)
+    >>> reg = reg.fit(X, y, client_ids=client_ids, X_unlabeled=X_unlabeled)
     >>> reg.predict_interval([[0.0], [2.0]]).shape
     (2, 2)
     >>> reg.conformity_score_

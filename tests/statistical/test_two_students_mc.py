@@ -235,7 +235,7 @@ def test_multi_round_paper_protocol():
     X_init, y_init = d_init(rng)
     X, y, ids = cosine_clients(rng, KINDS)
     student = MLPRegressor(hidden_layer_sizes=(20, 20), solver="lbfgs", max_iter=1000)
-    client = MLPRegressor(hidden_layer_sizes=(20, 20), solver="lbfgs", max_iter=50)
+    client = MLPRegressor(hidden_layer_sizes=(20, 20), solver="lbfgs", max_iter=15)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         trusted, seed = [], 0
@@ -274,5 +274,12 @@ def test_multi_round_paper_protocol():
                 print(filt, h["round"], acc, widths[h["round"]])
                 if filt != "none":
                     assert acc["iid"] >= 0.9
+                    assert acc["noise"] <= 0.35
     print("AIWA per round", aiwa)
+    # With the filter the interval narrows after round 1 and ends below the
+    # unfiltered one (the paper's claim). The spec's "mixed <= 0.35 from round
+    # 2" and "unfiltered AIWA keeps growing" do not hold with this client
+    # recipe (mixed kept 0.96 in round 2, 0.3-0.4 later; unfiltered AIWA
+    # 0.73 -> 0.59): recorded in the benchmark, not asserted.
     assert aiwa["percentile"][4] < aiwa["percentile"][1]
+    assert aiwa["percentile"][4] < aiwa["none"][4]
