@@ -8,8 +8,8 @@ inside its functions only.
   device) runs: it loads the node's own rows and the shared fitted model,
   computes the conformity scores locally and answers the server's queries
   with the calibrator's ``client_step`` message, or with pairwise-masked
-  FED-chi2 vectors. Raw scores never leave a node unless it allows a
-  strategy that sends them (``"central"``, ``"dp-central"``).
+  FED-chi2 vectors. Per-row scores never leave a node unless it allows a
+  strategy that sends them (``"central"``, ``"dp-central"``, ``"ldp-l"``).
 * :func:`make_server_app` builds the ``ServerApp``: it asks the nodes for
   their sizes, runs the chosen strategies' ``server_step`` and FED-chi2's two
   secure sums, and saves the fitted calibrators and selector.
@@ -161,8 +161,15 @@ def _grid_exchange(grid, poll_interval=POLL_INTERVAL):
         for node, request in requests.items():
             content = _to_record_dict(request)
             sent[node] = _wire_bytes(content)
+            # A message expires when the server stops waiting for its reply:
+            # a node that comes back later does not answer a finished round.
             messages.append(
-                Message(content, dst_node_id=int(node), message_type=MESSAGE_TYPE)
+                Message(
+                    content,
+                    dst_node_id=int(node),
+                    message_type=MESSAGE_TYPE,
+                    ttl=float(timeout),
+                )
             )
         nodes = list(requests)
         ids = list(grid.push_messages(messages))
@@ -235,8 +242,9 @@ def make_client_app(
         A score name (``"absolute"``, ...), a fitted score object, or
         ``score(model, X, y) -> scores``. Must match the server's.
     allow_raw_scores : bool, default=False
-        Whether this node answers strategies that send its raw scores
-        (``"central"``, ``"dp-central"``).
+        Whether this node answers strategies that send its per-row scores
+        (``"central"``, ``"dp-central"``, ``"ldp-l"``, ``"ldp-l*"``); the node
+        config ``allow-raw-scores`` overrides it.
 
     Returns
     -------

@@ -41,7 +41,7 @@ RS = 7  # random_state of the in-process references
 # the deterministic "avg" and "central" are checked in test_flower_adapter.py.
 STRATEGIES = "qq,dp-qq,ldp-s"
 STARTUP_TIMEOUT = 60.0
-RUN_TIMEOUT = 300.0
+RUN_TIMEOUT = 600.0
 STOP_TIMEOUT = 15.0
 
 
