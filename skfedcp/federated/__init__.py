@@ -1,4 +1,4 @@
-"""Federation helpers: client partitions and the secure-aggregation simulation."""
+"""Federation helpers: client partitions, secure-sum simulation, Flower adapter."""
 
 from ._partition import ClientPartition, split_by_client
 from ._secure_aggregation import (
