@@ -1,22 +1,18 @@
-"""Conformity scores: how badly a prediction fits, and the set it implies."""
+"""Conformity scores: how badly a prediction fits, and the set it implies.
 
-from ._regression import (
-    REGRESSION_SCORES,
-    AbsoluteResidualScore,
-    BaseRegressionScore,
-    NormalizedResidualScore,
-    resolve_regression_score,
+Regression scores return ``(n_samples, 2)`` intervals, CQR scores work on a
+pair of predicted quantiles, classification scores return boolean
+``(n_samples, n_classes)`` sets.
+"""
+
+from ._classification import (
+    CLASSIFICATION_SCORES,
+    APSScore,
+    BaseClassificationScore,
+    LACScore,
+    resolve_classification_score,
 )
-
-__all__ = [
-    "REGRESSION_SCORES",
-    "AbsoluteResidualScore",
-    "BaseRegressionScore",
-    "NormalizedResidualScore",
-    "resolve_regression_score",
-]
-
-from ._cqr import (  # noqa: E402
+from ._cqr import (
     CQR_SCORES,
     AsymmetricCQRScore,
     BaseCQRScore,
@@ -24,32 +20,32 @@ from ._cqr import (  # noqa: E402
     NormalizedCQRScore,
     resolve_cqr_score,
 )
+from ._regression import (
+    REGRESSION_SCORES,
+    AbsoluteResidualScore,
+    BaseRegressionScore,
+    NormalizedResidualScore,
+    resolve_regression_score,
+)
+from ._two_students import TwoStudentsOffsetScore, TwoStudentsScore
 
-__all__ += [
+__all__ = [
+    "CLASSIFICATION_SCORES",
     "CQR_SCORES",
+    "REGRESSION_SCORES",
+    "APSScore",
+    "AbsoluteResidualScore",
     "AsymmetricCQRScore",
     "BaseCQRScore",
-    "CQRScore",
-    "NormalizedCQRScore",
-    "resolve_cqr_score",
-]
-
-from ._two_students import TwoStudentsOffsetScore, TwoStudentsScore  # noqa: E402
-
-__all__ += ["TwoStudentsOffsetScore", "TwoStudentsScore"]
-
-from ._classification import (  # noqa: E402
-    CLASSIFICATION_SCORES,
-    APSScore,
-    BaseClassificationScore,
-    LACScore,
-    resolve_classification_score,
-)
-
-__all__ += [
-    "CLASSIFICATION_SCORES",
-    "APSScore",
     "BaseClassificationScore",
+    "BaseRegressionScore",
+    "CQRScore",
     "LACScore",
+    "NormalizedCQRScore",
+    "NormalizedResidualScore",
+    "TwoStudentsOffsetScore",
+    "TwoStudentsScore",
     "resolve_classification_score",
+    "resolve_cqr_score",
+    "resolve_regression_score",
 ]
