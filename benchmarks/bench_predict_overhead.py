@@ -41,9 +41,11 @@ def main(argv=None):
             X[2000:4000], y[2000:4000], client_ids=ids
         )
         times = _common.compare_times(
-            {"predict": lambda m=model: m.predict(X),
-             "interval": lambda r=reg: r.predict_interval(X)},
-            repeat=9 if name == "Ridge" else 3,
+            {
+                "predict": lambda m=model: m.predict(X),
+                "interval": lambda r=reg: r.predict_interval(X),
+            },
+            repeat=31 if name == "Ridge" else 3,
         )
         t_pred, t_int = times["predict"], times["interval"]
         record[name] = {

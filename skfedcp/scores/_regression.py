@@ -76,10 +76,12 @@ class AbsoluteResidualScore(BaseRegressionScore):
     def interval(self, y_pred, threshold, X=None):
         """Return ``[y_pred - threshold, y_pred + threshold]``."""
         y_pred = np.asarray(y_pred, dtype=np.float64)
-        out = np.empty((y_pred.shape[0], 2))
-        np.subtract(y_pred, threshold, out=out[:, 0])
-        np.add(y_pred, threshold, out=out[:, 1])
-        return out
+        # Written row by row (contiguous), returned as its (n_samples, 2)
+        # transpose: half the memory traffic of writing two strided columns.
+        out = np.empty((2, y_pred.shape[0]))
+        np.subtract(y_pred, threshold, out=out[0])
+        np.add(y_pred, threshold, out=out[1])
+        return out.T
 
 
 class NormalizedResidualScore(BaseRegressionScore):
