@@ -660,3 +660,15 @@ class TestBadInput:
         X, y, ids, _ = cosine
         with pytest.raises(TypeError, match="trusted_models"):
             _fast().fit(X, y, ids, trusted_models=[object()])
+
+
+def test_missing_x_unlabeled_warns_that_the_server_sees_client_inputs():
+    from skfedcp.exceptions import PrivacyLeakWarning
+    from skfedcp.two_students import TwoStudentsRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-5, 9, size=(120, 1))
+    y = np.cos(X[:, 0]) + 0.1 * rng.normal(size=120)
+    ids = np.repeat(np.arange(4), 30)
+    with pytest.warns(PrivacyLeakWarning, match="X_unlabeled"):
+        TwoStudentsRegressor(random_state=0).fit(X, y, client_ids=ids)

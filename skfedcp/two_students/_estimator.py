@@ -14,7 +14,7 @@ from sklearn.multioutput import MultiOutputRegressor
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..exceptions import DistillationWarning, TeacherFilterWarning
+from ..exceptions import DistillationWarning, PrivacyLeakWarning, TeacherFilterWarning
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 from ..utils._validation import check_alpha, check_client_ids
 from ._filter import _in_band, ensemble_stats, truncation_filter
@@ -356,6 +356,14 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         client_ids = check_client_ids(client_ids, X.shape[0])
         # One data holder: its rows are dealt into shards, one teacher each.
         single_holder = client_models is None and np.unique(client_ids).shape[0] == 1
+        if X_unlabeled is None and not single_holder:
+            warnings.warn(
+                "X_unlabeled was not given: the students are distilled on the "
+                "clients' own inputs X, which the server then sees (the paper "
+                "distils on server-side unlabeled inputs). Pass X_unlabeled.",
+                PrivacyLeakWarning,
+                stacklevel=2,
+            )
         U = X if X_unlabeled is None else self._check_inputs("X_unlabeled", X_unlabeled)
         if U.shape[0] == 0:
             raise ValueError("X_unlabeled has 0 rows; the students need inputs.")
