@@ -141,11 +141,11 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         Levels of each feature (``statistic="contingency"`` only).
     n_projections_ : int or None
         Sketch size used (None with ``method="plain"``).
-    sketch_ : ndarray of shape (n_projections_, n_features)
+    sketch_ : ndarray of shape (n_projections, n_features)
         The aggregated sketch the server decoded (``method="sketch"``).
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Names of features seen during fit, when X has string column names.
 
     See Also

@@ -180,7 +180,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         ``staged_*`` methods).
     n_features_in_ : int
         Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Names of features seen in ``fit``, when ``X`` has string column names.
 
     See Also
