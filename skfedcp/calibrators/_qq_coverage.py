@@ -37,7 +37,7 @@ from numbers import Integral
 import numpy as np
 from scipy import integrate, special, stats
 
-from ..utils._validation import check_alpha
+from ..utils._validation import check_alpha, check_int
 
 __all__ = [
     "qq_conditional_tail",
@@ -61,13 +61,7 @@ _SCREEN_NODES = 10
 # Validation
 # --------------------------------------------------------------------------
 def _check_int(value, name, low=1, high=None):
-    if isinstance(value, bool) or not isinstance(value, Integral | np.integer):
-        raise TypeError(f"{name} must be an integer; got {value!r}.")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        upper = "" if high is None else f" and <= {high}"
-        raise ValueError(f"{name} must be >= {low}{upper}; got {value}.")
-    return value
+    return check_int(value, name, low=low, high=high)
 
 
 def _check_method(method):

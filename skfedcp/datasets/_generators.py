@@ -1,19 +1,13 @@
 """Synthetic regression data with known structure, federated or not."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from sklearn.utils import check_random_state
 
+from ..utils._validation import check_int
+
 __all__ = ["make_federated_regression", "make_romano_regression"]
-
-
-def _check_int(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int; got {value!r}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}; got {value}.")
-    return int(value)
 
 
 def _check_nonneg_real(value, name):
@@ -90,12 +84,12 @@ def make_federated_regression(
     >>> X.shape, y.shape, client_ids.tolist()
     ((12, 5), (12,), [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2])
     """
-    n_clients = _check_int(n_clients, "n_clients", 1)
-    n_features = _check_int(n_features, "n_features", 1)
+    n_clients = check_int(n_clients, "n_clients", low=1)
+    n_features = check_int(n_features, "n_features", low=1)
     noise = _check_nonneg_real(noise, "noise")
     heterogeneity = _check_nonneg_real(heterogeneity, "heterogeneity")
     if np.ndim(n_per_client) == 0:
-        sizes = np.full(n_clients, _check_int(n_per_client, "n_per_client", 1))
+        sizes = np.full(n_clients, check_int(n_per_client, "n_per_client", low=1))
     else:
         sizes = np.asarray(n_per_client)
         if sizes.shape != (n_clients,):
@@ -170,6 +164,6 @@ def make_romano_regression(n_samples, *, random_state=None):
     >>> X.shape, y.shape, bool(X.min() >= 1 and X.max() <= 5)
     ((500, 1), (500,), True)
     """
-    n_samples = _check_int(n_samples, "n_samples", 1)
+    n_samples = check_int(n_samples, "n_samples", low=1)
     X, y, _ = _romano_draw(n_samples, check_random_state(random_state))
     return X, y

@@ -7,20 +7,12 @@ import pandas as pd
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 
-from ..utils._validation import check_client_ids
+from ..utils._validation import check_client_ids, check_int
 
 __all__ = ["partition_by_column", "partition_dirichlet", "partition_iid"]
 
 # Draws of partition_dirichlet before giving up on ``min_size``.
 _MAX_DIRICHLET_TRIES = 1000
-
-
-def _check_int(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int; got {value!r}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}; got {value}.")
-    return int(value)
 
 
 def partition_iid(n_samples, n_clients, *, sizes=None, random_state=None):
@@ -55,8 +47,8 @@ def partition_iid(n_samples, n_clients, *, sizes=None, random_state=None):
     >>> np.bincount(partition_iid(10, 2, sizes=[8, 2], random_state=0)).tolist()
     [8, 2]
     """
-    n_samples = _check_int(n_samples, "n_samples", 1)
-    n_clients = _check_int(n_clients, "n_clients", 1)
+    n_samples = check_int(n_samples, "n_samples", low=1)
+    n_clients = check_int(n_clients, "n_clients", low=1)
     if sizes is None:
         if n_clients > n_samples:
             raise ValueError(
@@ -261,9 +253,9 @@ def partition_dirichlet(
     >>> client_ids.shape, sorted(set(client_ids.tolist()))
     ((300,), [0, 1, 2, 3])
     """
-    n_clients = _check_int(n_clients, "n_clients", 1)
-    n_bins = _check_int(n_bins, "n_bins", 1)
-    min_size = _check_int(min_size, "min_size", 0)
+    n_clients = check_int(n_clients, "n_clients", low=1)
+    n_bins = check_int(n_bins, "n_bins", low=1)
+    min_size = check_int(min_size, "min_size", low=0)
     if isinstance(concentration, bool) or not isinstance(concentration, Real):
         raise TypeError(f"concentration must be a float > 0; got {concentration!r}.")
     if not (np.isfinite(concentration) and concentration > 0):

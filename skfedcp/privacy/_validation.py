@@ -2,9 +2,11 @@
 
 import math
 from collections import namedtuple
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
+
+from ..utils._validation import check_int
 
 __all__ = ["PrivacyParams", "check_privacy_params"]
 
@@ -117,15 +119,7 @@ def _check_edges(edges, name):
     return arr
 
 
-def _check_int(value, name, *, low, high=None):
-    """An integer in ``[low, high]`` (``high=None``: no upper limit)."""
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an integer >= {low}; got {value!r}.")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        upper = "" if high is None else f" and <= {high}"
-        raise ValueError(f"{name} must be >= {low}{upper}; got {value}.")
-    return value
+_check_int = check_int  # the package-wide integer check
 
 
 def _check_open_unit(value, name):

@@ -1,11 +1,11 @@
 """Input checks with early, named errors."""
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["check_alpha", "check_client_ids", "check_scores"]
+__all__ = ["check_alpha", "check_client_ids", "check_int", "check_scores"]
 
 
 def check_alpha(alpha, *, name="alpha"):
@@ -33,6 +33,38 @@ def check_alpha(alpha, *, name="alpha"):
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"{name} must be in the open interval (0, 1); got {alpha!r}.")
     return alpha
+
+
+def check_int(value, name, *, low, high=None):
+    """Return ``value`` as an int after checking it lies in ``[low, high]``.
+
+    Parameters
+    ----------
+    value : int
+        The value to check; bools are rejected.
+    name : str
+        Name used in error messages.
+    low : int
+        Smallest accepted value.
+    high : int, default=None
+        Largest accepted value; ``None`` means no upper limit.
+
+    Returns
+    -------
+    value : int
+
+    Examples
+    --------
+    >>> check_int(3, "n_clients", low=1)
+    3
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer >= {low}; got {value!r}.")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        upper = "" if high is None else f" and <= {high}"
+        raise ValueError(f"{name} must be >= {low}{upper}; got {value}.")
+    return value
 
 
 def check_scores(scores, *, name="scores", allow_inf=False):
