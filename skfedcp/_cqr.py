@@ -14,7 +14,6 @@ from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 from sklearn.utils import assert_all_finite, check_random_state, get_tags
-from sklearn.utils.validation import validate_data
 
 from .base import BaseFedConformal, is_prefit
 from .exceptions import CrossingQuantilesWarning
@@ -418,21 +417,8 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         """
         self._check_models()
         levels = self._resolve_levels()
-        tags = get_tags(self).input_tags
-        X_checked, y = validate_data(
-            self,
-            X,
-            y,
-            accept_sparse=("csr", "csc") if tags.sparse else False,
-            ensure_all_finite="allow-nan" if tags.allow_nan else True,
-            dtype=None,
-            y_numeric=True,
-        )
-        if X_checked.dtype.kind == "O":  # frozen pipelines may take mixed frames
-            X_checked = X
-        X_use = X if hasattr(X, "iloc") else X_checked
+        X_use, y, client_ids = self._validate_fit_data(X, y, client_ids, y_numeric=True)
         y = np.asarray(y, dtype=np.float64)
-        client_ids = self._check_client_ids(client_ids, y.shape[0])
         rng = check_random_state(self.random_state)
         score = resolve_cqr_score(self.conformity_score)
 

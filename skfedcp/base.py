@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
+from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .calibrators import CALIBRATORS, BaseCalibrator, get_calibrator
@@ -124,6 +125,29 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
                 ensure_all_finite=False,
                 accept_sparse=True,
             )
+
+    def _validate_fit_data(self, X, y, client_ids, *, y_numeric):
+        """Validate ``X``, ``y`` and ``client_ids`` at fit time (sets n_features_in_).
+
+        Returns ``(X_use, y, client_ids)``. ``X_use`` is what the inner models
+        receive: a DataFrame as the user passed it (columns kept), the validated
+        array otherwise (also when a frozen pipeline takes mixed-type frames).
+        Sparse and NaN input follow the inner model's tags.
+        """
+        tags = get_tags(self).input_tags
+        X_checked, y = validate_data(
+            self,
+            X,
+            y,
+            accept_sparse=("csr", "csc") if tags.sparse else False,
+            ensure_all_finite="allow-nan" if tags.allow_nan else True,
+            dtype=None,
+            y_numeric=y_numeric,
+        )
+        if X_checked.dtype.kind == "O":  # frozen pipelines may take mixed frames
+            X_checked = X
+        X_use = X if hasattr(X, "iloc") else X_checked
+        return X_use, y, self._check_client_ids(client_ids, y.shape[0])
 
     @staticmethod
     def _rows(X, idx):

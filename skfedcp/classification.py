@@ -9,7 +9,6 @@ from sklearn.base import ClassifierMixin, clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
 
 from .base import BaseFedConformal, is_prefit
 from .calibrators import get_calibrator
@@ -230,24 +229,14 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
             The fitted estimator.
         """
         inner = self._inner()
-        tags = get_tags(self).input_tags
-        X_checked, y = validate_data(
-            self,
-            X,
-            y,
-            accept_sparse=("csr", "csc") if tags.sparse else False,
-            ensure_all_finite="allow-nan" if tags.allow_nan else True,
-            dtype=None,
+        X_use, y, client_ids = self._validate_fit_data(
+            X, y, client_ids, y_numeric=False
         )
-        if X_checked.dtype.kind == "O":  # frozen pipelines may take mixed frames
-            X_checked = X
         check_classification_targets(y)
-        client_ids = self._check_client_ids(client_ids, y.shape[0])
         rng = check_random_state(self.random_state)
         score = resolve_classification_score(self.conformity_score)
         prefit = is_prefit(inner)
         train_idx, cal_idx = self._calibration_split(client_ids, prefit, rng)
-        X_use = X if hasattr(X, "iloc") else X_checked
         if prefit:
             self.estimator_ = inner
         else:

@@ -7,7 +7,7 @@ from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils.validation import has_fit_parameter, validate_data
+from sklearn.utils.validation import has_fit_parameter
 
 from .base import BaseFedConformal, is_prefit
 from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
@@ -199,19 +199,7 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
             The fitted estimator.
         """
         inner = self._inner()
-        tags = get_tags(self).input_tags
-        X_checked, y = validate_data(
-            self,
-            X,
-            y,
-            accept_sparse=("csr", "csc") if tags.sparse else False,
-            ensure_all_finite="allow-nan" if tags.allow_nan else True,
-            dtype=None,
-            y_numeric=True,
-        )
-        if X_checked.dtype.kind == "O":  # frozen pipelines may take mixed frames
-            X_checked = X
-        client_ids = self._check_client_ids(client_ids, y.shape[0])
+        X_use, y, client_ids = self._validate_fit_data(X, y, client_ids, y_numeric=True)
         rng = check_random_state(self.random_state)
         score = resolve_regression_score(self.conformity_score)
         prefit = is_prefit(inner)
@@ -221,7 +209,6 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         train_idx, cal_idx = self._calibration_split(
             client_ids, not needs_training, rng
         )
-        X_use = X if hasattr(X, "iloc") else X_checked
         if prefit:
             if fit_params:
                 raise ValueError(
