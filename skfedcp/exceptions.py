@@ -104,3 +104,50 @@ class NodeExcludedWarning(UserWarning):
 
 
 __all__ += ["NodeExcludedWarning"]
+
+
+class InvalidMessageError(ValueError):
+    """A client's message does not match the public plan of the round.
+
+    Raised by a server step (:meth:`BaseCalibrator.fit_from_messages
+    <skfedcp.calibrators.BaseCalibrator.fit_from_messages>`, the LDP-S
+    rounds, the FED-chi2 rounds) before the message is used: a missing or
+    extra field, a value of the wrong type, size or shape, a size other than
+    the one the client announced, a non-finite value where the plan allows
+    none, a value off the announced grid. ``client`` and ``field`` name the
+    offending client and field.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, naming the client and the field.
+    client : object, default=None
+        Label of the client that sent the message.
+    field : str, default=None
+        Name of the offending field.
+    """
+
+    def __init__(self, message, *, client=None, field=None):
+        super().__init__(message)
+        self.client = client
+        self.field = field
+
+    def __reduce__(self):  # keep client and field through pickling (joblib)
+        return (_rebuild_invalid_message, (str(self), self.client, self.field))
+
+
+def _rebuild_invalid_message(message, client, field):
+    return InvalidMessageError(message, client=client, field=field)
+
+
+class InvalidMessageWarning(UserWarning):
+    """A client sent an invalid message and was excluded from the round.
+
+    Emitted instead of :class:`InvalidMessageError` when the server step runs
+    with ``on_invalid="exclude"`` (as the Flower server does): the rest of the
+    round goes on without that client, and the warning says which client,
+    which field and how the result was computed without it.
+    """
+
+
+__all__ += ["InvalidMessageError", "InvalidMessageWarning"]

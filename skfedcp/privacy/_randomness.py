@@ -49,9 +49,9 @@ from numbers import Integral
 import numpy as np
 from scipy.special import logsumexp
 
-__all__ = ["SECURE", "check_random_source"]
+from ..utils._random import SECURE
 
-SECURE = "secure"
+__all__ = ["SECURE", "check_random_source"]
 
 
 def check_random_source(random_state):
@@ -59,7 +59,7 @@ def check_random_source(random_state):
 
     Parameters
     ----------
-    random_state : int, Generator, RandomState, "secure" or None
+    random_state : int, Generator, RandomState, SeedSequence, "secure" or None
         See the module docstring: NumPy-backed and reproducible for an int or
         a NumPy generator, a fresh OS-seeded NumPy generator for ``None``, the
         operating system's secure generator with exact sampling for
@@ -88,6 +88,8 @@ def check_random_source(random_state):
         return _NumpySource(np.random.default_rng())
     if isinstance(random_state, np.random.Generator | np.random.RandomState):
         return _NumpySource(random_state)
+    if isinstance(random_state, np.random.SeedSequence):
+        return _NumpySource(np.random.default_rng(random_state))
     if isinstance(random_state, Integral) and not isinstance(random_state, bool):
         if random_state < 0:
             raise ValueError(f"random_state must be >= 0; got {random_state}.")

@@ -1,0 +1,111 @@
+"""Seeds for every random stream of skfedcp, never NumPy's global state.
+
+All randomness of a fit is derived from one :class:`numpy.random.SeedSequence`
+built from ``random_state``:
+
+* ``None``: fresh entropy from the operating system (``SeedSequence()``);
+* an ``int``: that seed (reproducible simulations);
+* a :class:`~numpy.random.SeedSequence`: used as it is;
+* a :class:`~numpy.random.Generator` or :class:`~numpy.random.RandomState`:
+  128 bits of entropy drawn from it (the generator advances, as scikit-learn
+  does with a ``RandomState`` argument);
+* ``"secure"``: no seed at all; every consumer draws from the operating
+  system's secure generator (:mod:`skfedcp.privacy`).
+
+Independent streams are *spawned* (full-width child seeds, not integers drawn
+from a parent stream): stream 0 is the server's, stream ``j + 1`` is client
+``j``'s in sorted-client order, so a server that only sees messages derives
+the same server stream as the in-process simulation.
+"""
+
+from numbers import Integral
+
+import numpy as np
+
+__all__ = ["SECURE", "check_seed_sequence", "spawn_generators"]
+
+SECURE = "secure"
+
+
+def check_seed_sequence(random_state, *, name="random_state", allow_secure=True):
+    """Return the :class:`~numpy.random.SeedSequence` behind ``random_state``.
+
+    Parameters
+    ----------
+    random_state : None, int, SeedSequence, Generator, RandomState or "secure"
+        See the module docstring.
+    name : str, default="random_state"
+        Argument name used in error messages.
+    allow_secure : bool, default=True
+        Whether ``"secure"`` is accepted (it is returned unchanged).
+
+    Returns
+    -------
+    seed : SeedSequence or "secure"
+
+    Examples
+    --------
+    >>> check_seed_sequence(0).entropy
+    0
+    >>> check_seed_sequence("secure")
+    'secure'
+    """
+    if random_state is None:
+        return np.random.SeedSequence()
+    if isinstance(random_state, np.random.SeedSequence):
+        return random_state
+    if isinstance(random_state, str):
+        if allow_secure and random_state == SECURE:
+            return SECURE
+    elif isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"{name} must be a non-negative int; got {random_state}.")
+        return np.random.SeedSequence(int(random_state))
+    elif isinstance(random_state, np.random.Generator):
+        return np.random.SeedSequence(
+            random_state.integers(0, 2**32, size=4, dtype=np.uint64)
+        )
+    elif isinstance(random_state, np.random.RandomState):
+        return np.random.SeedSequence(
+            random_state.randint(0, 2**32, size=4, dtype=np.uint64)
+        )
+    secure = ', "secure"' if allow_secure else ""
+    raise TypeError(
+        f"{name} must be None, an int, a numpy SeedSequence, Generator or "
+        f"RandomState{secure}; got {random_state!r}."
+    )
+
+
+def spawn_generators(random_state, n_streams, *, name="random_state"):
+    """Independent generators (or ``"secure"``) for ``n_streams`` consumers.
+
+    Parameters
+    ----------
+    random_state : None, int, SeedSequence, Generator, RandomState or "secure"
+        Root of the streams (see the module docstring).
+    n_streams : int
+        Number of streams; stream ``i`` is the ``i``-th spawned child, so the
+        first streams do not depend on ``n_streams``.
+    name : str, default="random_state"
+        Argument name used in error messages.
+
+    Returns
+    -------
+    streams : list of Generator or "secure"
+
+    Examples
+    --------
+    >>> a = spawn_generators(0, 3)
+    >>> b = spawn_generators(0, 1)
+    >>> bool(a[0].random() == b[0].random())
+    True
+    """
+    seed = check_seed_sequence(random_state, name=name)
+    if isinstance(seed, str):
+        return [SECURE] * n_streams
+    # Children of a SeedSequence are numbered from its own counter: derive
+    # them from a fresh copy so that calling twice gives the same streams.
+    root = np.random.SeedSequence(
+        seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size
+    )
+    return [np.random.default_rng(child) for child in root.spawn(n_streams)]
