@@ -151,3 +151,16 @@ class InvalidMessageWarning(UserWarning):
 
 
 __all__ += ["InvalidMessageError", "InvalidMessageWarning"]
+
+
+class SingleClientWarning(UserWarning):
+    """A federated method was fitted without ``client_ids``.
+
+    Without ``client_ids`` every row is taken to come from one client: a
+    federated strategy (``"qq"``, ``"avg"``, ``"dp-qq"``) or a secure-sum
+    protocol then runs as if the data were pooled, which is rarely what was
+    meant. Pass ``client_ids`` (or silence this warning on purpose).
+    """
+
+
+__all__ += ["SingleClientWarning"]
