@@ -4,7 +4,8 @@ import numpy as np
 
 from ..utils._quantile import conformal_rank
 from ..utils._sklearn_compat import StrOptions
-from ._base import BaseCalibrator, stack_messages
+from ._base import BaseCalibrator
+from ._messages import Problem
 from ._order_statistics import local_order_statistics
 
 __all__ = ["AveragingCalibrator"]
@@ -48,6 +49,14 @@ class AveragingCalibrator(BaseCalibrator):
     --------
     QuantileOfQuantilesCalibrator : the one-shot strategy with exact coverage.
 
+    Notes
+    -----
+    **Not robust to dishonest clients.** The server checks that each value
+    is a number (no NaN, ``+inf`` only where the client's rank exceeds its
+    size), but one client can still move the mean anywhere by sending a
+    huge finite value: with ``c`` dishonest clients the threshold is
+    unbounded. Use ``"qq"`` when clients may be dishonest.
+
     References
     ----------
     .. [1] P. Humbert, B. Le Bars, A. Bellet, S. Arlot. One-Shot Federated
@@ -67,6 +76,8 @@ class AveragingCalibrator(BaseCalibrator):
         "local_quantile": [StrOptions({"rank", "clip"})],
     }
 
+    _message_fields = {"n": "size", "quantile": "value"}
+
     def __init__(self, *, weights="uniform", local_quantile="rank"):
         self.weights = weights
         self.local_quantile = local_quantile
@@ -83,25 +94,48 @@ class AveragingCalibrator(BaseCalibrator):
 
     def client_step(self, scores, *, alpha, n_per_client=None, random_state=None):
         """Send ``(n_j, local conformal quantile)``."""
-        scores = np.asarray(scores, dtype=np.float64)
+        scores, alpha, _ = self._check_client_input(scores, alpha, None)
         n = scores.shape[0]
         (value,) = local_order_statistics([scores], [self._rank(n, alpha)])
         return {"n": n, "quantile": float(value)}
 
-    def server_step(self, messages, *, alpha, n_per_client=None, random_state=None):
+    def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
+        # A client sends +inf exactly when its rank exceeds its size.
+        ranks = plan["local_ranks"]
+        values = stacked["quantile"]
+        problems = []
+        for j in np.flatnonzero(valid & (np.isposinf(values) != (ranks > sizes))):
+            if sizes[j] == 0:
+                continue  # clients without rows are ignored
+            problems.append(
+                Problem(
+                    int(j),
+                    "quantile",
+                    f"is {values[j]!r} but the client's rank {ranks[j]} "
+                    + ("exceeds" if ranks[j] > sizes[j] else "is within")
+                    + f" its {sizes[j]} rows: it must send "
+                    + ("+inf" if ranks[j] > sizes[j] else "a finite number"),
+                )
+            )
+        return problems
+
+    def _aggregate(self, received, *, alpha, random_state):
         """Return the (weighted) mean of the local quantiles."""
-        stacked = stack_messages(messages)
-        nonempty = stacked["n"] > 0  # clients without rows do not count
+        nonempty = received.sizes > 0  # clients without rows do not count
         if not nonempty.any():
             raise ValueError("messages: no client holds any calibration row.")
-        values = stacked["quantile"][nonempty].astype(np.float64)
+        values = received.stacked["quantile"][nonempty]
         if np.isposinf(values).any():
             return np.inf
-        if self.weights == "size":
-            return float(np.average(values, weights=stacked["n"][nonempty]))
-        return float(np.mean(values))
+        weights = received.sizes[nonempty] if self.weights == "size" else None
+        # Finite values can still overflow in a plain sum (two clients at
+        # 1e308): average the values scaled by their largest magnitude.
+        scale = float(np.max(np.abs(values)))
+        if scale == 0.0:
+            return 0.0
+        return float(scale * np.average(values / scale, weights=weights))
 
-    def _simulate_clients(self, partition, scores, *, alpha, rngs):
+    def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
         ranks = [self._rank(int(n), alpha) for n in partition.sizes]
         values = local_order_statistics(partition, ranks, scores=scores)
         return {"n": partition.sizes, "quantile": values}

@@ -1,6 +1,5 @@
 """BaseCalibrator: the client step / server step protocol and its simulation."""
 
-import warnings
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -9,11 +8,23 @@ from typing import NamedTuple
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator
-from sklearn.utils import check_random_state
 
-from ..exceptions import InfiniteThresholdWarning
+from ..exceptions import (
+    InfiniteThresholdWarning,
+    InvalidMessageError,
+    InvalidMessageWarning,
+)
 from ..federated import ClientPartition
+from ..utils._random import spawn_random_states
 from ..utils._validation import check_alpha, check_scores
+from ..utils._warnings import warn_user
+from ._messages import (
+    Received,
+    check_client_labels,
+    check_client_sizes,
+    collect_messages,
+    invalid_message_error,
+)
 
 __all__ = ["BaseCalibrator", "CoverageBounds", "stack_messages"]
 
@@ -93,8 +104,11 @@ class BaseCalibrator(BaseEstimator):
     depends only on ``alpha`` and the client sizes (e.g. which ranks to use);
     a server can broadcast it before the round.
 
-    :meth:`fit` simulates one round in-process. The prediction set for a new
-    point is ``{y : score(x, y) <= threshold_}``.
+    :meth:`fit_from_messages` is the server's whole side: it checks every
+    message against the plan, aggregates, and sets the fitted attributes.
+    :meth:`fit` simulates one round in-process: it runs the clients' steps on
+    the scores and hands their messages to the same server path. The
+    prediction set for a new point is ``{y : score(x, y) <= threshold_}``.
 
     Attributes
     ----------
@@ -104,19 +118,28 @@ class BaseCalibrator(BaseEstimator):
         What the server received, one entry per client (``client`` holds the
         client labels); no raw scores unless the strategy sends them.
     clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
+        Client labels (sorted in :meth:`fit`).
     n_clients_ : int
         Number of clients.
     n_per_client_ : ndarray of shape (n_clients,)
         Calibration size of each client.
     calibration_info_ : dict
         The public plan used (ranks, exact coverage, feasibility, ...).
+    excluded_clients_ : ndarray
+        Labels of the clients whose invalid messages were left out
+        (``on_invalid="exclude"``); empty otherwise.
     """
 
     _parameter_constraints: dict = {}
 
     # Whether client or server steps consume randomness.
     _randomized = False
+
+    #: Fields of one client's message and their kinds (see
+    #: ``skfedcp.calibrators._messages.FIELD_KINDS``). ``None`` (a strategy
+    #: written against the older API that overrides ``server_step``): the
+    #: messages are only stacked and checked for NaN.
+    _message_fields = None
 
     #: Whether ``fit`` takes the ``(n, n_classes)`` score matrix of every
     #: label plus ``labels=`` (LDP-L) instead of one score per row.
@@ -157,8 +180,10 @@ class BaseCalibrator(BaseEstimator):
         n_per_client : array-like of int
             Public calibration sizes of all clients (some strategies need them
             to choose a rank).
-        random_state : int, RandomState instance or None, default=None
-            Randomness of this client's step, if any.
+        random_state : int, Generator, RandomState, SeedSequence or None, \
+                default=None
+            Randomness of this client's step, if any (``None``: fresh
+            operating-system entropy).
 
         Returns
         -------
@@ -166,42 +191,302 @@ class BaseCalibrator(BaseEstimator):
             Plain numbers or arrays.
         """
 
-    @abstractmethod
     def server_step(self, messages, *, alpha, n_per_client, random_state=None):
         """Aggregate the clients' messages into a threshold.
+
+        Every message is first checked against the public plan (see
+        :meth:`fit_from_messages`); an invalid one raises
+        :class:`~skfedcp.exceptions.InvalidMessageError`.
 
         Parameters
         ----------
         messages : list of dict or dict of array-like
-            One message per client, in any client order.
+            One message per client, in the order of ``n_per_client``.
         alpha : float
             Miscoverage level in (0, 1).
         n_per_client : array-like of int
             Public calibration sizes, in the order of ``messages``.
-        random_state : int, RandomState instance or None, default=None
+        random_state : int, Generator, RandomState, SeedSequence, "secure" \
+                or None, default=None
             Randomness of the server step, if any.
 
         Returns
         -------
         threshold : float
         """
+        self._validate_params()
+        alpha = check_alpha(alpha)
+        sizes = check_client_sizes(n_per_client)
+        received = self._receive(
+            messages,
+            clients=np.arange(sizes.shape[0]),
+            sizes=sizes,
+            alpha=alpha,
+            on_invalid="raise",
+        )
+        threshold, _ = _split_details(
+            self._aggregate(received, alpha=alpha, random_state=random_state)
+        )
+        return threshold
 
     def coverage_bounds(self, n_per_client, alpha):
         """Coverage implied by theory (see :class:`CoverageBounds`)."""
         return CoverageBounds(np.nan, np.nan)
 
-    def _random_streams(self, random_state, n_clients):
-        """Server generator and one independent stream per client.
+    # -- the server's side -------------------------------------------------
 
-        Per-client streams are seeded by integers drawn from the fit-time
-        generator, in sorted-client order. Strategies that accept other random
-        sources (e.g. the operating system's secure randomness) override this.
+    def fit_from_messages(
+        self,
+        messages,
+        *,
+        alpha,
+        n_per_client,
+        clients=None,
+        random_state=None,
+        on_invalid="raise",
+    ):
+        """Fit from what the clients sent: the server's whole side of a round.
+
+        Checks every message against the public plan, aggregates the valid
+        ones with the strategy's server step and sets the fitted attributes.
+        Both :meth:`fit` (in-process) and the Flower server go through here.
+
+        Parameters
+        ----------
+        messages : list of dict or dict of array-like
+            One message per client, in the order of ``n_per_client`` (as
+            returned by :meth:`client_step`), or the same stacked field by
+            field.
+        alpha : float
+            Miscoverage level in (0, 1).
+        n_per_client : array-like of int
+            The sizes the clients announced before the round (the public
+            plan was computed from them).
+        clients : array-like of shape (n_clients,), default=None
+            Client labels, used in errors and in ``clients_``; default
+            ``0..n_clients-1``.
+        random_state : int, Generator, RandomState, SeedSequence, "secure" \
+                or None, default=None
+            Randomness of the server step, if any. The server's stream is
+            the first stream spawned from ``random_state``, as in
+            :meth:`fit`, so the same seed gives the same server draws.
+        on_invalid : {"raise", "exclude"}, default="raise"
+            ``"raise"``: an invalid message raises
+            :class:`~skfedcp.exceptions.InvalidMessageError` naming the
+            client and the field. ``"exclude"``: the offending clients are
+            left out with an :class:`~skfedcp.exceptions.InvalidMessageWarning`
+            (how depends on the strategy: see Notes).
+
+        Returns
+        -------
+        self : object
+            The fitted calibrator.
+
+        Notes
+        -----
+        A message is valid when it has exactly the strategy's fields, plain
+        numbers where numbers are due, the size its client announced, arrays
+        of the announced length, no NaN and no ``-inf``, plus the strategy's
+        own rules (``+inf`` only where the plan allows it, values on the
+        announced grid). NaN never reaches a threshold.
+
+        With ``on_invalid="exclude"``, strategies whose messages do not depend
+        on the plan (central, Avg, DP central, LDP-L) drop the offenders and
+        recompute the plan for the remaining clients; QQ and DP-QQ, whose
+        clients used ranks computed for every announced client, count each
+        offender as having sent ``+inf``, which can only raise the threshold:
+        the announced coverage guarantee still holds for the honest clients'
+        data. A deployment that prefers the tighter plan of the remaining
+        clients runs a new round with them (as the Flower server does for
+        non-private strategies).
+
+        Examples
+        --------
+        >>> from skfedcp.calibrators import QuantileOfQuantilesCalibrator
+        >>> cal = QuantileOfQuantilesCalibrator()
+        >>> messages = [{"n": 10, "quantile": float(q)} for q in range(1, 6)]
+        >>> cal = cal.fit_from_messages(messages, alpha=0.1, n_per_client=[10] * 5)
+        >>> cal.threshold_, cal.calibration_info_["k"]
+        (3.0, 3)
         """
-        rng = check_random_state(random_state)
-        seeds = rng.randint(np.iinfo(np.int32).max, size=n_clients)
-        return rng, [np.random.RandomState(seed) for seed in seeds]
+        self._validate_params()
+        alpha = check_alpha(alpha)
+        sizes = check_client_sizes(n_per_client)
+        clients = check_client_labels(clients, sizes.shape[0])
+        if on_invalid not in ("raise", "exclude"):
+            raise ValueError(
+                f'on_invalid must be "raise" or "exclude"; got {on_invalid!r}.'
+            )
+        server_rng = None
+        if self._randomized:
+            server_rng = spawn_random_states(random_state, 1)[0]
+        return self._fit_messages(
+            messages,
+            clients=clients,
+            sizes=sizes,
+            alpha=alpha,
+            random_state=server_rng,
+            on_invalid=on_invalid,
+        )
 
-    def _simulate_clients(self, partition, scores, *, alpha, rngs):
+    def _fit_messages(
+        self,
+        messages,
+        *,
+        clients,
+        sizes,
+        alpha,
+        random_state,
+        on_invalid,
+        trusted=False,
+    ):
+        received = self._receive(
+            messages,
+            clients=clients,
+            sizes=sizes,
+            alpha=alpha,
+            on_invalid=on_invalid,
+            trusted=trusted,
+        )
+        threshold, details = _split_details(
+            self._aggregate(received, alpha=alpha, random_state=random_state)
+        )
+        if np.isnan(threshold):  # defensive: aggregation of checked values
+            raise RuntimeError(f"{type(self).__name__}: the threshold is NaN.")
+        self.threshold_ = threshold
+        self.messages_ = {"client": received.clients, **self._public_messages(received)}
+        self.clients_ = received.clients
+        self.n_clients_ = int(received.clients.shape[0])
+        self.n_per_client_ = received.sizes
+        self.calibration_info_ = received.plan
+        self.excluded_clients_ = received.excluded
+        self._after_fit(received, alpha=alpha, details=details)
+        return self
+
+    def _server_plan(self, sizes, alpha, stacked):
+        """The plan the server checks messages against (default: :meth:`plan`)."""
+        return self.plan(sizes, alpha)
+
+    def _receive(self, messages, *, clients, sizes, alpha, on_invalid, trusted=False):
+        """Check messages against the plan; raise, or exclude the offenders."""
+        stacked, problems = collect_messages(
+            messages, self._message_fields, sizes, trusted=trusted
+        )
+        plan = self._server_plan(sizes, alpha, stacked)
+        bad = np.zeros(sizes.shape[0], dtype=bool)
+        bad[[p.index for p in problems]] = True
+        problems += [
+            p
+            for p in self._check_messages(
+                stacked, sizes=sizes, plan=plan, alpha=alpha, valid=~bad
+            )
+            if not bad[p.index]
+        ]
+        excluded = clients[:0]
+        if problems:
+            problems.sort(key=lambda p: p.index)
+            if on_invalid == "raise":
+                raise invalid_message_error(problems[0], clients, len(problems))
+            bad[[p.index for p in problems]] = True
+            if bad.all():
+                raise InvalidMessageError(
+                    f"{type(self).__name__}: every client sent an invalid message "
+                    f"(first: {invalid_message_error(problems[0], clients)}); "
+                    "nothing is left to calibrate on."
+                )
+            listed = "; ".join(
+                str(invalid_message_error(p, clients))
+                .removeprefix("invalid message from ")
+                .rstrip(".")
+                for p in problems[:5]
+            )
+            more = "; ..." if len(problems) > 5 else ""
+            stacked, clients, sizes, plan, excluded = self._exclude(
+                stacked, clients=clients, sizes=sizes, plan=plan, bad=bad, alpha=alpha
+            )
+            warn_user(
+                f"{type(self).__name__}: {len(problems)} client(s) sent an invalid "
+                f"message and were excluded ({listed}{more}). "
+                f"{self._exclusion_note()}",
+                InvalidMessageWarning,
+            )
+        return Received(stacked, clients, sizes, plan, excluded)
+
+    def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
+        """Strategy rules beyond the field kinds; return a list of ``Problem``.
+
+        ``valid`` marks the clients whose fields passed the generic checks;
+        the others hold placeholders and must be skipped.
+        """
+        return []
+
+    def _exclude(self, stacked, *, clients, sizes, plan, bad, alpha):
+        """Leave out the clients flagged in ``bad``.
+
+        Default: drop them and recompute the plan for the others (right for
+        strategies whose messages do not depend on the plan).
+        """
+        keep = ~bad
+        stacked = {key: value[keep] for key, value in stacked.items()}
+        sizes = sizes[keep]
+        plan = self._server_plan(sizes, alpha, stacked)
+        return stacked, clients[keep], sizes, plan, clients[bad]
+
+    def _exclusion_note(self):
+        return "The plan was recomputed for the remaining clients."
+
+    def _aggregate(self, received, *, alpha, random_state):
+        """The server step proper, on checked messages: a float or a pair.
+
+        Returns the threshold, or ``(threshold, details)`` where ``details``
+        is handed to :meth:`_after_fit`. The default calls an overridden
+        :meth:`server_step` (strategies written against the older API).
+        """
+        if type(self).server_step is BaseCalibrator.server_step:
+            raise NotImplementedError(
+                f"{type(self).__name__} must implement _aggregate (or server_step)."
+            )
+        return self.server_step(
+            received.stacked,
+            alpha=alpha,
+            n_per_client=received.sizes,
+            random_state=random_state,
+        )
+
+    def _public_messages(self, received):
+        """What ``messages_`` keeps of the received messages (default: all)."""
+        return received.stacked
+
+    def _after_fit(self, received, *, alpha, details=None):
+        """Warn about a trivial threshold; other strategies set more attributes.
+
+        ``details`` is the second item when :meth:`_aggregate` returns a
+        ``(threshold, details)`` pair.
+        """
+        if np.isposinf(self.threshold_):
+            warn_user(
+                f"{type(self).__name__}: the calibrated threshold is +inf "
+                f"(alpha={alpha}, client sizes {_describe_sizes(received.sizes)}); "
+                "prediction sets are trivial. Use more calibration data or a larger "
+                "alpha.",
+                InfiniteThresholdWarning,
+            )
+
+    # -- the in-process simulation -------------------------------------------
+
+    def _random_streams(self, random_state, n_clients):
+        """The server's stream and one independent stream per client.
+
+        All are spawned from one ``SeedSequence`` (stream 0: the server;
+        stream ``j + 1``: client ``j`` in sorted-client order); ``None`` means
+        fresh operating-system entropy and ``"secure"`` is passed on as is.
+        """
+        if not self._randomized:
+            return None, [None] * n_clients
+        streams = spawn_random_states(random_state, n_clients + 1)
+        return streams[0], streams[1:]
+
+    def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
         """Messages of every client, stacked; override to vectorize.
 
         Must return exactly what calling :meth:`client_step` on each client
@@ -209,7 +494,6 @@ class BaseCalibrator(BaseEstimator):
         """
         groups = partition.split(scores)
         step = partial(self.client_step, alpha=alpha, n_per_client=partition.sizes)
-        n_jobs = getattr(self, "_n_jobs", None)
         if n_jobs is None or n_jobs == 1:
             messages = [
                 step(g, random_state=r) for g, r in zip(groups, rngs, strict=True)
@@ -221,13 +505,23 @@ class BaseCalibrator(BaseEstimator):
             )
         return stack_messages(messages)
 
-    def _server_from_stacked(self, stacked, *, alpha, n_per_client, random_state):
-        return self.server_step(
-            stacked, alpha=alpha, n_per_client=n_per_client, random_state=random_state
-        )
+    def _check_fit_scores(self, scores):
+        return check_scores(scores)
+
+    def _check_client_input(self, scores, alpha, n_per_client):
+        """A client's own checks before it computes its message."""
+        self._validate_params()
+        scores = self._check_fit_scores(scores)
+        alpha = check_alpha(alpha)
+        if n_per_client is not None:
+            n_per_client = check_client_sizes(n_per_client)
+        return scores, alpha, n_per_client
 
     def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
         """Simulate one calibration round in-process.
+
+        Runs every client's step on its own rows, then the server's side
+        (:meth:`fit_from_messages`) on the messages.
 
         Parameters
         ----------
@@ -237,9 +531,11 @@ class BaseCalibrator(BaseEstimator):
             Client label of each row; ``None`` means one client.
         alpha : float
             Miscoverage level in (0, 1).
-        random_state : int, RandomState instance or None, default=None
-            Seeds the clients' and the server's randomness (per-client streams
-            are drawn from it in sorted-client order).
+        random_state : int, Generator, RandomState, SeedSequence, "secure" \
+                or None, default=None
+            Root of the clients' and the server's randomness (independent
+            streams spawned from one ``SeedSequence``; ``None``: fresh
+            operating-system entropy, never NumPy's global state).
         n_jobs : int, default=None
             Run the clients' steps in parallel with joblib (``-1``: all cores).
             Only strategies without a vectorised simulation use it; results do
@@ -252,38 +548,26 @@ class BaseCalibrator(BaseEstimator):
         """
         self._validate_params()
         alpha = check_alpha(alpha)
-        scores = check_scores(scores)
+        scores = self._check_fit_scores(scores)
         partition = ClientPartition(client_ids, scores.shape[0])
-        sizes = partition.sizes
-        if self._randomized:
-            rng, rngs = self._random_streams(random_state, partition.n_clients)
-        else:
-            rng = None
-            rngs = [None] * partition.n_clients
-        self._n_jobs = n_jobs
-        try:
-            stacked = self._simulate_clients(partition, scores, alpha=alpha, rngs=rngs)
-        finally:
-            del self._n_jobs
-        self.threshold_ = float(
-            self._server_from_stacked(
-                stacked, alpha=alpha, n_per_client=sizes, random_state=rng
-            )
+        server_rng, rngs = self._random_streams(random_state, partition.n_clients)
+        stacked = self._simulate_clients(
+            partition, scores, alpha=alpha, rngs=rngs, n_jobs=n_jobs
         )
-        self.messages_ = {"client": partition.clients, **stacked}
-        self.clients_ = partition.clients
-        self.n_clients_ = partition.n_clients
-        self.n_per_client_ = sizes
-        self.calibration_info_ = self.plan(sizes, alpha)
-        if np.isposinf(self.threshold_):
-            warnings.warn(
-                f"{type(self).__name__}: the calibrated threshold is +inf "
-                f"(alpha={alpha}, client sizes {_describe_sizes(sizes)}); prediction "
-                "sets are trivial. Use more calibration data or a larger alpha.",
-                InfiniteThresholdWarning,
-                stacklevel=2,
-            )
-        return self
+        return self._fit_messages(
+            stacked,
+            clients=partition.clients,
+            sizes=partition.sizes,
+            alpha=alpha,
+            random_state=server_rng,
+            on_invalid="raise",
+            trusted=True,
+        )
+
+
+def _split_details(result):
+    threshold, details = result if isinstance(result, tuple) else (result, None)
+    return float(threshold), details
 
 
 def _describe_sizes(sizes):

@@ -3,7 +3,7 @@
 import numpy as np
 
 from ..utils._quantile import conformal_quantile, conformal_rank
-from ._base import BaseCalibrator, CoverageBounds, stack_messages
+from ._base import BaseCalibrator, CoverageBounds
 
 __all__ = ["CentralCalibrator"]
 
@@ -16,6 +16,8 @@ class CentralCalibrator(BaseCalibrator):
     every federated strategy is compared with, and leaks every score.
 
     **Message** (one per client): ``{"n": n_j, "scores": array of n_j floats}``.
+    The server checks that each client sends exactly its announced number of
+    finite scores.
 
     Attributes
     ----------
@@ -54,6 +56,8 @@ class CentralCalibrator(BaseCalibrator):
     0.9
     """
 
+    _message_fields = {"n": "size", "scores": "scores"}
+
     def plan(self, n_per_client, alpha):
         """Return the pooled rank and its exact coverage for continuous scores."""
         n_total = int(np.sum(n_per_client))
@@ -67,16 +71,14 @@ class CentralCalibrator(BaseCalibrator):
 
     def client_step(self, scores, *, alpha, n_per_client=None, random_state=None):
         """Send this client's raw scores (the strategy has no privacy)."""
-        scores = np.asarray(scores, dtype=np.float64)
+        scores, _, _ = self._check_client_input(scores, 0.5, None)
         return {"n": scores.shape[0], "scores": scores}
 
-    def server_step(self, messages, *, alpha, n_per_client=None, random_state=None):
+    def _aggregate(self, received, *, alpha, random_state):
         """Pool the scores and return their conformal quantile."""
-        stacked = stack_messages(messages)
-        pooled = np.concatenate([np.atleast_1d(s) for s in stacked["scores"]])
-        return conformal_quantile(pooled, alpha, warn=False)
+        return conformal_quantile(_pooled(received.stacked), alpha, warn=False)
 
-    def _simulate_clients(self, partition, scores, *, alpha, rngs):
+    def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
         groups = np.empty(partition.n_clients, dtype=object)
         groups[:] = partition.split(scores)
         return {"n": partition.sizes, "scores": groups}
@@ -85,3 +87,11 @@ class CentralCalibrator(BaseCalibrator):
         """Return ``(rank/(N+1), rank/(N+1))``; ``(1, 1)`` if infeasible."""
         coverage = self.plan(n_per_client, alpha)["coverage"]
         return CoverageBounds(coverage, coverage)
+
+
+def _pooled(stacked):
+    """All clients' score arrays, concatenated."""
+    parts = list(stacked["scores"])
+    if not parts:
+        return np.empty(0)
+    return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])

@@ -5,12 +5,15 @@ correction terms in :mod:`skfedcp.privacy._ldp_analysis`.
 """
 
 import math
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
 
-from ..exceptions import InfiniteThresholdWarning, VacuousGuaranteeWarning
+from ..exceptions import (
+    InfiniteThresholdWarning,
+    InvalidMessageError,
+    VacuousGuaranteeWarning,
+)
 from ..federated import ClientPartition
 from ..privacy import (
     check_privacy_params,
@@ -25,10 +28,11 @@ from ..privacy._ldp_analysis import (
     ldp_correction,
     ldp_sample_size,
 )
-from ..privacy._randomness import SECURE
 from ..utils._sklearn_compat import Interval, StrOptions
 from ..utils._validation import check_alpha
+from ..utils._warnings import warn_user
 from ._base import BaseCalibrator, CoverageBounds, stack_messages
+from ._messages import Problem
 
 __all__ = [
     "LDPCorrection",
@@ -107,30 +111,21 @@ class _LDPMixin:
 
     def _warn_guarantee(self, alpha, correction, name):
         if not self._star and correction >= 1.0 - alpha:
-            warnings.warn(
+            warn_user(
                 f"{type(self).__name__}: the correction {name}={correction:.4g} is "
                 f">= 1 - alpha = {1 - alpha:.4g}, so the guarantee "
                 f"1 - alpha - {name} is vacuous; the threshold is still computed. "
                 "Use more users, a larger epsilon or a larger delta.",
                 VacuousGuaranteeWarning,
-                stacklevel=3,
             )
 
-    def _random_streams(self, random_state, n_clients):
-        # "secure": every user's noise from the OS's secure generator; the
-        # server's group assignment is public and uses a fresh NumPy generator.
-        if isinstance(random_state, str) and random_state == SECURE:
-            return np.random.RandomState(), [SECURE] * n_clients
-        return BaseCalibrator._random_streams(self, random_state, n_clients)
-
     def _warn_infinite(self, alpha, correction, name):
-        warnings.warn(
+        warn_user(
             f"{type(self).__name__}: the target 1 - alpha + {name} = "
             f"{1 - alpha + correction:.4g} is >= 1 ({name}={correction:.4g} >= "
             f"alpha={alpha:g}); the threshold is +inf and prediction sets hold "
             "every label. Use more users, a larger epsilon or a larger delta.",
             InfiniteThresholdWarning,
-            stacklevel=3,
         )
 
 
@@ -283,6 +278,12 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
     #: The calibrator needs the ``(n, k)`` score matrix and the labels.
     requires_score_matrix = True
 
+    _message_fields = {
+        "n": "size",
+        "scores": "score_matrix",
+        "noisy_labels": "labels",
+    }
+
     def __init__(
         self,
         *,
@@ -415,11 +416,13 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         Parameters
         ----------
         messages : list of dict or dict of array-like
-            The clients' messages (see :meth:`client_step`).
+            The clients' messages (see :meth:`client_step`), checked first:
+            ``(n_j, n_classes)`` finite scores, ``n_j`` noisy labels in
+            ``0..n_classes-1``.
         alpha : float
             Miscoverage level in (0, 1).
         n_per_client : array-like of int, default=None
-            Unused (the sizes are in the messages).
+            Announced sizes; ``None`` takes them from the messages.
         random_state : None
             Unused: the server step is deterministic.
 
@@ -427,41 +430,64 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         -------
         threshold : float
         """
-        return self._server_search(messages, alpha=alpha)[0]
+        if n_per_client is None:
+            n_per_client = _announced_sizes(messages)
+        return super().server_step(
+            messages, alpha=alpha, n_per_client=n_per_client, random_state=None
+        )
 
-    def _server_search(self, messages, *, alpha):
-        self._validate_params()
-        alpha = check_alpha(alpha)
-        stacked = stack_messages(messages)
-        if not {"scores", "noisy_labels"} <= stacked.keys():
-            raise ValueError(
-                "LDP-L messages must carry 'scores' and 'noisy_labels' (see "
-                "client_step)."
+    def _server_plan(self, sizes, alpha, stacked):
+        widths = [m.shape[1] for m in stacked["scores"] if m.ndim == 2 and m.size]
+        if not widths:
+            raise InvalidMessageError(
+                "LDP-L: no client sent a score matrix with rows.", field="scores"
             )
-        matrix = _check_score_matrix(
-            np.concatenate(
-                [
-                    np.asarray(m, dtype=np.float64)
-                    for m in _per_client(stacked["scores"])
-                ]
+        # The number of classes is public; take the width most clients use
+        # and flag the others.
+        values, counts = np.unique(widths, return_counts=True)
+        n_classes = int(values[np.argmax(counts)])
+        if n_classes < 2:
+            raise InvalidMessageError(
+                f"LDP-L: score matrices must have n_classes >= 2 columns; got "
+                f"{n_classes}.",
+                field="scores",
             )
-        )
-        noisy = np.concatenate(
-            [np.asarray(v).ravel() for v in _per_client(stacked["noisy_labels"])]
-        )
+        return self.plan([int(sizes.sum())], alpha, n_classes=n_classes)
+
+    def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
+        k = plan["n_classes"]
+        problems = []
+        for j in np.flatnonzero(valid & (sizes > 0)):
+            matrix, noisy = stacked["scores"][j], stacked["noisy_labels"][j]
+            if matrix.shape[1] != k:
+                problems.append(
+                    Problem(
+                        int(j),
+                        "scores",
+                        f"has {matrix.shape[1]} columns; the other clients send "
+                        f"{k} (one per class)",
+                    )
+                )
+            elif noisy.max() >= k:
+                problems.append(
+                    Problem(int(j), "noisy_labels", f"must be integers in 0..{k - 1}")
+                )
+        return problems
+
+    def _aggregate(self, received, *, alpha, random_state):
+        rows = received.sizes > 0
+        matrix = np.concatenate(list(received.stacked["scores"][rows]))
+        noisy = np.concatenate(list(received.stacked["noisy_labels"][rows]))
+        return self._search(matrix, noisy, received.plan, alpha=alpha)
+
+    def _search(self, matrix, noisy, plan, *, alpha):
+        """The threshold search on checked arrays: ``(threshold, details)``."""
         n, k = matrix.shape
-        if noisy.shape[0] != n:
-            raise ValueError("noisy_labels must have one entry per row of scores.")
-        if noisy.dtype.kind not in "iu" or (
-            n and (noisy.min() < 0 or noisy.max() >= k)
-        ):
-            raise ValueError(f"noisy_labels must be integers in 0..{k - 1}.")
-        plan = self.plan([n], alpha, n_classes=k)
         correction, target = plan["correction"], plan["target"]
         info = {"n_steps_used": 0, "stopped_early": False}
         if not plan["feasible"]:
             self._warn_infinite(alpha, correction, "Delta_L")
-            return np.inf, plan, info
+            return np.inf, info
         self._warn_guarantee(alpha, correction, "Delta_L")
         beta = plan["beta"]
         sorted_all = np.sort(matrix, axis=None)
@@ -473,7 +499,7 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             # The estimate reaches 1 at the largest score, so hits is empty
             # only through rounding when the target is within 1e-16 of 1.
             threshold = float(candidates[hits[0]]) if hits.size else np.inf
-            return threshold, plan, info
+            return threshold, info
         lo, hi = _check_bounds(self.score_bounds, type(self).__name__)
         band = correction / 2.0
         for step in range(1, self.n_steps + 1):
@@ -483,8 +509,19 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             )[0]
             lo, hi, stop = _bisection_update(lo, hi, query, estimate, target, band)
             if stop:
-                return query, plan, {"n_steps_used": step, "stopped_early": True}
-        return query, plan, {"n_steps_used": self.n_steps, "stopped_early": False}
+                return query, {"n_steps_used": step, "stopped_early": True}
+        return query, {"n_steps_used": self.n_steps, "stopped_early": False}
+
+    def _after_fit(self, received, *, alpha, details=None):
+        plan = received.plan
+        self.correction_ = plan["correction"]
+        self.target_coverage_ = plan["target"]
+        self.beta_ = plan["beta"]
+        self.n_classes_ = plan["n_classes"]
+        self.epsilon_eff_ = self.epsilon / math.sqrt(plan["n"])
+        self.epsilon_spent_ = float(self.epsilon)
+        self.n_steps_used_ = details["n_steps_used"]
+        self.stopped_early_ = details["stopped_early"]
 
     def fit(
         self,
@@ -538,30 +575,22 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
                 f"({matrix.shape[0]}); got shape {labels.shape}."
             )
         partition = ClientPartition(client_ids, matrix.shape[0])
-        _, rngs = self._random_streams(random_state, partition.n_clients)
+        server_rng, rngs = self._random_streams(random_state, partition.n_clients)
         messages = [
             self.client_step(m, labels=y, random_state=r)
             for m, y, r in zip(
                 partition.split(matrix), partition.split(labels), rngs, strict=True
             )
         ]
-        stacked = stack_messages(messages)
-        threshold, plan, info = self._server_search(stacked, alpha=alpha)
-        self.threshold_ = float(threshold)
-        self.correction_ = plan["correction"]
-        self.target_coverage_ = plan["target"]
-        self.beta_ = plan["beta"]
-        self.n_classes_ = plan["n_classes"]
-        self.epsilon_eff_ = self.epsilon / math.sqrt(plan["n"])
-        self.epsilon_spent_ = float(self.epsilon)
-        self.n_steps_used_ = info["n_steps_used"]
-        self.stopped_early_ = info["stopped_early"]
-        self.messages_ = {"client": partition.clients, **stacked}
-        self.clients_ = partition.clients
-        self.n_clients_ = partition.n_clients
-        self.n_per_client_ = partition.sizes
-        self.calibration_info_ = plan
-        return self
+        return self._fit_messages(
+            stack_messages(messages),
+            clients=partition.clients,
+            sizes=partition.sizes,
+            alpha=alpha,
+            random_state=server_rng,
+            on_invalid="raise",
+            trusted=True,
+        )
 
 
 class LDPLabelStarCalibrator(LDPLabelCalibrator):
@@ -663,3 +692,12 @@ def _check_score_matrix(scores):
     if np.isnan(matrix).any():
         raise ValueError("scores must not contain NaN.")
     return matrix
+
+
+def _announced_sizes(messages):
+    """Sizes carried by the messages themselves (LDP-L's server needs no plan)."""
+    if isinstance(messages, dict):
+        return messages.get("n")
+    if isinstance(messages, list | tuple):
+        return [m.get("n") if isinstance(m, dict) else None for m in messages]
+    return messages

@@ -4,12 +4,12 @@ import math
 from numbers import Integral
 
 import numpy as np
-from sklearn.utils import check_random_state
 
+from ..exceptions import InvalidMessageError
 from ..federated import ClientPartition
 from ..privacy import binary_randomized_response, debias_fraction
 from ..privacy._ldp_analysis import _rr_constant, _score_correction
-from ..privacy._randomness import SECURE
+from ..utils._random import check_seed_sequence, spawn_random_states
 from ..utils._sklearn_compat import Interval, StrOptions
 from ..utils._validation import check_alpha, check_scores
 from ._base import BaseCalibrator, CoverageBounds
@@ -20,6 +20,7 @@ from ._ldp import (
     _check_sizes,
     _LDPMixin,
 )
+from ._messages import check_client_labels, check_client_sizes
 
 __all__ = ["LDPScoreCalibrator", "LDPScoreStarCalibrator"]
 
@@ -261,8 +262,11 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             Number of users of each client (public).
         alpha : float
             Miscoverage level in (0, 1).
-        random_state : int, RandomState instance or None, default=None
-            Seeds the random assignment of users to groups.
+        random_state : int, Generator, RandomState, SeedSequence or None, \
+                default=None
+            Seeds the random assignment of users to groups (public; ``None``:
+            fresh operating-system entropy). Give the same value to
+            :meth:`fit_from_messages` to check the answers afterwards.
 
         Returns
         -------
@@ -278,10 +282,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         alpha = check_alpha(alpha)
         sizes = _check_sizes(n_per_client)
         lo, hi = _check_bounds(self.score_bounds, type(self).__name__)
-        if isinstance(random_state, str) and random_state == SECURE:
-            rng = np.random.RandomState()  # the assignment is public
-        else:
-            rng = check_random_state(random_state)
+        rng = _assignment_rng(random_state)
         group_size, n_groups = plan["group_size"], self.n_groups
         groups = rng.permutation(plan["n"])[: n_groups * group_size]
         state = {
@@ -358,37 +359,21 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         if state["done"]:
             raise ValueError("the LDP-S protocol is already finished (done=True).")
         queries = state["queries"]
-        if len(messages) != len(queries):
-            raise ValueError(
-                f"expected one message per client ({len(queries)}); got "
-                f"{len(messages)}."
+        if not isinstance(messages, list | tuple) or len(messages) != len(queries):
+            raise InvalidMessageError(
+                f"expected a list with one message (or None) per client "
+                f"({len(queries)}); got {_describe(messages)}."
             )
-        reports = []
-        for query, message in zip(queries, messages, strict=True):
-            asked = np.asarray(query["users"])
-            if message is None:
-                if asked.size:
-                    raise ValueError(
-                        f"a client asked {asked.size} user(s) in round "
-                        f"{query['round']} sent no message."
-                    )
-                continue
-            if int(message["round"]) != query["round"] or not np.array_equal(
-                np.asarray(message["users"]), asked
-            ):
-                raise ValueError(
-                    f"a message does not answer the round-{query['round']} query "
-                    "(wrong round or users)."
-                )
-            bits = np.asarray(message["reports"])
-            if bits.shape != asked.shape or not np.isin(bits, (0, 1)).all():
-                raise ValueError("reports must hold one 0/1 bit per asked user.")
-            reports.append(bits)
-        reports = np.concatenate(reports) if reports else np.empty(0)
+        reports = [
+            _check_answer(j, query, message)
+            for j, (query, message) in enumerate(zip(queries, messages, strict=True))
+        ]
+        reports = np.concatenate([r for r in reports if r is not None] or [[]])
         if reports.shape[0] != state["group_size"]:
-            raise ValueError(
+            raise InvalidMessageError(
                 f"round {queries[0]['round']} received {reports.shape[0]} answers; "
-                f"the group has {state['group_size']} users."
+                f"the group has {state['group_size']} users.",
+                field="reports",
             )
         estimate = debias_fraction(float(reports.mean()), epsilon=state["epsilon"])
         query = queries[0]["threshold"]
@@ -469,12 +454,17 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         alpha = check_alpha(alpha)
         scores = check_scores(scores, allow_inf=True)
         partition = ClientPartition(client_ids, scores.shape[0])
-        rng, rngs = self._random_streams(random_state, partition.n_clients)
+        # The group assignment is public: with "secure", a fresh seed that
+        # the live run and the server's check share.
+        seed = check_seed_sequence(random_state)
+        public = np.random.SeedSequence() if isinstance(seed, str) else seed
+        _, rngs = self._random_streams(seed, partition.n_clients)
         local = partition.split(scores)
         answered = [np.zeros(size, dtype=np.intp) for size in partition.sizes]
-        received = [[] for _ in range(partition.n_clients)]
-        log = {"round": [], "client": [], "user": []}
-        state = self.server_init(partition.sizes, alpha=alpha, random_state=rng)
+        rounds = []
+        state = self.server_init(
+            partition.sizes, alpha=alpha, random_state=_server_stream(public)
+        )
         while not state["done"]:
             messages = []
             for j, query in enumerate(state["queries"]):
@@ -488,16 +478,124 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
                         "LDP-S simulation: a user was queried twice; each user "
                         "answers at most once."
                     )
-                message = self.client_respond(local[j], query, random_state=rngs[j])
-                messages.append(message)
-                received[j].append(message["reports"])
-                log["round"].append(np.full(users.size, query["round"]))
-                log["client"].append(
-                    np.repeat(partition.clients[j : j + 1], users.size)
+                messages.append(
+                    self.client_respond(local[j], query, random_state=rngs[j])
                 )
-                log["user"].append(users)
+            rounds.append(messages)
             state = self.server_update(state, messages)
-        reports = np.empty(partition.n_clients, dtype=object)
+        return self.fit_from_messages(
+            rounds,
+            alpha=alpha,
+            n_per_client=partition.sizes,
+            clients=partition.clients,
+            random_state=public,
+        )
+
+    def fit_from_messages(
+        self,
+        messages,
+        *,
+        alpha,
+        n_per_client,
+        clients=None,
+        random_state=None,
+        on_invalid="raise",
+    ):
+        """Fit from the transcript of a protocol run: the server's whole side.
+
+        Replays :meth:`server_init` and :meth:`server_update` on what the
+        clients answered, checking every answer against the query the server
+        posed, and sets the fitted attributes. The server sees only the bits.
+
+        Parameters
+        ----------
+        messages : list of list
+            One entry per round; each a list with one message per client (a
+            :meth:`client_respond` dict, or ``None`` for a client with no
+            asked user), in the order of ``n_per_client``.
+        alpha : float
+            Miscoverage level in (0, 1).
+        n_per_client : array-like of int
+            Number of users of each client (announced before the run).
+        clients : array-like of shape (n_clients,), default=None
+            Client labels (default ``0..n_clients-1``).
+        random_state : int, Generator, RandomState or SeedSequence
+            The seed the run's :meth:`server_init` used for the (public)
+            group assignment: the answers are checked against those groups.
+        on_invalid : "raise", default="raise"
+            An invalid answer raises
+            :class:`~skfedcp.exceptions.InvalidMessageError`. Excluding a
+            client is not possible here: the correction assumed every
+            group's full size.
+
+        Returns
+        -------
+        self : LDPScoreCalibrator
+            The fitted calibrator.
+        """
+        self._validate_params()
+        alpha = check_alpha(alpha)
+        sizes = check_client_sizes(n_per_client)
+        clients = check_client_labels(clients, sizes.shape[0])
+        if on_invalid != "raise":
+            raise ValueError(
+                f'on_invalid must be "raise" for the interactive LDP-S protocol '
+                f"(an excluded answer would shrink a group below the size its "
+                f"correction assumed); got {on_invalid!r}."
+            )
+        if isinstance(random_state, str) or random_state is None:
+            raise ValueError(
+                "random_state must be the seed given to server_init for the "
+                "group assignment (an int or a SeedSequence), so that the answers "
+                f"can be checked against the groups; got {random_state!r}."
+            )
+        if not isinstance(messages, list | tuple):
+            raise InvalidMessageError(
+                "messages must be a list of rounds, each a list with one message "
+                f"(or None) per client; got {type(messages).__name__}."
+            )
+        state = self.server_init(
+            sizes,
+            alpha=alpha,
+            random_state=_server_stream(check_seed_sequence(random_state)),
+        )
+        received = [[] for _ in range(sizes.shape[0])]
+        log = {"round": [], "client": [], "user": []}
+        for round_messages in messages:
+            if state["done"]:
+                raise InvalidMessageError(
+                    f"the transcript has {len(messages)} rounds; the protocol "
+                    f"finished after {state['round']}."
+                )
+            try:
+                new_state = self.server_update(state, round_messages)
+            except InvalidMessageError as exc:
+                if exc.client is None:
+                    raise
+                raise InvalidMessageError(
+                    str(exc).replace(
+                        f"client {exc.client}", f"client {clients[exc.client]!r}", 1
+                    ),
+                    client=clients[exc.client],
+                    field=exc.field,
+                ) from None
+            for j, (query, message) in enumerate(
+                zip(state["queries"], round_messages, strict=True)
+            ):
+                if message is None:
+                    continue
+                users = np.asarray(query["users"], dtype=np.intp)
+                received[j].append(np.asarray(message["reports"], dtype=np.int64))
+                log["round"].append(np.full(users.size, query["round"]))
+                log["client"].append(np.repeat(clients[j : j + 1], users.size))
+                log["user"].append(users)
+            state = new_state
+        if not state["done"]:
+            raise InvalidMessageError(
+                f"the transcript ends after {state['round']} round(s) but the "
+                "protocol is not finished."
+            )
+        reports = np.empty(sizes.shape[0], dtype=object)
         reports[:] = [
             np.concatenate(r) if r else np.empty(0, dtype=np.int64) for r in received
         ]
@@ -514,19 +612,23 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         }
         self.transcript_ = {
             "round": _concat(log["round"], np.intp),
-            "client": _concat(log["client"], partition.clients.dtype),
+            "client": _concat(log["client"], clients.dtype),
             "user": _concat(log["user"], np.intp),
         }
         self.messages_ = {
-            "client": partition.clients,
+            "client": clients,
             "n_reports": np.array([r.shape[0] for r in reports]),
             "reports": reports,
         }
-        self.clients_ = partition.clients
-        self.n_clients_ = partition.n_clients
-        self.n_per_client_ = partition.sizes
-        self.calibration_info_ = self.plan(partition.sizes, alpha)
+        self.clients_ = clients
+        self.n_clients_ = int(sizes.shape[0])
+        self.n_per_client_ = sizes
+        self.calibration_info_ = self.plan(sizes, alpha)
+        self.excluded_clients_ = clients[:0]
         return self
+
+    def _aggregate(self, received, *, alpha, random_state):
+        raise NotImplementedError("LDP-S runs in rounds: see server_update.")
 
 
 class LDPScoreStarCalibrator(LDPScoreCalibrator):
@@ -642,3 +744,84 @@ def _check_users(query, n_users):
 
 def _concat(parts, dtype):
     return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+
+def _assignment_rng(random_state):
+    """The generator of the public group assignment (never NumPy's global one)."""
+    if isinstance(random_state, np.random.Generator | np.random.RandomState):
+        return random_state
+    seed = check_seed_sequence(random_state, allow_secure=False)
+    return np.random.default_rng(seed)
+
+
+def _server_stream(seed):
+    """Stream 0 of ``seed`` (the server's), as in every other strategy."""
+    return spawn_random_states(seed, 1)[0]
+
+
+def _describe(value):
+    if isinstance(value, list | tuple):
+        return f"{len(value)} message(s)"
+    return type(value).__name__
+
+
+def _check_answer(j, query, message):
+    """One client's answer to one round's query: its 0/1 reports, checked."""
+    asked = np.asarray(query["users"])
+    if message is None:
+        if asked.size:
+            raise InvalidMessageError(
+                f"invalid message from client {j}: {asked.size} user(s) were asked "
+                f"in round {query['round']} but it sent no message.",
+                client=j,
+            )
+        return None
+    if not isinstance(message, dict):
+        raise InvalidMessageError(
+            f"invalid message from client {j}: must be a dict with 'round', "
+            f"'users' and 'reports'; got {type(message).__name__}.",
+            client=j,
+        )
+    for field in ("round", "users", "reports"):
+        if field not in message:
+            raise InvalidMessageError(
+                f"invalid message from client {j}: field {field!r} is missing.",
+                client=j,
+                field=field,
+            )
+    round_ = message["round"]
+    if not isinstance(round_, Integral | np.integer) or isinstance(round_, bool):
+        raise InvalidMessageError(
+            f"invalid message from client {j}: field 'round' must be an integer; "
+            f"got {round_!r}.",
+            client=j,
+            field="round",
+        )
+    if int(round_) != query["round"]:
+        raise InvalidMessageError(
+            f"invalid message from client {j}: field 'round' is {round_} but the "
+            f"query was for round {query['round']}.",
+            client=j,
+            field="round",
+        )
+    users = np.asarray(message["users"])
+    if users.shape != asked.shape or not np.array_equal(users, asked):
+        raise InvalidMessageError(
+            f"invalid message from client {j}: field 'users' does not list the "
+            f"users asked in round {query['round']}.",
+            client=j,
+            field="users",
+        )
+    bits = np.asarray(message["reports"])
+    if (
+        bits.shape != asked.shape
+        or bits.dtype.kind not in "iub"
+        or not np.isin(bits, (0, 1)).all()
+    ):
+        raise InvalidMessageError(
+            f"invalid message from client {j}: field 'reports' must hold one 0/1 "
+            f"bit per asked user ({asked.size}).",
+            client=j,
+            field="reports",
+        )
+    return bits.astype(np.int64)

@@ -20,12 +20,15 @@ from ..privacy import (
     private_quantile,
     private_quantile_probabilities,
 )
-from ..privacy._randomness import SECURE
 from ..utils._sklearn_compat import Interval, StrOptions
 from ..utils._validation import check_alpha, check_scores
-from ._base import BaseCalibrator, CoverageBounds, stack_messages
+from ..utils._warnings import warn_user
+from ._base import BaseCalibrator, CoverageBounds
+from ._central import _pooled
+from ._messages import Problem
 from ._qq_coverage import qq_coverage, qq_coverage_unequal
 from ._qq_selection import select_qq_ranks
+from ._quantile_of_quantiles import _EXCLUDED_AS_INF, _exclude_as_inf
 
 __all__ = [
     "PrivateCentralCalibrator",
@@ -110,26 +113,9 @@ def _clip_scores(scores, bounds):
     return np.clip(scores, low, high)
 
 
-def _random_streams(calibrator, random_state, n_clients):
-    if isinstance(random_state, str) and random_state == SECURE:
-        return SECURE, [SECURE] * n_clients
-    return BaseCalibrator._random_streams(calibrator, random_state, n_clients)
-
-
-def _fit_quietly(calibrator, scores, client_ids, alpha, random_state, n_jobs):
-    # The base warning about an infinite threshold is replaced by one that
-    # says why (too little data for epsilon, or a top-bin release).
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InfiniteThresholdWarning)
-        BaseCalibrator.fit(
-            calibrator,
-            scores,
-            client_ids,
-            alpha=alpha,
-            random_state=random_state,
-            n_jobs=n_jobs,
-        )
-    info = calibrator.calibration_info_
+def _after_private_fit(calibrator, received):
+    """``epsilon_spent_`` and a warning that says why a threshold is +inf."""
+    info = received.plan
     calibrator.epsilon_spent_ = info["epsilon"] if info["feasible"] else 0.0
     if np.isposinf(calibrator.threshold_):
         if info["feasible"]:
@@ -139,11 +125,10 @@ def _fit_quietly(calibrator, scores, client_ids, alpha, random_state, n_jobs):
             )
         else:
             reason = info["reason"]
-        warnings.warn(
+        warn_user(
             f"{type(calibrator).__name__}: the threshold is +inf because {reason}; "
             "every prediction set is trivial (valid, uninformative).",
             InfiniteThresholdWarning,
-            stacklevel=3,
         )
 
 
@@ -260,6 +245,7 @@ class PrivateCentralCalibrator(BaseCalibrator):
 
     _parameter_constraints = dict(_PRIVACY_CONSTRAINTS)
     _randomized = True
+    _message_fields = {"n": "size", "scores": "scores"}
 
     def __init__(self, *, epsilon=1.0, score_bounds=None, n_bins="auto", gamma="auto"):
         self.epsilon = epsilon
@@ -301,19 +287,44 @@ class PrivateCentralCalibrator(BaseCalibrator):
 
     def client_step(self, scores, *, alpha, n_per_client=None, random_state=None):
         """Send this client's scores, clipped to ``score_bounds``, to the curator."""
+        scores, _, _ = self._check_client_input(scores, check_alpha(alpha), None)
         bounds = _check_bounds(self.score_bounds, type(self).__name__)
         scores = _clip_scores(scores, bounds)
         return {"n": scores.shape[0], "scores": scores}
 
-    def server_step(self, messages, *, alpha, n_per_client=None, random_state=None):
+    def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
+        low, high = plan["score_bounds"]
+        problems = []
+        for j in np.flatnonzero(valid):
+            scores = stacked["scores"][j]
+            if scores.size and (scores.min() < low or scores.max() > high):
+                problems.append(
+                    Problem(
+                        int(j),
+                        "scores",
+                        f"must lie within score_bounds=({low:g}, {high:g}) (each "
+                        "client clips its scores before sending them)",
+                    )
+                )
+        return problems
+
+    def _aggregate(self, received, *, alpha, random_state):
         """Pool the scores and release a private bin edge (``+inf``: trivial)."""
-        pooled = _pooled_scores(messages)
-        plan = self.plan([pooled.shape[0]], alpha)
+        plan = received.plan
         if not plan["feasible"]:  # q~ >= 1: the scores are not read
             return math.inf
         return private_quantile(
-            pooled, random_state=random_state, **self._mechanism_args(plan)
+            _pooled(received.stacked),
+            random_state=random_state,
+            **self._mechanism_args(plan),
         )
+
+    def _public_messages(self, received):
+        # The curator releases only the threshold: keep the public sizes.
+        return {"n": received.stacked["n"]}
+
+    def _after_fit(self, received, *, alpha, details=None):
+        _after_private_fit(self, received)
 
     def threshold_probabilities(self, scores, client_ids=None, *, alpha):
         """Exact law of the threshold :meth:`fit` would release on ``scores``.
@@ -355,10 +366,10 @@ class PrivateCentralCalibrator(BaseCalibrator):
             values, private_quantile_probabilities(clipped, **args)
         )
 
-    def _random_streams(self, random_state, n_clients):
-        return _random_streams(self, random_state, n_clients)
+    def _check_fit_scores(self, scores):
+        return check_scores(scores, allow_inf=True)  # clipped to the bounds
 
-    def _simulate_clients(self, partition, scores, *, alpha, rngs):
+    def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
         scores = _clip_scores(
             scores, _check_bounds(self.score_bounds, type(self).__name__)
         )
@@ -377,10 +388,12 @@ class PrivateCentralCalibrator(BaseCalibrator):
             Client label of each row (only the sizes are kept).
         alpha : float
             Miscoverage level in (0, 0.5].
-        random_state : int, RandomState instance, "secure" or None, \
-                default=None
-            Randomness of the mechanism; ``"secure"`` draws from the operating
-            system's secure generator (not reproducible, for deployment).
+        random_state : int, Generator, RandomState, SeedSequence, "secure" \
+                or None, default=None
+            Randomness of the mechanism (the curator's stream, spawned from
+            one ``SeedSequence``; ``None``: fresh operating-system entropy);
+            ``"secure"`` draws from the operating system's secure generator
+            (not reproducible, for deployment).
         n_jobs : int, default=None
             Unused (the clients' step is a copy).
 
@@ -389,22 +402,15 @@ class PrivateCentralCalibrator(BaseCalibrator):
         self : PrivateCentralCalibrator
             The fitted calibrator.
         """
-        _fit_quietly(self, scores, client_ids, alpha, random_state, n_jobs)
-        # The curator releases only the threshold: drop the pooled scores.
-        self.messages_ = {"client": self.messages_["client"], "n": self.messages_["n"]}
-        return self
+        return super().fit(
+            scores, client_ids, alpha=alpha, random_state=random_state, n_jobs=n_jobs
+        )
 
     def coverage_bounds(self, n_per_client, alpha):
         """Return ``(1 - alpha, nan)``, or ``(1, 1)`` when the set is trivial."""
         if not self.plan(n_per_client, alpha)["feasible"]:
             return CoverageBounds(1.0, 1.0)
         return CoverageBounds(1.0 - alpha, np.nan)
-
-
-def _pooled_scores(messages):
-    stacked = stack_messages(messages)
-    parts = [np.atleast_1d(np.asarray(s, dtype=np.float64)) for s in stacked["scores"]]
-    return np.concatenate(parts) if parts else np.empty(0)
 
 
 @lru_cache(maxsize=256)
@@ -581,6 +587,7 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
 
     _parameter_constraints = dict(_PRIVACY_CONSTRAINTS)
     _randomized = True
+    _message_fields = {"n": "size", "quantile": "value"}
 
     def __init__(self, *, epsilon=1.0, score_bounds=None, n_bins=100, gamma="auto"):
         self.epsilon = epsilon
@@ -634,7 +641,9 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         Sends ``+inf`` without reading the scores when the plan is infeasible
         or this client's corrected rank exceeds its size.
         """
-        scores = check_scores(scores, allow_inf=True)
+        scores, alpha, n_per_client = self._check_client_input(
+            scores, alpha, n_per_client
+        )
         n = scores.shape[0]
         plan = self.plan(n_per_client, alpha)
         level = self._level_of(n, plan, n_per_client) if plan["feasible"] else None
@@ -646,21 +655,54 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         )
         return {"n": n, "quantile": float(value)}
 
-    def server_step(self, messages, *, alpha, n_per_client, random_state=None):
-        """Return the ``k_gamma``-th smallest released value."""
-        stacked = stack_messages(messages)
-        sizes = _sizes_tuple(n_per_client)
-        if sorted(stacked["n"].tolist()) != sorted(sizes):
-            raise ValueError(
-                "the sizes in the messages do not match n_per_client: "
-                f"{sorted(stacked['n'].tolist())} != {sorted(sizes)}."
-            )
+    def _server_plan(self, sizes, alpha, stacked):
         plan = self.plan(sizes, alpha)
+        edges = _edges(plan["score_bounds"], plan["n_bins"])
+        # What a client may release: an inner edge e_1..e_{B-1} or +inf (the
+        # top bin); a client whose corrected rank exceeds its size sends +inf.
+        return {**plan, "release_grid": np.r_[edges[1:-1], np.inf]}
+
+    def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
+        values = stacked["quantile"]
+        if not plan["feasible"]:
+            must_inf = np.ones(sizes.shape[0], dtype=bool)
+        else:
+            must_inf = ~np.isfinite(np.asarray(plan["levels"], dtype=np.float64))
+        grid = plan["release_grid"]
+        on_grid = np.isin(values, grid)
+        problems = []
+        for j in np.flatnonzero(valid & (~on_grid | (must_inf & np.isfinite(values)))):
+            if not on_grid[j]:
+                reason = (
+                    f"is {values[j]!r}, not a bin edge of the announced grid "
+                    f"({plan['n_bins']} bins on score_bounds="
+                    f"{tuple(plan['score_bounds'])}) nor +inf"
+                )
+            else:
+                reason = f"is {values[j]!r}; it must be +inf because " + (
+                    "the plan is infeasible"
+                    if not plan["feasible"]
+                    else "the client's corrected rank exceeds its size"
+                )
+            problems.append(Problem(int(j), "quantile", reason))
+        return problems
+
+    def _exclude(self, stacked, *, clients, sizes, plan, bad, alpha):
+        return _exclude_as_inf(stacked, clients, sizes, plan, bad)
+
+    def _exclusion_note(self):
+        return _EXCLUDED_AS_INF
+
+    def _aggregate(self, received, *, alpha, random_state):
+        """Return the ``k_gamma``-th smallest released value."""
+        plan = received.plan
         if not plan["feasible"]:
             return math.inf
-        values = stacked["quantile"].astype(np.float64)
         k = plan["k"]
-        return float(np.partition(values, k - 1)[k - 1])
+        return float(np.partition(received.stacked["quantile"], k - 1)[k - 1])
+
+    def _after_fit(self, received, *, alpha, details=None):
+        _after_private_fit(self, received)
 
     def threshold_probabilities(self, scores, client_ids=None, *, alpha):
         """Exact law of the threshold :meth:`fit` would release on ``scores``.
@@ -716,15 +758,19 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         values[-1] = np.inf
         return ThresholdDistribution(values, _kth_smallest_law(pmfs, plan["k"]))
 
-    def _random_streams(self, random_state, n_clients):
-        return _random_streams(self, random_state, n_clients)
+    def _check_fit_scores(self, scores):
+        return check_scores(scores, allow_inf=True)  # clipped to the bounds
 
-    def _simulate_clients(self, partition, scores, *, alpha, rngs):
+    def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
         # One clipping warning for the whole simulation, not one per client.
         scores = _clip_scores(
             scores, _check_bounds(self.score_bounds, type(self).__name__)
         )
-        return super()._simulate_clients(partition, scores, alpha=alpha, rngs=rngs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ClippedScoresWarning)
+            return super()._simulate_clients(
+                partition, scores, alpha=alpha, rngs=rngs, n_jobs=n_jobs
+            )
 
     def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
         """Simulate the round: each client releases a private quantile.
@@ -737,11 +783,13 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
             Client label of each row; ``None`` means one client.
         alpha : float
             Miscoverage level in (0, 1).
-        random_state : int, RandomState instance, "secure" or None, \
-                default=None
-            Seeds one independent stream per client (in sorted-client
-            order); ``"secure"`` makes every client draw from the operating
-            system's secure generator (not reproducible, for deployment).
+        random_state : int, Generator, RandomState, SeedSequence, "secure" \
+                or None, default=None
+            Root of one independent stream per client (spawned from one
+            ``SeedSequence``, in sorted-client order; ``None``: fresh
+            operating-system entropy); ``"secure"`` makes every client draw
+            from the operating system's secure generator (not reproducible,
+            for deployment).
         n_jobs : int, default=None
             Run the clients' steps in parallel with joblib.
 
@@ -750,8 +798,9 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         self : PrivateQuantileOfQuantilesCalibrator
             The fitted calibrator.
         """
-        _fit_quietly(self, scores, client_ids, alpha, random_state, n_jobs)
-        return self
+        return super().fit(
+            scores, client_ids, alpha=alpha, random_state=random_state, n_jobs=n_jobs
+        )
 
     def coverage_bounds(self, n_per_client, alpha):
         """Return ``((1 - gamma alpha) M(l_gamma, k_gamma), nan)``; trivial: (1, 1)."""

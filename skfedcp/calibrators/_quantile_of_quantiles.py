@@ -1,13 +1,15 @@
 """FedCP-QQ: one-shot federated conformal prediction by a quantile of quantiles."""
 
-import warnings
+from functools import lru_cache
 from numbers import Integral, Real
 
 import numpy as np
 
 from ..exceptions import SmallCalibrationSetWarning
 from ..utils._sklearn_compat import Interval, StrOptions
-from ._base import BaseCalibrator, CoverageBounds, stack_messages
+from ..utils._warnings import warn_user
+from ._base import BaseCalibrator, CoverageBounds
+from ._messages import Problem
 from ._order_statistics import local_order_statistics
 from ._qq_selection import select_qq_ranks
 
@@ -97,6 +99,8 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     0.925626
     """
 
+    _message_fields = {"n": "size", "quantile": "value"}
+
     _parameter_constraints = {
         "local_rank": [
             StrOptions({"auto", "fixed"}),
@@ -116,24 +120,17 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         self.delta = delta
 
     def _selection(self, n_per_client, alpha):
-        # The plan is used by the clients, the server and fit: remember the last
-        # one so that a fit over thousands of clients computes its key once.
+        # Stateless: the plan is cached per (sizes, alpha, parameters) at
+        # module level, so several threads may fit one instance.
         sizes = _nonempty(n_per_client)
-        params = (self.local_rank, self.clip_local_rank, self.conditional, self.delta)
-        key = (sizes.tobytes(), float(alpha), params)
-        cached = getattr(self, "_last_selection", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        sel = select_qq_ranks(
-            tuple(sizes.tolist()),
-            alpha,
-            local_rank=self.local_rank,
-            clip_local_rank=self.clip_local_rank,
-            conditional=self.conditional,
-            delta=self.delta,
+        return _cached_selection(
+            sizes.tobytes(),
+            float(alpha),
+            self.local_rank,
+            self.clip_local_rank,
+            self.conditional,
+            self.delta,
         )
-        self._last_selection = (key, sel)
-        return sel
 
     def plan(self, n_per_client, alpha):
         """Return the public ranks ``(l_j, k)`` and the exact coverage ``M``."""
@@ -144,6 +141,14 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
             "k": sel.k,
             "coverage": sel.coverage,
         }
+
+    def _server_plan(self, sizes, alpha, stacked):
+        plan = self.plan(sizes, alpha)
+        # The rank of every announced client, 0 for those without rows.
+        ranks = np.zeros(sizes.shape[0], dtype=np.intp)
+        if plan["feasible"]:
+            ranks[sizes > 0] = plan["local_ranks"]
+        return {**plan, "client_ranks": ranks}
 
     def _local_rank_of(self, n, n_per_client, alpha):
         sel = self._selection(n_per_client, alpha)
@@ -160,7 +165,9 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
 
     def client_step(self, scores, *, alpha, n_per_client, random_state=None):
         """Send ``(n_j, l_j-th smallest score)``; ``l_j`` follows from the sizes."""
-        scores = np.asarray(scores, dtype=np.float64)
+        scores, alpha, n_per_client = self._check_client_input(
+            scores, alpha, n_per_client
+        )
         n = scores.shape[0]
         rank = None if n == 0 else self._local_rank_of(n, n_per_client, alpha)
         if rank is None:  # no rows or no valid pair: send nothing data-dependent
@@ -168,42 +175,38 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         (value,) = local_order_statistics([scores], [rank])
         return {"n": n, "quantile": float(value)}
 
-    def server_step(self, messages, *, alpha, n_per_client, random_state=None):
-        """Return the ``k*``-th smallest of the clients' quantiles."""
-        stacked = stack_messages(messages)
-        sizes = np.asarray(n_per_client)
-        if sorted(stacked["n"].tolist()) != sorted(sizes.tolist()):
-            raise ValueError(
-                "the sizes in the messages do not match n_per_client: "
-                f"{sorted(stacked['n'].tolist())} != {sorted(sizes.tolist())}."
-            )
-        empty = stacked["n"] == 0
+    def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
+        return _check_rank_values(stacked, sizes, plan, valid)
+
+    def _exclude(self, stacked, *, clients, sizes, plan, bad, alpha):
+        return _exclude_as_inf(stacked, clients, sizes, plan, bad)
+
+    def _exclusion_note(self):
+        return _EXCLUDED_AS_INF
+
+    def _aggregate(self, received, *, alpha, random_state):
+        """Return the ``k*``-th smallest of the non-empty clients' quantiles."""
+        plan = received.plan
+        empty = received.sizes == 0
         if empty.any():
-            warnings.warn(
+            warn_user(
                 f"{int(empty.sum())} client(s) hold no calibration rows; they are "
                 "dropped and not counted in the number of clients m.",
                 SmallCalibrationSetWarning,
-                stacklevel=2,
             )
-        sel = self._selection(sizes, alpha)
-        if not sel.feasible:
+        if not plan["feasible"]:
             return np.inf
-        values = stacked["quantile"][~empty].astype(np.float64)
-        return float(np.partition(values, sel.k - 1)[sel.k - 1])
+        values = received.stacked["quantile"][~empty]
+        k = plan["k"]
+        return float(np.partition(values, k - 1)[k - 1])
 
-    def _simulate_clients(self, partition, scores, *, alpha, rngs):
+    def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
         sel = self._selection(partition.sizes, alpha)
         if not sel.feasible:
             values = np.full(partition.n_clients, np.inf)
         else:
             values = local_order_statistics(partition, sel.local_ranks, scores=scores)
         return {"n": partition.sizes, "quantile": values}
-
-    def _server_from_stacked(self, stacked, *, alpha, n_per_client, random_state):
-        sel = self._selection(n_per_client, alpha)
-        if not sel.feasible:
-            return np.inf
-        return np.partition(stacked["quantile"], sel.k - 1)[sel.k - 1]
 
     def coverage_bounds(self, n_per_client, alpha):
         """Return ``(M, M)``: exact for continuous scores, a lower bound otherwise."""
@@ -218,3 +221,64 @@ def _nonempty(n_per_client):
     if sizes.size == 0:
         raise ValueError("n_per_client: no client holds any calibration row.")
     return sizes
+
+
+@lru_cache(maxsize=64)
+def _cached_selection(sizes_bytes, alpha, local_rank, clip, conditional, delta):
+    sizes = np.frombuffer(sizes_bytes, dtype=np.int64)
+    return select_qq_ranks(
+        tuple(sizes.tolist()),
+        alpha,
+        local_rank=local_rank,
+        clip_local_rank=clip,
+        conditional=conditional,
+        delta=delta,
+    )
+
+
+_EXCLUDED_AS_INF = (
+    "Each excluded client counts as having sent +inf under the announced plan: "
+    "the threshold can only rise, and the announced coverage still holds for "
+    "the other clients' data."
+)
+
+
+def _check_rank_values(stacked, sizes, plan, valid):
+    """QQ-type rule: ``+inf`` exactly where the client's rank exceeds its size.
+
+    A client holding no rows, or any client when the plan is infeasible,
+    sends ``+inf`` without reading its data.
+    """
+    values = stacked["quantile"]
+    if plan["feasible"]:
+        ranks = plan["client_ranks"]
+        must_inf = (ranks > sizes) | (sizes == 0)
+    else:
+        ranks = np.zeros_like(sizes)
+        must_inf = np.ones(sizes.shape[0], dtype=bool)
+    problems = []
+    for j in np.flatnonzero(valid & (np.isposinf(values) != must_inf)):
+        if must_inf[j]:
+            why = (
+                "the plan is infeasible"
+                if not plan["feasible"]
+                else "it holds no rows"
+                if sizes[j] == 0
+                else f"its rank {ranks[j]} exceeds its {sizes[j]} rows"
+            )
+            reason = f"is {values[j]!r}; it must be +inf because {why}"
+        else:
+            reason = (
+                f"is +inf but the client's rank {ranks[j]} is within its "
+                f"{sizes[j]} rows: it must send a finite number"
+            )
+        problems.append(Problem(int(j), "quantile", reason))
+    return problems
+
+
+def _exclude_as_inf(stacked, clients, sizes, plan, bad):
+    """Keep the announced plan; an excluded client's value becomes ``+inf``."""
+    stacked = dict(stacked)
+    stacked["quantile"] = np.where(bad, np.inf, stacked["quantile"])
+    stacked["n"] = np.where(bad, sizes, stacked["n"])
+    return stacked, clients, sizes, plan, clients[bad]

@@ -303,7 +303,7 @@ def _replay_fit(calibrator, messages, labels, sizes, *, alpha, random_state):
             raise RuntimeError("the replay asked for more messages than arrived.")
         return queue.pop(0)
 
-    def received_stacked(partition, scores, *, alpha, rngs):
+    def received_stacked(partition, scores, *, alpha, rngs, n_jobs=None):
         if not np.array_equal(partition.clients, labels):
             raise RuntimeError("client order differs from the message order.")
         queue.clear()

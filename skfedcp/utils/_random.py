@@ -22,7 +22,7 @@ from numbers import Integral
 
 import numpy as np
 
-__all__ = ["SECURE", "check_seed_sequence", "spawn_generators"]
+__all__ = ["SECURE", "check_seed_sequence", "spawn_generators", "spawn_random_states"]
 
 SECURE = "secure"
 
@@ -100,12 +100,39 @@ def spawn_generators(random_state, n_streams, *, name="random_state"):
     >>> bool(a[0].random() == b[0].random())
     True
     """
+    children = _spawn(random_state, n_streams, name)
+    if isinstance(children, str):
+        return [SECURE] * n_streams
+    return [np.random.default_rng(child) for child in children]
+
+
+def spawn_random_states(random_state, n_streams, *, name="random_state"):
+    """Like :func:`spawn_generators`, as ``RandomState`` objects.
+
+    Each is a :class:`~numpy.random.RandomState` over an ``MT19937`` bit
+    generator seeded by a spawned child (full-width and independent, not a
+    31-bit integer), so code written with scikit-learn's
+    ``check_random_state`` (e.g. a user's own calibration strategy) accepts
+    it.
+
+    Examples
+    --------
+    >>> [type(s).__name__ for s in spawn_random_states(0, 2)]
+    ['RandomState', 'RandomState']
+    """
+    children = _spawn(random_state, n_streams, name)
+    if isinstance(children, str):
+        return [SECURE] * n_streams
+    return [np.random.RandomState(np.random.MT19937(child)) for child in children]
+
+
+def _spawn(random_state, n_streams, name):
     seed = check_seed_sequence(random_state, name=name)
     if isinstance(seed, str):
-        return [SECURE] * n_streams
+        return seed
     # Children of a SeedSequence are numbered from its own counter: derive
     # them from a fresh copy so that calling twice gives the same streams.
     root = np.random.SeedSequence(
         seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size
     )
-    return [np.random.default_rng(child) for child in root.spawn(n_streams)]
+    return root.spawn(n_streams)

@@ -23,11 +23,16 @@ from skfedcp.calibrators import (
     ldp_sample_size,
 )
 from skfedcp.calibrators._ldp import _bisection_update, _debiased_coverage
-from skfedcp.exceptions import InfiniteThresholdWarning, VacuousGuaranteeWarning
+from skfedcp.exceptions import (
+    InfiniteThresholdWarning,
+    InvalidMessageError,
+    VacuousGuaranteeWarning,
+)
 from skfedcp.privacy import (
     binary_randomized_response_probabilities,
     k_ary_randomized_response_probabilities,
 )
+from skfedcp.utils._random import spawn_random_states
 
 # Monte Carlo tolerance: 4.5 standard errors, a two-sided false-alarm rate of
 # about 7e-6 per comparison under the normal approximation.
@@ -51,10 +56,10 @@ def _run_protocol(cal, scores, sizes, *, alpha, seed):
     """Drive server_init / client_respond / server_update by hand."""
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     local = [scores[s : s + n] for s, n in zip(starts, sizes, strict=True)]
-    rng = np.random.RandomState(seed)
-    seeds = rng.randint(np.iinfo(np.int32).max, size=len(sizes))
-    client_rngs = [np.random.RandomState(s) for s in seeds]
-    state = cal.server_init(sizes, alpha=alpha, random_state=rng)
+    # Stream 0 is the server's, stream j + 1 client j's (BaseCalibrator).
+    streams = spawn_random_states(seed, len(sizes) + 1)
+    client_rngs = streams[1:]
+    state = cal.server_init(sizes, alpha=alpha, random_state=streams[0])
     while not state["done"]:
         messages = [
             cal.client_respond(local[j], q, random_state=client_rngs[j])
@@ -370,16 +375,16 @@ class TestLabelCalibrator:
         fitted = clone(cal).fit(
             _lac(proba), ids, labels=labels, alpha=0.1, random_state=seed
         )
-        # Replay: one stream per sorted client, seeded as in BaseCalibrator.
-        rng = np.random.RandomState(seed)
-        seeds = rng.randint(np.iinfo(np.int32).max, size=5)
+        # Replay: stream j + 1 spawned from the seed is client j's, as in
+        # BaseCalibrator (stream 0 is the server's).
+        streams = spawn_random_states(seed, 6)
         msgs = [
             cal.client_step(
                 _lac(proba)[ids == c],
                 labels=labels[ids == c],
-                random_state=np.random.RandomState(s),
+                random_state=streams[c + 1],
             )
-            for c, s in zip(range(5), seeds, strict=True)
+            for c in range(5)
         ]
         for j in range(5):
             np.testing.assert_array_equal(
@@ -515,7 +520,7 @@ class TestScoreProtocol:
         new = cal.server_update(state, [msg])
         assert state["round"] == 0 and new["round"] == 1
         assert state["lo"] == before["lo"] and state["hi"] == before["hi"]
-        with pytest.raises(ValueError, match="wrong round or users"):
+        with pytest.raises(InvalidMessageError, match="field 'round'"):
             cal.server_update(new, [msg])
 
     def test_server_checks_messages(self):
@@ -523,7 +528,7 @@ class TestScoreProtocol:
         scores = np.linspace(0, 1, 10_000)
         state = cal.server_init([10_000, 10_000], alpha=0.1, random_state=0)
         q = state["queries"]
-        with pytest.raises(ValueError, match="one message per client"):
+        with pytest.raises(InvalidMessageError, match="per client"):
             cal.server_update(state, [None])
         msgs = [cal.client_respond(scores, qj, random_state=0) for qj in q]
         bad = dict(msgs[0], reports=msgs[0]["reports"] * 2 + 2)
@@ -532,7 +537,7 @@ class TestScoreProtocol:
         with pytest.raises(ValueError, match="sent no message"):
             cal.server_update(state, [None, None])
         short = dict(msgs[0], users=msgs[0]["users"][1:], reports=bad["reports"][1:])
-        with pytest.raises(ValueError, match="wrong round or users"):
+        with pytest.raises(InvalidMessageError, match="field 'users'"):
             cal.server_update(state, [short, msgs[1]])
         done = cal.server_update(state, msgs)
         while not done["done"]:

@@ -560,7 +560,7 @@ class TestRegistryAndErrors:
             )
 
     def test_server_sizes_mismatch(self):
-        with pytest.raises(ValueError, match="do not match"):
+        with pytest.raises(ValueError, match="announced 200 rows"):
             dp_qq(epsilon=10.0).server_step(
                 [{"n": 3, "quantile": 0.5}], alpha=0.1, n_per_client=[200]
             )

@@ -1,0 +1,443 @@
+"""What a server receives: messages checked against the public plan.
+
+A server step never trusts a client. Before any value is used, every message
+is checked against what the round announced: the fields of the strategy's
+message, one plain number where a number is due, the client's announced size,
+arrays of the announced length, no NaN, no ``-inf``. Strategy-specific checks
+(``+inf`` only where the plan allows it, values on the announced grid) follow
+in each calibrator's ``_check_messages``.
+
+Problems are collected per client as ``(index, field, reason)`` so that the
+server can either raise :class:`~skfedcp.exceptions.InvalidMessageError`
+naming the first offender or exclude the offenders with a warning.
+"""
+
+from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
+from typing import NamedTuple
+
+import numpy as np
+
+from ..exceptions import InvalidMessageError
+
+__all__ = [
+    "Problem",
+    "Received",
+    "check_client_labels",
+    "check_client_sizes",
+    "collect_messages",
+    "invalid_message_error",
+]
+
+#: Field kinds a strategy can declare in ``_message_fields``:
+#: ``"size"``: the client's row count, a non-negative integer equal to the
+#: announced size; ``"value"``: one real number (no NaN, no -inf);
+#: ``"scores"``: a 1-D array of ``n_j`` finite reals; ``"score_matrix"``: a
+#: ``(n_j, n_classes)`` array of finite reals; ``"labels"``: a 1-D array of
+#: ``n_j`` non-negative integers.
+FIELD_KINDS = ("size", "value", "scores", "score_matrix", "labels")
+
+
+class Problem(NamedTuple):
+    """One invalid field of one client's message."""
+
+    index: int
+    field: str | None
+    reason: str
+
+
+class Received(NamedTuple):
+    """Messages a server accepted, with the public plan they were checked against.
+
+    ``stacked`` maps each field to one entry per client (in the order of
+    ``clients`` and ``sizes``); ``excluded`` lists the labels of clients left
+    out (``on_invalid="exclude"``).
+    """
+
+    stacked: dict
+    clients: np.ndarray
+    sizes: np.ndarray
+    plan: dict
+    excluded: np.ndarray
+
+
+def check_client_sizes(n_per_client, *, name="n_per_client"):
+    """Return announced client sizes as a 1-D int64 array, or raise.
+
+    Parameters
+    ----------
+    n_per_client : array-like of int
+        Calibration size of each client; at least one client.
+    name : str, default="n_per_client"
+        Name used in error messages.
+
+    Returns
+    -------
+    sizes : ndarray of shape (n_clients,), dtype int64
+
+    Examples
+    --------
+    >>> check_client_sizes([3, 0, 5])
+    array([3, 0, 5])
+    """
+    if n_per_client is None or isinstance(n_per_client, str | bytes | Mapping):
+        raise TypeError(
+            f"{name} must be a 1-D array-like of non-negative integers (one size "
+            f"per client); got {n_per_client!r}."
+        )
+    try:
+        sizes = np.asarray(n_per_client)
+    except (TypeError, ValueError) as exc:  # ragged nested sequences
+        raise TypeError(
+            f"{name} must be a 1-D array-like of non-negative integers; got "
+            f"{n_per_client!r}."
+        ) from exc
+    if sizes.ndim == 0:
+        sizes = sizes.reshape(1)
+    if sizes.ndim != 1 or sizes.shape[0] == 0:
+        raise ValueError(
+            f"{name} must list the size of at least one client (1-D); got shape "
+            f"{sizes.shape}."
+        )
+    if sizes.dtype.kind in "iu":
+        pass
+    elif sizes.dtype.kind == "f" and np.isfinite(sizes).all():
+        if (sizes != np.round(sizes)).any():
+            raise ValueError(f"{name} must hold integers; got {sizes.tolist()}.")
+    elif sizes.dtype.kind == "O" and all(
+        isinstance(v, Integral) and not isinstance(v, bool) for v in sizes
+    ):
+        pass
+    else:
+        raise TypeError(
+            f"{name} must hold non-negative integers; got dtype {sizes.dtype} "
+            f"({sizes.tolist()[:5]}...)."
+        )
+    sizes = sizes.astype(np.int64)
+    if (sizes < 0).any():
+        raise ValueError(
+            f"{name} must hold non-negative integers; got {sizes.tolist()}."
+        )
+    return sizes
+
+
+def check_client_labels(clients, n_clients, *, name="clients"):
+    """Return client labels (default ``0..m-1``): 1-D, one per client, unique.
+
+    Examples
+    --------
+    >>> check_client_labels(None, 3)
+    array([0, 1, 2])
+    """
+    if clients is None:
+        return np.arange(n_clients)
+    labels = np.asarray(clients)
+    if labels.ndim != 1 or labels.shape[0] != n_clients:
+        raise ValueError(
+            f"{name} must hold one label per client ({n_clients}); got shape "
+            f"{labels.shape}."
+        )
+    if len(set(labels.tolist())) != n_clients:
+        raise ValueError(f"{name} must not repeat a label.")
+    return labels
+
+
+def invalid_message_error(problem, clients, n_problems=1):
+    """The :class:`InvalidMessageError` naming ``problem``'s client and field."""
+    client = clients[problem.index] if problem.index is not None else None
+    who = "the messages" if client is None else f"client {_label(client)}"
+    what = "" if problem.field is None else f" field {problem.field!r}"
+    more = f" ({n_problems - 1} other invalid field(s) too)" if n_problems > 1 else ""
+    return InvalidMessageError(
+        f"invalid message from {who}:{what} {problem.reason}{more}.",
+        client=None if client is None else _plain(client),
+        field=problem.field,
+    )
+
+
+def _label(client):
+    return repr(_plain(client))
+
+
+def _plain(client):
+    return client.item() if isinstance(client, np.generic) else client
+
+
+def collect_messages(messages, fields, sizes, *, trusted=False):
+    """Stack messages field by field and list what does not fit the plan.
+
+    Parameters
+    ----------
+    messages : sequence of dict or dict of array-like
+        One dict per client (in the order of ``sizes``), or the same already
+        stacked field by field.
+    fields : dict or None
+        Field name -> kind (see ``FIELD_KINDS``) of the strategy's message;
+        ``None`` for a strategy that declares none (messages are stacked and
+        checked for NaN only).
+    sizes : ndarray of int
+        Announced client sizes.
+    trusted : bool, default=False
+        The messages come from the library's own in-process client steps on
+        inputs already checked: skip the element-wise finiteness scans of
+        per-row arrays (they were done once, on the scores).
+
+    Returns
+    -------
+    stacked : dict of ndarray
+        One entry per client for every field; invalid entries hold a
+        placeholder (``0``, ``+inf`` or an empty array) and must not be used.
+    problems : list of Problem
+        The invalid fields, one per client at most.
+    """
+    n_clients = sizes.shape[0]
+    if fields is None:
+        return _collect_undeclared(messages, n_clients)
+    if isinstance(messages, Mapping):
+        columns = _columns_from_stacked(messages, fields, n_clients)
+        present = np.ones(n_clients, dtype=bool)
+        problems = []
+    elif isinstance(messages, Sequence) and not isinstance(messages, str | bytes):
+        if len(messages) != n_clients:
+            raise InvalidMessageError(
+                f"the server received {len(messages)} message(s) for "
+                f"{n_clients} announced client(s) (n_per_client); send one "
+                "message per client, in the order of n_per_client.",
+                field=None,
+            )
+        columns, present, problems = _columns_from_list(messages, fields)
+    else:
+        raise TypeError(
+            "messages must be a list of dicts (one per client) or a dict of "
+            f"arrays; got {type(messages).__name__}."
+        )
+    stacked = {}
+    for name, kind in fields.items():
+        values, bad = _CHECKS[kind](columns[name], sizes, present, trusted)
+        stacked[name] = values
+        for index, reason in bad:
+            problems.append(Problem(index, name, reason))
+    return stacked, _first_per_client(problems)
+
+
+def _collect_undeclared(messages, n_clients):
+    """A strategy that declares no fields (e.g. a user's own): stack, no NaN."""
+    from ._base import stack_messages
+
+    try:
+        stacked = stack_messages(messages)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessageError(f"invalid messages: {exc}") from exc
+    problems = []
+    for name, column in stacked.items():
+        if column.shape[0] != n_clients:
+            raise InvalidMessageError(
+                f"field {name!r} holds {column.shape[0]} entries for {n_clients} "
+                "announced client(s).",
+                field=name,
+            )
+        if column.dtype.kind == "f":
+            for j in np.flatnonzero(np.isnan(column)):
+                problems.append(Problem(int(j), name, "must be a number, not nan"))
+    return stacked, _first_per_client(problems)
+
+
+def _first_per_client(problems):
+    seen, kept = set(), []
+    for problem in sorted(problems, key=lambda p: p.index):
+        if problem.index not in seen:
+            seen.add(problem.index)
+            kept.append(problem)
+    return kept
+
+
+def _columns_from_stacked(messages, fields, n_clients):
+    missing = sorted(set(fields) - set(messages))
+    extra = sorted(set(messages) - set(fields) - {"client"})
+    if missing or extra:
+        raise InvalidMessageError(
+            f"the stacked messages must carry exactly the fields {sorted(fields)}; "
+            f"missing {missing}, unexpected {extra}.",
+            field=(missing or extra)[0],
+        )
+    columns = {}
+    for name in fields:
+        value = messages[name]
+        if not isinstance(value, np.ndarray) or value.dtype.kind == "O":
+            value = _object_or_array(value)
+        if value.ndim == 0 or value.shape[0] != n_clients:
+            raise InvalidMessageError(
+                f"the stacked field {name!r} must hold one entry per announced "
+                f"client ({n_clients}); got shape {value.shape}.",
+                field=name,
+            )
+        columns[name] = value
+    return columns
+
+
+def _object_or_array(value):
+    if isinstance(value, list | tuple):
+        if all(np.ndim(v) == 0 for v in value):
+            return np.asarray(value)
+        out = np.empty(len(value), dtype=object)
+        out[:] = list(value)
+        return out
+    return np.asarray(value)
+
+
+def _columns_from_list(messages, fields):
+    n_clients = len(messages)
+    present = np.ones(n_clients, dtype=bool)
+    problems = []
+    columns = {name: np.empty(n_clients, dtype=object) for name in fields}
+    for j, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            problems.append(
+                Problem(j, None, f"must be a dict; got {type(message).__name__}")
+            )
+            present[j] = False
+            continue
+        missing = [name for name in fields if name not in message]
+        extra = sorted(str(k) for k in message if k not in fields)
+        if missing:
+            problems.append(Problem(j, missing[0], "is missing"))
+            present[j] = False
+            continue
+        if extra:
+            problems.append(
+                Problem(
+                    j,
+                    extra[0],
+                    f"is not a field of this strategy's message "
+                    f"(expected exactly {sorted(fields)})",
+                )
+            )
+            present[j] = False
+            continue
+        for name in fields:
+            columns[name][j] = message[name]
+    return columns, present, problems
+
+
+def _is_number(value):
+    return isinstance(value, Real | np.number) and not isinstance(
+        value, bool | np.bool_ | complex | np.complexfloating
+    )
+
+
+def _scalar_column(column, present, dtype):
+    """Entries that are plain real scalars, as ``dtype``; the rest flagged."""
+    if column.dtype.kind in "iuf" and column.ndim == 1:
+        return column.astype(dtype, copy=False), []
+    if column.ndim != 1:
+        return np.zeros(column.shape[0], dtype=dtype), [
+            (j, f"must be one number; got an array of shape {column.shape[1:]}")
+            for j in range(column.shape[0])
+        ]
+    out = np.zeros(column.shape[0], dtype=dtype)
+    bad = []
+    for j, value in enumerate(column):
+        if not present[j]:
+            continue
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value[()]
+        if not _is_number(value):
+            shape = getattr(value, "shape", None)
+            got = f"an array of shape {shape}" if shape else repr(value)
+            bad.append((j, f"must be one real number; got {got}"))
+            continue
+        if dtype is np.int64 and not float(value).is_integer():
+            bad.append((j, f"must be an integer; got {value!r}"))
+            continue
+        out[j] = value
+    return out, bad
+
+
+def _check_size(column, sizes, present, trusted):
+    values, bad = _scalar_column(column, present, np.float64)
+    flagged = {j for j, _ in bad}
+    for j in np.flatnonzero(present & (values != sizes)):
+        if j in flagged:
+            continue
+        value = values[j]
+        if not np.isfinite(value) or value != np.round(value) or value < 0:
+            bad.append((int(j), f"must be a non-negative integer; got {value!r}"))
+        else:
+            bad.append(
+                (
+                    int(j),
+                    f"is {int(value)} but the client announced "
+                    f"{int(sizes[j])} rows (n_per_client)",
+                )
+            )
+    return np.where(np.isfinite(values), values, 0).astype(np.int64), bad
+
+
+def _check_value(column, sizes, present, trusted):
+    values, bad = _scalar_column(column, present, np.float64)
+    flagged = {j for j, _ in bad}
+    for j in np.flatnonzero(present & (np.isnan(values) | np.isneginf(values))):
+        if j not in flagged:
+            bad.append((int(j), f"must be a number, not {values[j]!r}"))
+    values = values.copy()
+    values[[j for j, _ in bad]] = np.inf  # placeholders, never used
+    return values, bad
+
+
+def _check_rows(column, sizes, present, trusted, *, ndim):
+    out = np.empty(column.shape[0], dtype=object)
+    bad = []
+    for j in range(column.shape[0]):
+        value = column[j] if present[j] else None
+        out[j] = np.empty((0,) * ndim)
+        if value is None or not present[j]:
+            continue
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            bad.append((j, "must be an array of real numbers"))
+            continue
+        if arr.ndim != ndim or arr.shape[0] != sizes[j]:
+            want = f"({sizes[j]},)" if ndim == 1 else f"({sizes[j]}, n_classes)"
+            bad.append((j, f"must have shape {want}; got {arr.shape}"))
+            continue
+        if not trusted and not np.isfinite(arr).all():
+            bad.append((j, "must hold finite numbers (no NaN or inf)"))
+            continue
+        out[j] = arr
+    return out, bad
+
+
+def _check_scores(column, sizes, present, trusted):
+    return _check_rows(column, sizes, present, trusted, ndim=1)
+
+
+def _check_score_matrix(column, sizes, present, trusted):
+    return _check_rows(column, sizes, present, trusted, ndim=2)
+
+
+def _check_labels(column, sizes, present, trusted):
+    out = np.empty(column.shape[0], dtype=object)
+    bad = []
+    for j in range(column.shape[0]):
+        out[j] = np.empty(0, dtype=np.int64)
+        if not present[j]:
+            continue
+        arr = np.asarray(column[j])
+        if arr.ndim != 1 or arr.shape[0] != sizes[j]:
+            bad.append((j, f"must have shape ({sizes[j]},); got {arr.shape}"))
+            continue
+        if arr.dtype.kind not in "iu" or (arr.size and arr.min() < 0):
+            bad.append((j, "must hold non-negative integers"))
+            continue
+        out[j] = arr.astype(np.int64)
+    return out, bad
+
+
+_CHECKS = {
+    "size": _check_size,
+    "value": _check_value,
+    "scores": _check_scores,
+    "score_matrix": _check_score_matrix,
+    "labels": _check_labels,
+}
