@@ -76,6 +76,7 @@ class AveragingCalibrator(BaseCalibrator):
         "local_quantile": [StrOptions({"rank", "clip"})],
     }
 
+    _federated = True
     _message_fields = {"n": "size", "quantile": "value"}
 
     def __init__(self, *, weights="uniform", local_quantile="rank"):

@@ -13,6 +13,7 @@ from ..exceptions import (
     InfiniteThresholdWarning,
     InvalidMessageError,
     InvalidMessageWarning,
+    SingleClientWarning,
 )
 from ..federated import ClientPartition
 from ..utils._random import spawn_random_states
@@ -134,6 +135,10 @@ class BaseCalibrator(BaseEstimator):
 
     # Whether client or server steps consume randomness.
     _randomized = False
+
+    # Whether the strategy is federated (its result depends on the clients):
+    # a fit without client_ids then warns that all rows form one client.
+    _federated = False
 
     #: Fields of one client's message and their kinds (see
     #: ``skfedcp.calibrators._messages.FIELD_KINDS``). ``None`` (a strategy
@@ -549,6 +554,8 @@ class BaseCalibrator(BaseEstimator):
         self._validate_params()
         alpha = check_alpha(alpha)
         scores = self._check_fit_scores(scores)
+        if client_ids is None and self._federated:
+            _warn_single_client(self)
         partition = ClientPartition(client_ids, scores.shape[0])
         server_rng, rngs = self._random_streams(random_state, partition.n_clients)
         stacked = self._simulate_clients(
@@ -563,6 +570,15 @@ class BaseCalibrator(BaseEstimator):
             on_invalid="raise",
             trusted=True,
         )
+
+
+def _warn_single_client(calibrator):
+    warn_user(
+        f"{type(calibrator).__name__} was fitted without client_ids: all rows form "
+        "one client, so the federated calibration runs as if the data were "
+        "pooled. Pass client_ids (the client of each calibration row).",
+        SingleClientWarning,
+    )
 
 
 def _split_details(result):

@@ -588,6 +588,7 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
     _parameter_constraints = dict(_PRIVACY_CONSTRAINTS)
     _randomized = True
     _message_fields = {"n": "size", "quantile": "value"}
+    _federated = True
 
     def __init__(self, *, epsilon=1.0, score_bounds=None, n_bins=100, gamma="auto"):
         self.epsilon = epsilon

@@ -99,6 +99,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     0.925626
     """
 
+    _federated = True
     _message_fields = {"n": "size", "quantile": "value"}
 
     _parameter_constraints = {
