@@ -112,7 +112,7 @@ class AveragingCalibrator(BaseCalibrator):
                 Problem(
                     int(j),
                     "quantile",
-                    f"is {values[j]!r} but the client's rank {ranks[j]} "
+                    f"is {float(values[j])!r} but the client's rank {ranks[j]} "
                     + ("exceeds" if ranks[j] > sizes[j] else "is within")
                     + f" its {sizes[j]} rows: it must send "
                     + ("+inf" if ranks[j] > sizes[j] else "a finite number"),

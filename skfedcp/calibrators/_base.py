@@ -377,6 +377,8 @@ class BaseCalibrator(BaseEstimator):
         stacked, problems = collect_messages(
             messages, self._message_fields, sizes, trusted=trusted
         )
+        if problems and on_invalid == "raise":
+            raise invalid_message_error(problems[0], clients, len(problems))
         plan = self._server_plan(sizes, alpha, stacked)
         bad = np.zeros(sizes.shape[0], dtype=bool)
         bad[[p.index for p in problems]] = True
@@ -513,12 +515,16 @@ class BaseCalibrator(BaseEstimator):
     def _check_fit_scores(self, scores):
         return check_scores(scores)
 
-    def _check_client_input(self, scores, alpha, n_per_client):
-        """A client's own checks before it computes its message."""
+    def _check_client_input(self, scores, alpha, n_per_client, *, sizes=False):
+        """A client's own checks before it computes its message.
+
+        ``sizes=True``: the step needs the announced sizes (its rank depends
+        on them), so ``n_per_client`` is required.
+        """
         self._validate_params()
         scores = self._check_fit_scores(scores)
         alpha = check_alpha(alpha)
-        if n_per_client is not None:
+        if sizes or n_per_client is not None:
             n_per_client = check_client_sizes(n_per_client)
         return scores, alpha, n_per_client
 

@@ -347,7 +347,7 @@ def _scalar_column(column, present, dtype):
             bad.append((j, f"must be one real number; got {got}"))
             continue
         if dtype is np.int64 and not float(value).is_integer():
-            bad.append((j, f"must be an integer; got {value!r}"))
+            bad.append((j, f"must be an integer; got {float(value)!r}"))
             continue
         out[j] = value
     return out, bad
@@ -361,7 +361,9 @@ def _check_size(column, sizes, present, trusted):
             continue
         value = values[j]
         if not np.isfinite(value) or value != np.round(value) or value < 0:
-            bad.append((int(j), f"must be a non-negative integer; got {value!r}"))
+            bad.append(
+                (int(j), f"must be a non-negative integer; got {float(value)!r}")
+            )
         else:
             bad.append(
                 (
@@ -378,7 +380,7 @@ def _check_value(column, sizes, present, trusted):
     flagged = {j for j, _ in bad}
     for j in np.flatnonzero(present & (np.isnan(values) | np.isneginf(values))):
         if j not in flagged:
-            bad.append((int(j), f"must be a number, not {values[j]!r}"))
+            bad.append((int(j), f"must be a number, not {float(values[j])!r}"))
     values = values.copy()
     values[[j for j, _ in bad]] = np.inf  # placeholders, never used
     return values, bad

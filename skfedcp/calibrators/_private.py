@@ -643,7 +643,7 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         or this client's corrected rank exceeds its size.
         """
         scores, alpha, n_per_client = self._check_client_input(
-            scores, alpha, n_per_client
+            scores, alpha, n_per_client, sizes=True
         )
         n = scores.shape[0]
         plan = self.plan(n_per_client, alpha)
@@ -675,12 +675,12 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         for j in np.flatnonzero(valid & (~on_grid | (must_inf & np.isfinite(values)))):
             if not on_grid[j]:
                 reason = (
-                    f"is {values[j]!r}, not a bin edge of the announced grid "
+                    f"is {float(values[j])!r}, not a bin edge of the announced grid "
                     f"({plan['n_bins']} bins on score_bounds="
                     f"{tuple(plan['score_bounds'])}) nor +inf"
                 )
             else:
-                reason = f"is {values[j]!r}; it must be +inf because " + (
+                reason = f"is {float(values[j])!r}; it must be +inf because " + (
                     "the plan is infeasible"
                     if not plan["feasible"]
                     else "the client's corrected rank exceeds its size"

@@ -167,7 +167,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     def client_step(self, scores, *, alpha, n_per_client, random_state=None):
         """Send ``(n_j, l_j-th smallest score)``; ``l_j`` follows from the sizes."""
         scores, alpha, n_per_client = self._check_client_input(
-            scores, alpha, n_per_client
+            scores, alpha, n_per_client, sizes=True
         )
         n = scores.shape[0]
         rank = None if n == 0 else self._local_rank_of(n, n_per_client, alpha)
@@ -267,7 +267,7 @@ def _check_rank_values(stacked, sizes, plan, valid):
                 if sizes[j] == 0
                 else f"its rank {ranks[j]} exceeds its {sizes[j]} rows"
             )
-            reason = f"is {values[j]!r}; it must be +inf because {why}"
+            reason = f"is {float(values[j])!r}; it must be +inf because {why}"
         else:
             reason = (
                 f"is +inf but the client's rank {ranks[j]} is within its "

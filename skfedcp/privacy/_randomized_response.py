@@ -241,7 +241,7 @@ def debias_fraction(noisy_fraction, *, epsilon):
     Parameters
     ----------
     noisy_fraction : float or array-like
-        Mean of the reported bits (of one group of users).
+        Mean of the reported bits (of one group of users), in [0, 1].
     epsilon : float
         Local privacy parameter used by the users, ``> 0``.
 
@@ -265,6 +265,11 @@ def debias_fraction(noisy_fraction, *, epsilon):
         ) from exc
     if not np.isfinite(noisy).all():
         raise ValueError("noisy_fraction must be finite.")
+    if ((noisy < 0) | (noisy > 1)).any():
+        raise ValueError(
+            "noisy_fraction must lie in [0, 1] (a mean of 0/1 reports); got "
+            f"{noisy_fraction!r}."
+        )
     _, other = _channel(2, epsilon)
     estimate = (noisy - other) / _keep_minus_other(2, epsilon)
     return float(estimate) if estimate.ndim == 0 else estimate
