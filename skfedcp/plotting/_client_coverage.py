@@ -226,9 +226,9 @@ class ClientCoverageDisplay:
         ax, fig = get_axes(ax, plt)
         pct = f"{100 * confidence:g}%"
         band_label = (
-            f"{pct} range of Binomial(n, {target:g}) / n"
+            f"{pct} band, Bin(n, {target:g}) / n"
             if self.band == "target"
-            else f"{pct} Clopper-Pearson interval"
+            else f"{pct} Clopper-Pearson"
         )
         self.bands_ = ax.bar(
             x,
@@ -248,7 +248,7 @@ class ClientCoverageDisplay:
         }
         self.scatter_ = ax.scatter(x, coverage[order], **scatter_kwargs)
         self.target_line_ = ax.axhline(
-            target, color="k", ls="--", lw=1, label=f"target 1 - alpha = {target:g}"
+            target, color="k", ls="--", lw=1, label=f"target {target:g}"
         )
         self.guarantee_line_ = None
         if guarantee is not None:
@@ -257,16 +257,20 @@ class ClientCoverageDisplay:
                 color="C2",
                 ls=":",
                 lw=1.5,
-                label=f"guarantee = {guarantee:.4f}",
+                label=f"guaranteed {guarantee:.4f}",
             )
         show_n = n.size <= 12
         labels = [
-            f"{c}\nn={k}" if show_n else str(c)
+            f"{c}\n({k})" if show_n else str(c)
             for c, k in zip(clients[order], n[order], strict=True)
         ]
         ax.set_xticks(x, labels, rotation=0 if n.size <= 8 else 90)
         ax.set_xlim(-0.6, n.size - 0.4)
-        ax.set_xlabel("client (ordered by number of test rows n)")
+        ax.set_xlabel(
+            "client (test rows), by size"
+            if show_n
+            else "client, by number of test rows"
+        )
         ax.set_ylabel("coverage on the client's test rows")
         # Room above the data for a two-column legend.
         drawn = np.concatenate([low, high, coverage, [target]])
@@ -275,7 +279,7 @@ class ClientCoverageDisplay:
         lo, hi = drawn.min(), drawn.max()
         span = max(hi - lo, 0.01)
         ax.set_ylim(lo - 0.05 * span, hi + 0.4 * span)
-        ax.legend(loc="upper center", fontsize="small", ncols=2)
+        ax.legend(loc="upper center", fontsize="x-small", ncols=2)
 
         self.order_ = order
         self.band_low_ = low

@@ -400,8 +400,8 @@ class PrivacyTradeoffDisplay:
             eps_txt = ", ".join(f"{e:g}" for e in sorted(set(infinite)))
             warnings.warn(
                 f"{len(infinite)} of {coverage.size} fits returned an infinite "
-                f"threshold (trivial sets) at epsilon in {{{eps_txt}}}: too little "
-                "calibration data for that privacy level.",
+                "threshold (trivial intervals or sets) at epsilon in "
+                f"{{{eps_txt}}}: too little calibration data for that privacy level.",
                 InfiniteThresholdWarning,
                 stacklevel=2,
             )

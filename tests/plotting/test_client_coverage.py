@@ -32,7 +32,7 @@ def test_points_bars_and_lines(three_clients):
     )
     # Ordered by test size: a (5), c (10), b (20).
     labels = [t.get_text() for t in disp.ax_.get_xticklabels()]
-    assert labels == ["a\nn=5", "c\nn=10", "b\nn=20"]
+    assert labels == ["a\n(5)", "c\n(10)", "b\n(20)"]
     offsets = disp.scatter_.get_offsets()
     np.testing.assert_allclose(offsets[:, 0], [0, 1, 2])
     np.testing.assert_allclose(offsets[:, 1], [0.6, 1.0, 0.9])
@@ -40,7 +40,7 @@ def test_points_bars_and_lines(three_clients):
     np.testing.assert_allclose(disp.target_line_.get_ydata(), [0.9, 0.9])
     np.testing.assert_allclose(disp.guarantee_line_.get_ydata(), [0.93, 0.93])
     assert disp.ax_.get_ylabel() == "coverage on the client's test rows"
-    assert "ordered by number of test rows" in disp.ax_.get_xlabel()
+    assert disp.ax_.get_xlabel() == "client (test rows), by size"
     assert disp.figure_ is disp.ax_.figure
     # Bars span each client's band, in display order.
     for patch, i in zip(disp.bands_.patches, disp.order_, strict=True):
