@@ -1,9 +1,14 @@
 """ClientCoverageDisplay: per-client coverage against its binomial band."""
 
+from __future__ import annotations
+
 from numbers import Real
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
+from sklearn.base import BaseEstimator
 
 from ..federated import ClientPartition
 from ..metrics import per_client_coverage, per_client_set_coverage
@@ -18,6 +23,10 @@ from ._base import (
     predict_region,
     region_kind,
 )
+
+if TYPE_CHECKING:  # matplotlib is imported only when drawing
+    from matplotlib.axes import Axes
+
 
 __all__ = ["ClientCoverageDisplay"]
 
@@ -172,7 +181,9 @@ class ClientCoverageDisplay:
         self.confidence = confidence
         self.estimator_name = estimator_name
 
-    def plot(self, ax=None, *, name: str | None = None, **kwargs):
+    def plot(
+        self, ax: Axes | None = None, *, name: str | None = None, **kwargs
+    ) -> ClientCoverageDisplay:
         """Draw the display.
 
         Parameters
@@ -292,18 +303,18 @@ class ClientCoverageDisplay:
     @classmethod
     def from_estimator(
         cls,
-        estimator,
-        X,
-        y,
+        estimator: BaseEstimator,
+        X: ArrayLike,
+        y: ArrayLike,
         *,
-        client_ids,
+        client_ids: ArrayLike,
         guarantee: float | str | None = "auto",
         band: str = "target",
         confidence: float = 0.95,
-        ax=None,
+        ax: Axes | None = None,
         name: str | None = None,
         **kwargs,
-    ) -> "ClientCoverageDisplay":
+    ) -> ClientCoverageDisplay:
         """Plot per-client coverage of a fitted conformal estimator.
 
         Parameters
@@ -364,19 +375,19 @@ class ClientCoverageDisplay:
     @classmethod
     def from_predictions(
         cls,
-        y_true,
-        y_pred,
+        y_true: ArrayLike,
+        y_pred: ArrayLike,
         *,
-        client_ids,
+        client_ids: ArrayLike,
         alpha: float,
         guarantee: float | None = None,
-        classes=None,
+        classes: ArrayLike | None = None,
         band: str = "target",
         confidence: float = 0.95,
-        ax=None,
+        ax: Axes | None = None,
         name: str | None = None,
         **kwargs,
-    ) -> "ClientCoverageDisplay":
+    ) -> ClientCoverageDisplay:
         """Plot per-client coverage of given intervals or prediction sets.
 
         Parameters

@@ -1,8 +1,13 @@
 """IntervalDisplay: prediction intervals and truths, row by row."""
 
+from __future__ import annotations
+
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator
 
 from ..federated import ClientPartition
 from ..metrics import _check_intervals
@@ -13,6 +18,10 @@ from ._base import (
     get_axes,
     predict_region,
 )
+
+if TYPE_CHECKING:  # matplotlib is imported only when drawing
+    from matplotlib.axes import Axes
+
 
 __all__ = ["IntervalDisplay"]
 
@@ -121,13 +130,13 @@ class IntervalDisplay:
 
     def plot(
         self,
-        ax=None,
+        ax: Axes | None = None,
         *,
-        sort_by="prediction",
+        sort_by: str | ArrayLike = "prediction",
         max_rows: int | None = 200,
         name: str | None = None,
         **kwargs,
-    ) -> "IntervalDisplay":
+    ) -> IntervalDisplay:
         """Draw the display.
 
         Parameters
@@ -273,17 +282,17 @@ class IntervalDisplay:
     @classmethod
     def from_estimator(
         cls,
-        estimator,
-        X,
-        y=None,
+        estimator: BaseEstimator,
+        X: ArrayLike,
+        y: ArrayLike | None = None,
         *,
-        client_ids=None,
-        sort_by="prediction",
+        client_ids: ArrayLike | None = None,
+        sort_by: str | ArrayLike = "prediction",
         max_rows: int | None = 200,
-        ax=None,
+        ax: Axes | None = None,
         name: str | None = None,
         **kwargs,
-    ) -> "IntervalDisplay":
+    ) -> IntervalDisplay:
         """Plot the intervals of a fitted conformal regressor on ``X``.
 
         Parameters
@@ -336,17 +345,17 @@ class IntervalDisplay:
     @classmethod
     def from_predictions(
         cls,
-        y_true,
-        y_intervals,
+        y_true: ArrayLike | None,
+        y_intervals: ArrayLike,
         *,
-        y_pred=None,
-        client_ids=None,
-        sort_by="prediction",
+        y_pred: ArrayLike | None = None,
+        client_ids: ArrayLike | None = None,
+        sort_by: str | ArrayLike = "prediction",
         max_rows: int | None = 200,
-        ax=None,
+        ax: Axes | None = None,
         name: str | None = None,
         **kwargs,
-    ) -> "IntervalDisplay":
+    ) -> IntervalDisplay:
         """Plot given intervals (and truths).
 
         Parameters

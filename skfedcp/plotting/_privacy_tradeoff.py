@@ -1,10 +1,15 @@
 """PrivacyTradeoffDisplay: coverage and set size or width against epsilon."""
 
+from __future__ import annotations
+
 import warnings
+from collections.abc import Sequence
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.base import clone
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, clone
 from sklearn.pipeline import Pipeline
 
 from ..calibrators import (
@@ -27,6 +32,10 @@ from ._base import (
     final_step,
     predict_region,
 )
+
+if TYPE_CHECKING:  # matplotlib is imported only when drawing
+    from matplotlib.axes import Axes
+
 
 __all__ = ["PrivacyTradeoffDisplay"]
 
@@ -177,7 +186,9 @@ class PrivacyTradeoffDisplay:
         self.size_label = size_label
         self.estimator_name = estimator_name
 
-    def plot(self, ax=None, *, name: str | None = None, **kwargs):
+    def plot(
+        self, ax: Sequence[Axes] | None = None, *, name: str | None = None, **kwargs
+    ) -> PrivacyTradeoffDisplay:
         """Draw the display.
 
         Parameters
@@ -280,21 +291,21 @@ class PrivacyTradeoffDisplay:
     @classmethod
     def from_estimator(
         cls,
-        estimator,
-        X_cal,
-        y_cal,
-        X_test,
-        y_test,
+        estimator: BaseEstimator,
+        X_cal: ArrayLike,
+        y_cal: ArrayLike,
+        X_test: ArrayLike,
+        y_test: ArrayLike,
         *,
-        client_ids=None,
-        epsilons=(0.1, 0.3, 1.0, 3.0, 10.0),
+        client_ids: ArrayLike | None = None,
+        epsilons: ArrayLike = (0.1, 0.3, 1.0, 3.0, 10.0),
         n_repeats: int = 1,
         non_private: str | object | None = "auto",
-        random_state=None,
-        ax=None,
+        random_state: int | np.random.SeedSequence | np.random.Generator | None = None,
+        ax: Sequence[Axes] | None = None,
         name: str | None = None,
         **kwargs,
-    ) -> "PrivacyTradeoffDisplay":
+    ) -> PrivacyTradeoffDisplay:
         """Refit clones of a private estimator across epsilons and plot.
 
         For each epsilon (and each repeat) a clone of ``estimator`` with that
@@ -428,17 +439,17 @@ class PrivacyTradeoffDisplay:
     @classmethod
     def from_predictions(
         cls,
-        epsilons,
-        coverages,
-        sizes,
+        epsilons: ArrayLike,
+        coverages: ArrayLike,
+        sizes: ArrayLike,
         *,
-        non_private=None,
+        non_private: tuple[float, float] | None = None,
         alpha: float | None = None,
         size_label: str = "mean set size",
-        ax=None,
+        ax: Sequence[Axes] | None = None,
         name: str | None = None,
         **kwargs,
-    ) -> "PrivacyTradeoffDisplay":
+    ) -> PrivacyTradeoffDisplay:
         """Plot coverage and size measured elsewhere.
 
         Parameters
