@@ -47,7 +47,7 @@ def test_help_explains_every_option(capsys):
     ]:
         assert option in out
     assert "calibration/test splits" in out and "coverage 1 - alpha" in out
-    assert "(default: 30)" in out
+    assert "(default: 50)" in out
 
 
 def test_demo_runs_and_saves_the_figure(capsys, tmp_path):
