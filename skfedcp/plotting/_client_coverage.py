@@ -270,12 +270,15 @@ class ClientCoverageDisplay:
                 lw=1.5,
                 label=f"guaranteed {guarantee:.4f}",
             )
-        show_n = n.size <= 12
+        # Up to 8 clients: "label\n(n)"; up to 12: "label (n)" turned upright;
+        # more: the labels only.
+        show_n, upright = n.size <= 12, n.size > 8
+        template = "{} ({})" if upright else "{}\n({})"
         labels = [
-            f"{c}\n({k})" if show_n else str(c)
+            template.format(c, k) if show_n else str(c)
             for c, k in zip(clients[order], n[order], strict=True)
         ]
-        ax.set_xticks(x, labels, rotation=0 if n.size <= 8 else 90)
+        ax.set_xticks(x, labels, rotation=90 if upright else 0)
         ax.set_xlim(-0.6, n.size - 0.4)
         ax.set_xlabel(
             "client (test rows), by size"
