@@ -29,7 +29,7 @@ $(BIN)/python:
 ISLP := ISLP==0.6.0
 
 $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[datasets]"
+	$(BIN)/python -m pip install --quiet -e ".[datasets,plot]"
 	$(BIN)/python -m pip install --quiet --no-deps $(ISLP)
 	@touch $@
 
