@@ -4,6 +4,8 @@ Each strategy has a snake_case alias usable wherever a ``calibrator`` is
 accepted (``FedConformalRegressor(calibrator="qq")``).
 """
 
+from difflib import get_close_matches
+
 from sklearn.base import clone
 
 from ._averaging import AveragingCalibrator
@@ -41,13 +43,24 @@ CALIBRATORS = {
 }
 
 
-def get_calibrator(calibrator):
+#: Strategies that calibrate one score per row (regression and sets alike);
+#: LDP-L needs the score matrix of every label and LDP-S calibrates users'
+#: scores of their true labels: both are for classifiers only.
+CLASSIFICATION_ONLY = ("ldp-l", "ldp-l*", "ldp-s", "ldp-s*")
+
+
+def get_calibrator(calibrator, *, allowed=None, owner=None):
     """Return a fresh calibrator from a registry alias or an instance (cloned).
 
     Parameters
     ----------
     calibrator : str or BaseCalibrator
         An alias from ``CALIBRATORS`` or a calibrator instance.
+    allowed : collection of str, default=None
+        The aliases valid where the calibrator is used (e.g. a regressor
+        cannot use the label-LDP strategies); ``None``: every alias.
+    owner : str, default=None
+        Name of the estimator asking, used in error messages.
 
     Returns
     -------
@@ -58,25 +71,60 @@ def get_calibrator(calibrator):
     --------
     >>> get_calibrator("qq")
     QuantileOfQuantilesCalibrator()
+    >>> get_calibrator("QQ")
+    Traceback (most recent call last):
+    ...
+    ValueError: calibrator must be one of 'avg', ... got 'QQ'. Did you mean 'qq'?
     """
+    names = sorted(CALIBRATORS if allowed is None else allowed)
+    where = f" for {owner}" if owner else ""
     if isinstance(calibrator, str):
-        try:
+        if calibrator in names:
             return CALIBRATORS[calibrator]()
-        except KeyError:
-            raise ValueError(
-                f"calibrator must be one of {sorted(CALIBRATORS)} or a BaseCalibrator "
-                f"instance; got {calibrator!r}."
-            ) from None
+        listed = ", ".join(repr(n) for n in names[:-1]) + f", {names[-1]!r}"
+        hint = _did_you_mean(calibrator, names)
+        if calibrator in CALIBRATORS:
+            hint = (
+                f" {calibrator!r} is a strategy for classifiers (it calibrates "
+                "the scores of every label or of users' true labels)."
+            )
+        raise ValueError(
+            f"calibrator must be one of {listed}{where} or an instance of "
+            f"skfedcp.calibrators.BaseCalibrator; got {calibrator!r}.{hint}"
+        )
     if isinstance(calibrator, BaseCalibrator):
+        if allowed is not None:
+            alias = _alias(calibrator)
+            if alias is not None and alias not in allowed:
+                raise ValueError(
+                    f"calibrator {type(calibrator).__name__} ({alias!r}) cannot be "
+                    f"used{where}: it is a strategy for classifiers."
+                )
         return clone(calibrator)
     raise TypeError(
-        "calibrator must be a string alias or a BaseCalibrator instance; got "
-        f"{type(calibrator).__name__}."
+        "calibrator must be a string alias or an instance of "
+        f"skfedcp.calibrators.BaseCalibrator; got {type(calibrator).__name__}."
     )
+
+
+def _alias(calibrator):
+    for name, cls in CALIBRATORS.items():
+        if type(calibrator) is cls:
+            return name
+    return None
+
+
+def _did_you_mean(name, names):
+    lowered = {n.lower(): n for n in names}
+    if name.lower() in lowered:
+        return f" Did you mean {lowered[name.lower()]!r}?"
+    close = get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return f" Did you mean {lowered[close[0]]!r}?" if close else ""
 
 
 __all__ = [
     "CALIBRATORS",
+    "CLASSIFICATION_ONLY",
     "AveragingCalibrator",
     "BaseCalibrator",
     "CentralCalibrator",
