@@ -84,7 +84,11 @@ test-flower: $(VENV)/.installed-flower
 		tests/federated/test_flower_adapter.py tests/federated/test_flower_deployment.py \
 		skfedcp/federated/flower.py skfedcp/federated/_flower_protocol.py
 
-bench: $(VENV)/.installed-dev
+$(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-dev
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
+	@touch $@
+
+bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
