@@ -294,6 +294,10 @@ class PrivateCentralCalibrator(BaseCalibrator):
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
         low, high = plan["score_bounds"]
+        rows = [np.asarray(s).ravel() for s in stacked["scores"][valid]]
+        pooled = np.concatenate(rows) if rows else np.empty(0)
+        if pooled.size == 0 or (pooled.min() >= low and pooled.max() <= high):
+            return []  # one vectorised pass in the common case
         problems = []
         for j in np.flatnonzero(valid):
             scores = stacked["scores"][j]

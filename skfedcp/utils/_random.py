@@ -18,11 +18,18 @@ from a parent stream): stream 0 is the server's, stream ``j + 1`` is client
 the same server stream as the in-process simulation.
 """
 
+from collections.abc import Sequence
 from numbers import Integral
 
 import numpy as np
 
-__all__ = ["SECURE", "check_seed_sequence", "spawn_generators", "spawn_random_states"]
+__all__ = [
+    "SECURE",
+    "SpawnedStreams",
+    "check_seed_sequence",
+    "spawn_generators",
+    "spawn_random_states",
+]
 
 SECURE = "secure"
 
@@ -107,23 +114,58 @@ def spawn_generators(random_state, n_streams, *, name="random_state"):
 
 
 def spawn_random_states(random_state, n_streams, *, name="random_state"):
-    """Like :func:`spawn_generators`, as ``RandomState`` objects.
+    """Like :func:`spawn_generators`, as ``RandomState`` objects, made lazily.
 
-    Each is a :class:`~numpy.random.RandomState` over an ``MT19937`` bit
-    generator seeded by a spawned child (full-width and independent, not a
-    31-bit integer), so code written with scikit-learn's
+    Stream ``i`` is a :class:`~numpy.random.RandomState` over a ``PCG64``
+    bit generator seeded by the ``i``-th spawned child (full-width and
+    independent, not a 31-bit integer), so code written with scikit-learn's
     ``check_random_state`` (e.g. a user's own calibration strategy) accepts
-    it.
+    it. Streams are built on first access: a strategy that draws nothing
+    for its clients pays nothing for 10,000 of them.
+
+    Returns
+    -------
+    streams : sequence of RandomState, or list of "secure"
 
     Examples
     --------
-    >>> [type(s).__name__ for s in spawn_random_states(0, 2)]
-    ['RandomState', 'RandomState']
+    >>> streams = spawn_random_states(0, 3)
+    >>> len(streams), type(streams[1]).__name__
+    (3, 'RandomState')
+    >>> a, b = streams[1:][0], spawn_random_states(0, 3)[1]
+    >>> bool(a.random_sample() == b.random_sample())
+    True
     """
-    children = _spawn(random_state, n_streams, name)
-    if isinstance(children, str):
+    seed = check_seed_sequence(random_state, name=name)
+    if isinstance(seed, str):
         return [SECURE] * n_streams
-    return [np.random.RandomState(np.random.MT19937(child)) for child in children]
+    return SpawnedStreams(seed, range(n_streams))
+
+
+class SpawnedStreams(Sequence):
+    """Children ``indices`` of a ``SeedSequence``, each a ``RandomState``.
+
+    Child ``i`` is ``SeedSequence(entropy, spawn_key=spawn_key + (i,))``,
+    exactly what ``seed.spawn`` would give, built only when accessed.
+    """
+
+    def __init__(self, seed, indices):
+        self._seed = seed
+        self._indices = indices
+
+    def __len__(self):
+        return len(self._indices)
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            return SpawnedStreams(self._seed, self._indices[item])
+        i = self._indices[item]
+        child = np.random.SeedSequence(
+            self._seed.entropy,
+            spawn_key=(*self._seed.spawn_key, i),
+            pool_size=self._seed.pool_size,
+        )
+        return np.random.RandomState(np.random.PCG64(child))
 
 
 def _spawn(random_state, n_streams, name):

@@ -299,12 +299,16 @@ class TestRandomness:
 
     def test_streams_are_spawned_full_width(self):
         streams = spawn_random_states(0, 3)
-        seeds = {s.get_state()[1][:4].tobytes() for s in streams}
+        seeds = {s.random_sample(4).tobytes() for s in streams}
         assert len(seeds) == 3
-        # MT19937 seeded from a SeedSequence child, not a 31-bit integer.
+        # PCG64 seeded from a SeedSequence child, not a 31-bit integer.
         assert all(
-            s.get_state(legacy=False)["bit_generator"] == "MT19937" for s in streams
+            s.get_state(legacy=False)["bit_generator"] == "PCG64" for s in streams
         )
+        root = np.random.SeedSequence(0)
+        child = root.spawn(3)[2]
+        expected = np.random.RandomState(np.random.PCG64(child)).random_sample(4)
+        np.testing.assert_array_equal(streams[2].random_sample(4), expected)
 
     @pytest.mark.parametrize("name", ["dp-central", "dp-qq"])
     def test_secure(self, name):

@@ -264,8 +264,9 @@ class TestBisection:
             cal.fit(scores, alpha=0.1, random_state=seed)
             assert 1 <= cal.n_steps_used_ <= T
             assert cal.history_["threshold"].shape == (cal.n_steps_used_,)
-            # Dyadic: q * 2^steps is an integer.
-            q2 = cal.threshold_ * 2**cal.n_steps_used_
+            # Dyadic: q * 2^steps is an integer (+inf stands for the upper
+            # bound 1, returned when the search never left it).
+            q2 = min(cal.threshold_, BOUNDS[1]) * 2**cal.n_steps_used_
             assert q2 == round(q2)
             if cal.stopped_early_:
                 z = cal.history_["estimate"][-1]
