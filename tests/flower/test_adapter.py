@@ -21,22 +21,22 @@ from sklearn.utils import check_random_state
 from skfedcp.calibrators import CALIBRATORS, QuantileOfQuantilesCalibrator
 from skfedcp.exceptions import NodeExcludedWarning
 from skfedcp.feature_selection import FedChi2Selector
-from skfedcp.federated._flower_protocol import (
+from skfedcp.federated._secure_aggregation import _draw_seeds
+from skfedcp.flower._protocol import (
     PROTOCOL_VERSION,
     NodeConfig,
     calibrator_from_spec,
     calibrator_to_spec,
     handle_request,
 )
-from skfedcp.federated._secure_aggregation import _draw_seeds
 
 flwr = pytest.importorskip("flwr")
 
 from flwr.app import Context, RecordDict  # noqa: E402
 
-from skfedcp.federated import flower  # noqa: E402
-from skfedcp.federated._flower_local import InMemoryGrid  # noqa: E402
-from skfedcp.federated._flower_secagg import (  # noqa: E402
+from skfedcp.flower import _app as flower  # noqa: E402
+from skfedcp.flower._local import InMemoryGrid  # noqa: E402
+from skfedcp.flower._secagg import (  # noqa: E402
     generate_keypair,
     mask_vector,
     pairwise_seed,
@@ -57,8 +57,8 @@ PRIVATE = {
 
 
 def _node_seeds(n_nodes=M):
-    # The per-client streams an in-process fit(random_state=RS) draws.
-    return np.random.RandomState(RS).randint(np.iinfo(np.int32).max, size=n_nodes)
+    # The per-client streams an in-process fit(random_state=RS) spawns.
+    return flower.simulation_seeds(RS, n_nodes)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def _grid(data, *, allow_raw_scores=True, model=None, configs=None, wrap=None):
         configs = [
             {
                 "client-id": k,
-                "seed": int(seeds[k]),
+                "seed": seeds[k],
                 "projection-seed": str(data["projection_seed"]),
             }
             for k in range(M)
@@ -257,7 +257,7 @@ class TestEqualsInProcessFit:
         )
         seeds = _node_seeds()
         grid = InMemoryGrid(
-            app, [{"client-id": k, "seed": int(seeds[k])} for k in range(M)]
+            app, [{"client-id": k, "seed": seeds[k]} for k in range(M)]
         )
         cal = CALIBRATORS[alias](epsilon=3.0)
         deployed, _ = _quiet(
