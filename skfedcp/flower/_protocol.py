@@ -35,16 +35,16 @@ from ..feature_selection import (
     chi2_client_encode,
     chi2_client_marginals,
 )
+from ..federated import fixed_point_encode
 from ..privacy._randomness import SECURE
-from ..utils._random import check_seed_sequence
 from ..scores import (
     CLASSIFICATION_SCORES,
     CQR_SCORES,
     REGRESSION_SCORES,
     BaseClassificationScore,
 )
+from ..utils._random import check_seed_sequence
 from ._secagg import generate_keypair, mask_vector
-from ..federated import fixed_point_encode
 
 __all__ = [
     "PROTOCOL_VERSION",

@@ -29,6 +29,7 @@ from ..feature_selection import (
 )
 from ..feature_selection._chi2 import _ROUND1_FRAC_BITS, FedChi2Selector
 from ..feature_selection._protocol import _dof
+from ..federated import fixed_point_decode
 from ..utils._random import check_seed_sequence, spawn_random_states
 from ..utils._validation import check_alpha
 from ._protocol import (
@@ -36,7 +37,6 @@ from ._protocol import (
     _alias_of,
     calibrator_to_spec,
 )
-from ..federated import fixed_point_decode
 
 __all__ = [
     "DeploymentReport",
@@ -418,7 +418,9 @@ def calibrate_nodes(
                     session.exclude(
                         node, "it sent an invalid message", invalid=True, warn=False
                     )
-            return fitted, [n for n in nodes if session.info[n]["label"] not in excluded]
+            return fitted, [
+                n for n in nodes if session.info[n]["label"] not in excluded
+            ]
         invalid = _invalid_nodes(fit, nodes, labels)
         if not invalid:
             return fit(on_invalid="raise"), nodes
@@ -441,7 +443,7 @@ def _invalid_nodes(fit, nodes, labels):
         try:
             fitted = fit(on_invalid="exclude")
         except InvalidMessageError as exc:  # every message is invalid
-            return {node: f"it sent an invalid message ({exc})" for node in nodes}
+            return dict.fromkeys(nodes, f"it sent an invalid message ({exc})")
     excluded = set(fitted.excluded_clients_.tolist())
     if not excluded:
         return {}
@@ -461,11 +463,7 @@ def _reason_of(label, text):
     start = text.find(marker)
     if start < 0:
         return text
-    stops = [
-        i
-        for i in (text.find("; client ", start), text.rfind(")."))
-        if i > start
-    ]
+    stops = [i for i in (text.find("; client ", start), text.rfind(").")) if i > start]
     return text[start : min(stops)] if stops else text[start:]
 
 
