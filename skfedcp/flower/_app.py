@@ -3,6 +3,7 @@
 import json
 import pickle
 import time
+import warnings
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import NamedTuple
@@ -542,6 +543,7 @@ def _summary(result):
         "nodes": report.nodes.tolist(),
         "clients": report.clients.tolist(),
         "excluded": {str(k): v for k, v in report.excluded.items()},
+        "warnings": list(report.warnings),
         "rounds": [
             {
                 "name": r.name,
@@ -698,15 +700,21 @@ def make_server_app(
     @app.main()
     def main(grid, context):
         settings = _settings(defaults, context.run_config, configured)
-        result = _serve(
-            grid,
-            context,
-            settings,
-            selector=selector,
-            load_model=load_model,
-            conformity_score=conformity_score,
-            classes=classes,
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = _serve(
+                grid,
+                context,
+                settings,
+                selector=selector,
+                load_model=load_model,
+                conformity_score=conformity_score,
+                classes=classes,
+            )
+        for w in caught:  # shown as usual, and kept in the report
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        notes = tuple(f"{w.category.__name__}: {w.message}" for w in caught)
+        result = result._replace(report=result.report._replace(warnings=notes))
         if settings["output"]:
             save_result(result, settings["output"])
         if on_result is not None:

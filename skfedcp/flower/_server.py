@@ -92,12 +92,17 @@ class DeploymentReport(NamedTuple):
         fingerprint, too few rows).
     rounds : list of RoundRecord
         Every round, in order.
+    warnings : tuple of str
+        The warnings the server emitted during the run (``"Category:
+        message"``), e.g. which node sent an invalid message; filled by
+        :func:`~skfedcp.flower.make_server_app`'s app.
     """
 
     nodes: np.ndarray
     clients: np.ndarray
     excluded: dict
     rounds: list
+    warnings: tuple = ()
 
 
 def _warn(message, category=NodeExcludedWarning):
@@ -410,13 +415,26 @@ def calibrate_nodes(
             random_state=random_state,
         )
         if calibrator._randomized:
-            # No second round: exclude the offenders (InvalidMessageWarning).
-            fitted = fit(on_invalid="exclude")
+            # No second round: exclude the offenders (the calibrator's own
+            # InvalidMessageWarning says how).
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fitted = fit(on_invalid="exclude")
+            for w in caught:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            text = " ".join(
+                str(w.message)
+                for w in caught
+                if issubclass(w.category, InvalidMessageWarning)
+            )
             excluded = set(fitted.excluded_clients_.tolist())
             for node, label in zip(nodes, labels.tolist(), strict=True):
                 if label in excluded:
                     session.exclude(
-                        node, "it sent an invalid message", invalid=True, warn=False
+                        node,
+                        f"it sent an invalid message ({_reason_of(label, text)})",
+                        invalid=True,
+                        warn=False,
                     )
             return fitted, [
                 n for n in nodes if session.info[n]["label"] not in excluded
