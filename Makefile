@@ -81,8 +81,7 @@ $(VENV)/.installed-flower: pyproject.toml $(VENV)/.installed-dev
 # deployment test (-m flower) together.
 test-flower: $(VENV)/.installed-flower
 	$(BIN)/python -m pytest -q -m "flower or not slow" \
-		tests/federated/test_flower_adapter.py tests/federated/test_flower_deployment.py \
-		skfedcp/federated/flower.py skfedcp/federated/_flower_protocol.py
+		tests/flower skfedcp/flower
 
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-dev
 	$(BIN)/python -m pip install --quiet -e ".[bench]"

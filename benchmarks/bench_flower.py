@@ -63,19 +63,19 @@ def _prepare(out, m):
 
 
 def _node_configs(data, m):
+    from skfedcp.flower import simulation_seeds
+
     seed = _draw_seeds(check_random_state(RS), 1)[0]
     return [
         {
             "client-id": k,
             "data-path": str(data["node_paths"][k]),
             "model-path": str(data["model_path"]),
-            "seed": int(s),
+            "seed": s,
             "projection-seed": str(seed),
             "allow-raw-scores": True,
         }
-        for k, s in enumerate(
-            np.random.RandomState(RS).randint(np.iinfo(np.int32).max, size=m)
-        )
+        for k, s in enumerate(simulation_seeds(RS, m))
     ]
 
 
@@ -97,8 +97,8 @@ def _references(data):
 
 
 def _in_memory(data, m):
-    from skfedcp.federated import flower
-    from skfedcp.federated._flower_local import InMemoryGrid
+    from skfedcp import flower
+    from skfedcp.flower._local import InMemoryGrid
 
     app = runpy.run_path(str(APP / "skfedcp_flower_demo" / "task.py"))
     client = flower.make_client_app(
@@ -111,8 +111,8 @@ def _in_memory(data, m):
 
 
 def _time_table(m, work):
-    from skfedcp.federated import flower
-    from skfedcp.federated._flower_local import LoopbackDeployment
+    from skfedcp import flower
+    from skfedcp.flower._local import LoopbackDeployment
 
     data = _prepare(work / f"data{m}", m)
     calibrate, select = _references(data)
@@ -167,6 +167,73 @@ def _time_table(m, work):
     return row
 
 
+# One ClientApp message as Flower 1.40 runs it: a fresh process that imports
+# everything, then skfedcp's own work (load, fingerprint, score, encode).
+_NODE_MESSAGE = r"""
+import json, runpy, sys, time
+t, last = {}, time.perf_counter()
+def lap(name):
+    global last
+    now = time.perf_counter()
+    t[name] = now - last
+    last = now
+import numpy, scipy.stats, sklearn.base  # noqa: E401
+lap("import numpy, scipy, sklearn")
+import flwr.app, flwr.clientapp  # noqa: E401
+lap("import flwr")
+import skfedcp.flower
+from skfedcp.calibrators import QuantileOfQuantilesCalibrator
+from skfedcp.flower._app import _to_record_dict, _wire_bytes
+from skfedcp.flower._protocol import _reply, model_fingerprint, resolve_node_score
+lap("import skfedcp")
+task = runpy.run_path(sys.argv[1])
+context = type("Context", (), {"node_config": json.loads(sys.argv[2])})()
+X, y = task["load_data"](context)
+lap("load data")
+model = task["load_model"](context)
+lap("load model (joblib)")
+fingerprint = model_fingerprint(model, "absolute")
+lap("fingerprint")
+scores = resolve_node_score("absolute").conformity_score(y, model.predict(X), X)
+lap("score")
+message = QuantileOfQuantilesCalibrator().client_step(
+    scores, alpha=0.1, n_per_client=[len(y)] * 5
+)
+lap("client step")
+_wire_bytes(_to_record_dict(_reply(fingerprint, message)))
+lap("encode")
+print(json.dumps(t))
+"""
+
+
+def _node_message_breakdown(data, repeat=3):
+    """Seconds of one ClientApp message, by phase (best of ``repeat`` processes)."""
+    import json
+    import subprocess
+
+    config = json.dumps(
+        {"data-path": str(data["node_paths"][0]), "model-path": str(data["model_path"])}
+    )
+    task = str(APP / "skfedcp_flower_demo" / "task.py")
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    best = {}
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True, env=env)
+        interpreter = time.perf_counter() - start
+        out = subprocess.run(
+            [sys.executable, "-c", _NODE_MESSAGE, task, config],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        phases = {"interpreter start": interpreter, **json.loads(out.stdout)}
+        for name, seconds in phases.items():
+            best[name] = min(best.get(name, np.inf), seconds)
+    return best
+
+
 def _numbers(reply):
     total = 0
     for key, value in reply.items():
@@ -177,8 +244,9 @@ def _numbers(reply):
 
 def _size_table(m, work):
     """Median bytes per node (server -> node, node -> server) of each strategy."""
-    from skfedcp.federated import flower
-    from skfedcp.federated._flower_server import (
+    from skfedcp import flower
+    from skfedcp.flower._app import _grid_exchange
+    from skfedcp.flower._server import (
         ServerSession,
         calibrate_nodes,
         select_chi2_nodes,
@@ -188,7 +256,7 @@ def _size_table(m, work):
     grid = _in_memory(data, m)
     rows = {}
     numbers = {}
-    exchange = flower._grid_exchange(grid)
+    exchange = _grid_exchange(grid)
 
     def counting(requests, timeout):
         replies, sizes = exchange(requests, timeout)
@@ -244,8 +312,8 @@ def _size_table(m, work):
 
 
 def _ldp_l_sizes(m):
-    from skfedcp.federated import flower
-    from skfedcp.federated._flower_local import InMemoryGrid
+    from skfedcp import flower
+    from skfedcp.flower._local import InMemoryGrid
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200 + m * ROWS_PER_NODE, 4))
@@ -264,7 +332,8 @@ def _ldp_l_sizes(m):
         conformity_score="lac",
         allow_raw_scores=True,
     )
-    grid = InMemoryGrid(app, [{"client-id": k, "seed": k} for k in range(m)])
+    seeds = flower.simulation_seeds(RS, m)
+    grid = InMemoryGrid(app, [{"client-id": k, "seed": seeds[k]} for k in range(m)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         _, report = flower.run_calibration(
@@ -298,6 +367,7 @@ def main(argv=None):
         work = Path(tmp)
         timing = [_time_table(m, work) for m in sizes]
         bytes_by_m = {m: _size_table(m, work) for m in sizes}
+        breakdown = _node_message_breakdown(_prepare(work / "breakdown", 5))
 
     print("\nWall time (s) and ratio to the in-process fit (QQ: hello + calibrate;")
     print("FED-chi2: two secure sums; the deployment excludes process start-up)")
@@ -313,6 +383,26 @@ def main(argv=None):
                 f"{mem / base:>7.1f} {dep:>9.2f} {dep / base:>8.0f} "
                 f"{row['startup']:>8.1f} {row['flwr_run']:>9.1f}"
             )
+
+    print("\nOne ClientApp message (Flower 1.40 starts a process per message),")
+    print("best of 3 fresh processes, seconds; then one deployed QQ round (m=5)")
+    total = sum(breakdown.values())
+    own = sum(
+        v
+        for k, v in breakdown.items()
+        if k == "import skfedcp" or not k.startswith(("import", "interpreter"))
+    )
+    for name, seconds in breakdown.items():
+        print(f"{name:>30} {seconds:>7.3f}")
+    print(f"{'process total':>30} {total:>7.3f}")
+    print(f"{'skfedcp (import + work)':>30} {own:>7.3f} ({own / total:.0%})")
+    row = timing[0]
+    for name in ("hello", "calibrate:qq"):
+        seconds = row["deployed_rounds"][name]
+        print(
+            f"{'round ' + name:>30} {seconds:>7.2f}  of which Flower (polling, "
+            f"FAB install, launch, HTTP) ~{max(seconds - total, 0.0):.2f}"
+        )
 
     print("\nBytes per node (median), server -> node / node -> server, per round;")
     print("numbers = values in the node's message (8 bytes each)")
@@ -345,6 +435,7 @@ def main(argv=None):
                 "random_state": RS,
             },
             "timing": timing,
+            "node_message_breakdown": breakdown,
             "bytes": {str(m): v for m, v in bytes_by_m.items()},
         },
     )

@@ -1,4 +1,7 @@
-"""Federation helpers: client partitions, secure-sum simulation, Flower adapter."""
+"""Federation helpers: client partitions and the secure-sum simulation.
+
+The Flower adapter lives in :mod:`skfedcp.flower`.
+"""
 
 from ._partition import ClientPartition, split_by_client
 from ._secure_aggregation import (

@@ -1,6 +1,6 @@
 """The ClientApp every node runs: scores stay on the node."""
 
-from skfedcp.federated.flower import make_client_app
+from skfedcp.flower import make_client_app
 
 from .task import load_data, load_model, load_selection_data
 

@@ -6,7 +6,7 @@ from skfedcp.calibrators import (
     PrivateQuantileOfQuantilesCalibrator,
 )
 from skfedcp.feature_selection import FedChi2Selector
-from skfedcp.federated.flower import make_server_app
+from skfedcp.flower import make_server_app
 
 from .task import load_server_model
 

@@ -2,7 +2,7 @@
 
 A request or a reply is a flat ``dict`` whose values are Python scalars
 (``int``, ``float``, ``bool``, ``str``, ``bytes``), lists of ``bytes`` or
-NumPy arrays; :mod:`skfedcp.federated.flower` turns it into a Flower
+NumPy arrays; :mod:`skfedcp.flower` turns it into a Flower
 ``RecordDict`` and back. Every request names its ``kind``:
 
 ``"hello"``
@@ -17,7 +17,7 @@ NumPy arrays; :mod:`skfedcp.federated.flower` turns it into a Flower
 ``"secure_sum"``
     The node computes a FED-chi2 vector (round-one marginals or round-two
     sketch), encodes it in fixed point and masks it with pairwise masks
-    (:mod:`skfedcp.federated._flower_secagg`).
+    (:mod:`skfedcp.flower._secagg`).
 """
 
 import copy
@@ -35,6 +35,7 @@ from ..feature_selection import (
     chi2_client_encode,
     chi2_client_marginals,
 )
+from ..federated import fixed_point_encode
 from ..privacy._randomness import SECURE
 from ..scores import (
     CLASSIFICATION_SCORES,
@@ -42,8 +43,8 @@ from ..scores import (
     REGRESSION_SCORES,
     BaseClassificationScore,
 )
-from ._flower_secagg import generate_keypair, mask_vector
-from ._secure_aggregation import fixed_point_encode
+from ..utils._random import check_seed_sequence
+from ._secagg import generate_keypair, mask_vector
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -54,7 +55,9 @@ __all__ = [
     "handle_request",
     "model_fingerprint",
     "node_label",
+    "node_random_state",
     "resolve_node_score",
+    "simulation_seeds",
 ]
 
 PROTOCOL_VERSION = 1
@@ -256,6 +259,120 @@ def calibrator_from_spec(spec):
     return alias, CALIBRATORS[alias](**params)
 
 
+def simulation_seeds(random_state, n_clients):
+    """Node-config ``seed`` values that reproduce an in-process fit's client streams.
+
+    An in-process ``fit(..., random_state=random_state)`` spawns its streams
+    from one :class:`~numpy.random.SeedSequence`: stream 0 is the server's,
+    stream ``j + 1`` client ``j``'s (clients in sorted-label order). Giving
+    node ``j`` the ``j``-th value returned here as its node config ``seed``
+    makes its noise that stream, so that a deployed run with the same
+    ``random_state`` on the server equals the in-process fit bit for bit.
+
+    **A simulation convenience only.** Whoever knows a node's seed can
+    regenerate, and remove, that node's privacy noise. In a real deployment
+    leave ``seed`` out of the node config: the node then draws its noise from
+    the operating system's secure generator, and nobody else (the server
+    included) learns it. The server never sends a seed to a node.
+
+    Parameters
+    ----------
+    random_state : int or SeedSequence
+        The ``random_state`` of the in-process fit being reproduced.
+    n_clients : int
+        Number of calibrating clients (nodes), in sorted-label order.
+
+    Returns
+    -------
+    seeds : list of str
+        ``"<entropy>:<spawn key>"``, one per client: the full-width child
+        seed, not a 31-bit integer.
+
+    Examples
+    --------
+    >>> seeds = simulation_seeds(7, 3)
+    >>> seeds
+    ['7:1', '7:2', '7:3']
+    >>> rng = node_random_state(seeds[0])
+    >>> from skfedcp.utils._random import spawn_random_states
+    >>> bool(rng.random_sample() == spawn_random_states(7, 2)[1].random_sample())
+    True
+    """
+    seed = check_seed_sequence(random_state, allow_secure=False)
+    if isinstance(n_clients, bool) or not isinstance(n_clients, Integral):
+        raise TypeError(f"n_clients must be an int; got {n_clients!r}.")
+    if n_clients < 1:
+        raise ValueError(f"n_clients must be >= 1; got {n_clients}.")
+    if seed.pool_size != 4:  # pragma: no cover - numpy's default
+        raise ValueError("random_state must use SeedSequence's default pool size.")
+    entropy = seed.entropy
+    if not isinstance(entropy, Integral):
+        raise ValueError(
+            "random_state must be an int or a SeedSequence with integer entropy."
+        )
+    prefix = ",".join(str(k) for k in seed.spawn_key)
+    return [
+        f"{entropy}:{prefix + ',' if prefix else ''}{j + 1}" for j in range(n_clients)
+    ]
+
+
+def node_random_state(seed):
+    """The random stream of a node's private steps, from its node config ``seed``.
+
+    Parameters
+    ----------
+    seed : None, int or str
+        ``None`` (the default and the only choice for a real deployment):
+        the operating system's secure generator. An ``int``: the stream of
+        ``SeedSequence(seed)``. A string ``"<entropy>"`` or
+        ``"<entropy>:<k1>,<k2>,..."`` (see :func:`simulation_seeds`): the
+        stream of ``SeedSequence(entropy, spawn_key=(k1, k2, ...))``.
+
+    Returns
+    -------
+    random_state : RandomState or "secure"
+        A ``RandomState`` over ``MT19937`` seeded by the full-width seed, as
+        the in-process fit builds its client streams.
+
+    Examples
+    --------
+    >>> node_random_state(None)
+    'secure'
+    >>> type(node_random_state("7:1")).__name__
+    'RandomState'
+    """
+    if seed is None or (isinstance(seed, str) and seed.strip() == ""):
+        return SECURE
+    if isinstance(seed, bool):
+        raise TypeError(f"node config seed must be an int or a string; got {seed!r}.")
+    if isinstance(seed, Integral):
+        sequence = np.random.SeedSequence(int(seed)) if seed >= 0 else None
+    elif isinstance(seed, str):
+        sequence = _parse_seed(seed)
+    else:
+        raise TypeError(
+            f"node config seed must be an int or a string; got {type(seed).__name__}."
+        )
+    if sequence is None:
+        raise ValueError(
+            "node config seed must be a non-negative int or '<entropy>:<k1>,...' "
+            f"(see skfedcp.flower.simulation_seeds); got {seed!r}."
+        )
+    return np.random.RandomState(np.random.MT19937(sequence))
+
+
+def _parse_seed(text):
+    entropy, _, key = text.strip().partition(":")
+    try:
+        entropy = int(entropy, 0)
+        spawn_key = tuple(int(k, 0) for k in key.split(",")) if key else ()
+    except ValueError:
+        return None
+    if entropy < 0 or any(k < 0 for k in spawn_key):
+        return None
+    return np.random.SeedSequence(entropy, spawn_key=spawn_key)
+
+
 def node_label(node_config, node_id):
     """Client label of a node: ``client-id``, else ``partition-id``, else its id."""
     for key in ("client-id", "partition-id"):
@@ -385,10 +502,7 @@ class _NodeSession:
         return self._selection
 
     def random_source(self):
-        seed = self.node_config.get("seed")
-        if seed is None:
-            return SECURE
-        return np.random.RandomState(int(seed))
+        return node_random_state(self.node_config.get("seed"))
 
     # -- steps -----------------------------------------------------------------
 

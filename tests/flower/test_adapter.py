@@ -19,24 +19,29 @@ from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils import check_random_state
 
 from skfedcp.calibrators import CALIBRATORS, QuantileOfQuantilesCalibrator
-from skfedcp.exceptions import NodeExcludedWarning
+from skfedcp.exceptions import (
+    InvalidMessageError,
+    InvalidMessageWarning,
+    NodeExcludedWarning,
+)
 from skfedcp.feature_selection import FedChi2Selector
-from skfedcp.federated._flower_protocol import (
+from skfedcp.federated._secure_aggregation import _draw_seeds
+from skfedcp.flower._protocol import (
     PROTOCOL_VERSION,
     NodeConfig,
     calibrator_from_spec,
     calibrator_to_spec,
     handle_request,
 )
-from skfedcp.federated._secure_aggregation import _draw_seeds
 
 flwr = pytest.importorskip("flwr")
 
 from flwr.app import Context, RecordDict  # noqa: E402
 
-from skfedcp.federated import flower  # noqa: E402
-from skfedcp.federated._flower_local import InMemoryGrid  # noqa: E402
-from skfedcp.federated._flower_secagg import (  # noqa: E402
+from skfedcp import flower  # noqa: E402
+from skfedcp.flower import _app  # noqa: E402
+from skfedcp.flower._local import InMemoryGrid  # noqa: E402
+from skfedcp.flower._secagg import (  # noqa: E402
     generate_keypair,
     mask_vector,
     pairwise_seed,
@@ -57,8 +62,8 @@ PRIVATE = {
 
 
 def _node_seeds(n_nodes=M):
-    # The per-client streams an in-process fit(random_state=RS) draws.
-    return np.random.RandomState(RS).randint(np.iinfo(np.int32).max, size=n_nodes)
+    # The per-client streams an in-process fit(random_state=RS) spawns.
+    return flower.simulation_seeds(RS, n_nodes)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +116,7 @@ def _grid(data, *, allow_raw_scores=True, model=None, configs=None, wrap=None):
         configs = [
             {
                 "client-id": k,
-                "seed": int(seeds[k]),
+                "seed": seeds[k],
                 "projection-seed": str(data["projection_seed"]),
             }
             for k in range(M)
@@ -150,8 +155,8 @@ class TestEncoding:
             "masked": np.array([2**64 - 1, 0], dtype=np.uint64),
             "labels": np.array(["a", "b"]),
         }
-        content = flower._to_record_dict(payload)
-        back = flower._from_record_dict(content)
+        content = _app._to_record_dict(payload)
+        back = _app._from_record_dict(content)
         assert back.keys() == payload.keys()
         for key, value in payload.items():
             if isinstance(value, np.ndarray):
@@ -162,11 +167,11 @@ class TestEncoding:
 
     def test_unsupported_value_is_a_type_error(self):
         with pytest.raises(TypeError, match="cannot send"):
-            flower._to_record_dict({"x": object()})
+            _app._to_record_dict({"x": object()})
 
     def test_wire_bytes_grow_with_the_payload(self):
-        small = flower._wire_bytes(flower._to_record_dict({"q": 1.0}))
-        large = flower._wire_bytes(flower._to_record_dict({"q": np.zeros(1000)}))
+        small = _app._wire_bytes(_app._to_record_dict({"q": 1.0}))
+        large = _app._wire_bytes(_app._to_record_dict({"q": np.zeros(1000)}))
         assert 0 < small < 500 < 8000 < large
 
     @pytest.mark.parametrize("alias", sorted(CALIBRATORS))
@@ -256,9 +261,7 @@ class TestEqualsInProcessFit:
             allow_raw_scores=True,
         )
         seeds = _node_seeds()
-        grid = InMemoryGrid(
-            app, [{"client-id": k, "seed": int(seeds[k])} for k in range(M)]
-        )
+        grid = InMemoryGrid(app, [{"client-id": k, "seed": seeds[k]} for k in range(M)])
         cal = CALIBRATORS[alias](epsilon=3.0)
         deployed, _ = _quiet(
             flower.run_calibration, grid, cal, alpha=0.1, random_state=RS
@@ -299,7 +302,7 @@ class TestEqualsInProcessFit:
 
     def test_public_classes_keep_label_sets_on_the_nodes(self, regression):
         grid = _grid(regression)
-        session = flower._session(grid, 10.0, 1)
+        session = _app._session(grid, 10.0, 1)
         session.hello(selection=True, classes=False)
         assert all("classes" not in info for info in session.info.values())
 
@@ -330,7 +333,7 @@ def _failing(node, kinds):
 
     def wrap(app):
         def call(message, context):
-            kind = flower._from_record_dict(message.content)["kind"]
+            kind = _app._from_record_dict(message.content)["kind"]
             if context.node_config["client-id"] == node and kind in kinds:
                 raise RuntimeError(f"node {node} crashed")
             return app(message, context)
@@ -515,7 +518,7 @@ class TestBadInput:
 def _failing_task(node, task):
     def wrap(app):
         def call(message, context):
-            request = flower._from_record_dict(message.content)
+            request = _app._from_record_dict(message.content)
             if context.node_config["client-id"] == node and request.get("task") == task:
                 raise RuntimeError(f"node {node} crashed")
             return app(message, context)
@@ -702,3 +705,280 @@ class TestServerApp:
         context = Context(1, 1, {}, RecordDict(), {})
         with pytest.raises(RuntimeError, match="min-nodes is 6"):
             app(grid, context)
+
+
+# --------------------------------------------------------------------------
+# Invalid messages: checked by fit_from_messages against the public plan
+
+
+def _tampering(node, edit, kinds=("calibrate",)):
+    """Wrap a ClientApp so that ``node`` edits its reply (a dishonest node)."""
+    from flwr.app import Message
+
+    def wrap(app):
+        def call(message, context):
+            reply = app(message, context)
+            kind = _app._from_record_dict(message.content)["kind"]
+            if context.node_config["client-id"] != node or kind not in kinds:
+                return reply
+            payload = _app._from_record_dict(reply.content)
+            edit(payload)
+            return Message(_app._to_record_dict(payload), reply_to=message)
+
+        return call
+
+    return wrap
+
+
+def _set(field, value):
+    def edit(payload):
+        if value is None:  # the wire carries no None: the field is missing
+            del payload[f"message.{field}"]
+        else:
+            payload[f"message.{field}"] = value
+
+    return edit
+
+
+BAD = 2  # the dishonest node's client label
+
+# Values a dishonest node may put in a one-number field (a None cannot travel
+# through Flower's records: the field is then missing).
+BAD_VALUES = {
+    "nan": math.nan,
+    "-inf": -math.inf,
+    "missing": None,
+    "text": "1.0",
+    "array": np.array([1.0, 2.0]),
+}
+
+
+def _local_messages(cal, data, *, tamper=None, alpha=0.1):
+    """Each client's own client_step (node streams), the dishonest one edited."""
+    seeds = _node_seeds()
+    sizes = np.bincount(data["ids"])
+    messages = []
+    for k in range(M):
+        rs = flower.node_random_state(seeds[k]) if cal._randomized else None
+        message = cal.client_step(
+            data["scores"][data["ids"] == k],
+            alpha=alpha,
+            n_per_client=sizes,
+            random_state=rs,
+        )
+        if k == BAD and tamper is not None:
+            payload = {f"message.{key}": value for key, value in message.items()}
+            tamper(payload)
+            message = {key[len("message.") :]: value for key, value in payload.items()}
+        messages.append(message)
+    return messages, sizes
+
+
+class TestInvalidMessages:
+    def test_size_other_than_announced_is_excluded_and_qq_replans(self, regression):
+        # Announced 240 rows in hello, then claims 7: the old replay accepted it.
+        grid = _grid(regression, wrap=_tampering(BAD, _set("n", 7)))
+        with pytest.warns(InvalidMessageWarning, match="announced 240 rows") as rec:
+            deployed, report = flower.run_calibration(grid, "qq", alpha=0.1)
+        assert "recalibrated with the remaining 4" in str(rec[0].message)
+        keep = regression["ids"] != BAD
+        reference = QuantileOfQuantilesCalibrator().fit(
+            regression["scores"][keep], regression["ids"][keep], alpha=0.1
+        )
+        assert deployed.threshold_ == reference.threshold_
+        _assert_same_fit(deployed, reference)
+        node = grid.get_node_ids()[BAD]
+        assert "invalid message" in report.excluded[node]
+        names = [r.name for r in report.rounds]
+        assert names == ["hello", "calibrate:qq", "calibrate:qq"]
+
+    @pytest.mark.parametrize("alias", ["qq", "avg"])
+    @pytest.mark.parametrize("bad", sorted(BAD_VALUES))
+    def test_bad_value_is_excluded_and_deterministic_strategy_replans(
+        self, regression, alias, bad
+    ):
+        grid = _grid(
+            regression, wrap=_tampering(BAD, _set("quantile", BAD_VALUES[bad]))
+        )
+        with pytest.warns(InvalidMessageWarning, match="field 'quantile'"):
+            deployed, report = flower.run_calibration(grid, alias, alpha=0.1)
+        keep = regression["ids"] != BAD
+        reference = CALIBRATORS[alias]().fit(
+            regression["scores"][keep], regression["ids"][keep], alpha=0.1
+        )
+        assert np.isfinite(deployed.threshold_)
+        assert deployed.threshold_ == reference.threshold_
+        _assert_same_fit(deployed, reference)
+        assert BAD not in deployed.clients_.tolist()
+        assert list(report.excluded) == [grid.get_node_ids()[BAD]]
+
+    def test_huge_finite_value_moves_qq_by_at_most_one_rank(self, regression):
+        # 1e308 is a number QQ cannot tell from a large score: it is used, and
+        # QQ's threshold stays an honest client's quantile.
+        tamper = _set("quantile", 1e308)
+        grid = _grid(regression, wrap=_tampering(BAD, tamper))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", InvalidMessageWarning)
+            deployed, report = flower.run_calibration(grid, "qq", alpha=0.1)
+        cal = QuantileOfQuantilesCalibrator()
+        messages, sizes = _local_messages(cal, regression, tamper=tamper)
+        reference = cal.fit_from_messages(messages, alpha=0.1, n_per_client=sizes)
+        assert deployed.threshold_ == reference.threshold_
+        honest = [m["quantile"] for k, m in enumerate(messages) if k != BAD]
+        assert deployed.threshold_ in honest and not report.excluded
+
+    @pytest.mark.parametrize(
+        "bad", sorted({**BAD_VALUES, "1e308": 1e308, "off-grid": 1.2345})
+    )
+    def test_private_one_shot_excludes_without_a_new_round(self, regression, bad):
+        values = {**BAD_VALUES, "1e308": 1e308, "off-grid": 1.2345}
+        tamper = _set("quantile", values[bad])
+        grid = _grid(regression, wrap=_tampering(BAD, tamper))
+        cal = CALIBRATORS["dp-qq"](**PRIVATE["dp-qq"])
+        with pytest.warns(InvalidMessageWarning, match="client 2: field 'quantile'"):
+            deployed, report = flower.run_calibration(
+                grid, cal, alpha=0.1, random_state=RS
+            )
+        # One calibration round only (no budget for a second one), and the
+        # server's side is fit_from_messages on what the nodes sent.
+        assert [r.name for r in report.rounds] == ["hello", "calibrate:dp-qq"]
+        messages, sizes = _local_messages(cal, regression, tamper=tamper)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            reference = cal.fit_from_messages(
+                messages,
+                alpha=0.1,
+                n_per_client=sizes,
+                random_state=RS,
+                on_invalid="exclude",
+            )
+        assert deployed.threshold_ == reference.threshold_
+        _assert_same_fit(deployed, reference)
+        assert deployed.excluded_clients_.tolist() == [BAD]
+        # Counted as +inf under the announced plan: the threshold can only rise
+        # above the all-honest one (here k = m, so it is the trivial +inf).
+        honest, _ = _local_messages(cal, regression)
+        all_honest = cal.fit_from_messages(
+            honest, alpha=0.1, n_per_client=sizes, random_state=RS
+        )
+        assert deployed.threshold_ >= all_honest.threshold_
+        assert "invalid message" in report.excluded[grid.get_node_ids()[BAD]]
+
+    def test_wrong_ldp_label_is_excluded_from_ldp_l(self):
+        rng = np.random.default_rng(1)
+        X = rng.normal(size=(200 + M * N, 4))
+        y = (X[:, 0] > 0).astype(int)
+        clf = LogisticRegression().fit(X[:200], y[:200])
+        X, y = X[200:], y[200:]
+        ids = np.repeat(np.arange(M), N)
+
+        def load_data(context):
+            k = context.node_config["client-id"]
+            return X[ids == k], y[ids == k]
+
+        def flip(payload):  # labels outside the two classes
+            payload["message.noisy_labels"] = payload["message.noisy_labels"] + 5
+
+        app = flower.make_client_app(
+            load_data,
+            load_model=lambda c: clf,
+            conformity_score="lac",
+            allow_raw_scores=True,
+        )
+        seeds = _node_seeds()
+        grid = InMemoryGrid(
+            _tampering(BAD, flip)(app),
+            [{"client-id": k, "seed": seeds[k]} for k in range(M)],
+        )
+        cal = CALIBRATORS["ldp-l"](epsilon=3.0)
+        with pytest.warns(
+            InvalidMessageWarning, match="client 2: field 'noisy_labels'"
+        ):
+            deployed, report = flower.run_calibration(
+                grid, cal, alpha=0.1, random_state=RS
+            )
+        assert deployed.excluded_clients_.tolist() == [BAD]
+        assert deployed.clients_.tolist() == [0, 1, 3, 4]
+        assert [r.name for r in report.rounds] == ["hello", "calibrate:ldp-l"]
+
+    def test_wrong_ldp_s_bits_stop_the_interactive_run(self, regression):
+        def bits(payload):
+            payload["message.reports"] = np.full_like(payload["message.reports"], 2)
+
+        grid = _grid(regression, wrap=_tampering(BAD, bits, kinds=("respond",)))
+        cal = CALIBRATORS["ldp-s"](**PRIVATE["ldp-s"])
+        with (
+            pytest.warns(InvalidMessageWarning, match="client 2"),
+            pytest.raises(InvalidMessageError, match="can neither exclude") as exc,
+        ):
+            flower.run_calibration(grid, cal, alpha=0.1, random_state=RS)
+        assert exc.value.client == BAD and exc.value.field == "reports"
+
+    def test_invalid_node_is_left_out_of_the_later_tasks(self, regression):
+        grid = _grid(regression, wrap=_tampering(BAD, _set("quantile", math.nan)))
+        seen = []
+        app = flower.make_server_app(
+            calibrators=("qq", "avg"),
+            selector=FedChi2Selector(k=5),
+            on_result=lambda result, context: seen.append(result),
+        )
+        with pytest.warns(InvalidMessageWarning) as rec:
+            app(grid, Context(1, 1, {}, RecordDict(), {}))
+        assert len([w for w in rec if w.category is InvalidMessageWarning]) == 1
+        result = seen[0]
+        for cal in result.calibrators.values():
+            assert BAD not in cal.clients_.tolist()
+        assert BAD not in result.selector.clients_.tolist()
+        names = [r.name for r in result.report.rounds]
+        assert names.count("calibrate:qq") == 2 and names.count("calibrate:avg") == 1
+
+
+# --------------------------------------------------------------------------
+# Seeds and the import path
+
+
+class TestSeedsAndLayout:
+    def test_node_streams_are_the_in_process_client_streams(self):
+        from skfedcp.utils._random import spawn_random_states
+
+        streams = spawn_random_states(RS, M + 1)
+        for k, seed in enumerate(_node_seeds()):
+            mine = flower.node_random_state(seed).random_sample(4)
+            np.testing.assert_array_equal(mine, streams[k + 1].random_sample(4))
+
+    def test_node_without_seed_draws_os_entropy(self):
+        assert flower.node_random_state(None) == "secure"
+        assert flower.node_random_state("") == "secure"
+
+    @pytest.mark.parametrize("seed", ["x", "-1", "3:a", "3:-1", True, 1.5])
+    def test_bad_node_seed_is_a_clear_error(self, seed):
+        with pytest.raises((TypeError, ValueError), match="node config seed"):
+            flower.node_random_state(seed)
+
+    def test_simulation_seeds_need_a_seed(self):
+        with pytest.raises(TypeError, match="random_state"):
+            flower.simulation_seeds("secure", 3)
+        with pytest.raises(ValueError, match="n_clients"):
+            flower.simulation_seeds(0, 0)
+
+    def test_old_import_path_warns(self):
+        import skfedcp.federated.flower as old
+        import skfedcp.flower as new
+
+        with pytest.warns(DeprecationWarning, match="import run_calibration from"):
+            assert old.run_calibration is new.run_calibration
+        with pytest.raises(AttributeError):
+            old.nope  # noqa: B018
+
+    def test_federated_does_not_import_the_adapter(self):
+        import ast
+        from pathlib import Path
+
+        import skfedcp.federated
+
+        for path in Path(skfedcp.federated.__file__).parent.glob("*.py"):
+            if path.name == "flower.py":  # the deprecated alias
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom):
+                    assert "flower" not in (node.module or ""), path

@@ -6,18 +6,22 @@ request per node and returns, per node, the decoded reply or a
 builds it on a Flower ``Grid``; tests can build it on anything.
 """
 
-import copy
 import secrets
 import time
 import warnings
 from collections import Counter
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import clone
 
-from ..calibrators import get_calibrator, stack_messages
-from ..exceptions import NodeExcludedWarning
+from ..calibrators import get_calibrator
+from ..exceptions import (
+    InvalidMessageError,
+    InvalidMessageWarning,
+    NodeExcludedWarning,
+)
 from ..feature_selection import (
     chi2_frac_bits,
     chi2_server_decode,
@@ -25,13 +29,14 @@ from ..feature_selection import (
 )
 from ..feature_selection._chi2 import _ROUND1_FRAC_BITS, FedChi2Selector
 from ..feature_selection._protocol import _dof
+from ..federated import fixed_point_decode
+from ..utils._random import check_seed_sequence, spawn_random_states
 from ..utils._validation import check_alpha
-from ._flower_protocol import (
+from ._protocol import (
     PROTOCOL_VERSION,
     _alias_of,
     calibrator_to_spec,
 )
-from ._secure_aggregation import fixed_point_decode
 
 __all__ = [
     "DeploymentReport",
@@ -87,16 +92,21 @@ class DeploymentReport(NamedTuple):
         fingerprint, too few rows).
     rounds : list of RoundRecord
         Every round, in order.
+    warnings : tuple of str
+        The warnings the server emitted during the run (``"Category:
+        message"``), e.g. which node sent an invalid message; filled by
+        :func:`~skfedcp.flower.make_server_app`'s app.
     """
 
     nodes: np.ndarray
     clients: np.ndarray
     excluded: dict
     rounds: list
+    warnings: tuple = ()
 
 
-def _warn(message):
-    warnings.warn(message, NodeExcludedWarning, stacklevel=4)
+def _warn(message, category=NodeExcludedWarning):
+    warnings.warn(message, category, stacklevel=4)
 
 
 class ServerSession:
@@ -127,6 +137,7 @@ class ServerSession:
         self.rounds = []
         self.excluded = {}
         self.failed = set()
+        self.invalid = set()
         self.info = {}
         self.tag = secrets.token_hex(8)
         if not self.node_ids:
@@ -163,13 +174,28 @@ class ServerSession:
         )
         return ok, failed
 
-    def exclude(self, node, reason, consequence="", *, failed=True):
-        """Leave ``node`` out (``failed``: it did not answer properly)."""
+    def exclude(
+        self, node, reason, consequence="", *, failed=True, invalid=False, warn=True
+    ):
+        """Leave ``node`` out.
+
+        ``failed``: it did not answer properly (left out of the later secure
+        sums too); ``invalid``: it sent an invalid message (left out of every
+        later task of the run; an :class:`InvalidMessageWarning` instead of a
+        :class:`NodeExcludedWarning`); ``warn=False`` when the calibrator
+        already warned.
+        """
         self.excluded[node] = reason
-        if failed:
+        if failed or invalid:
             self.failed.add(node)
-        label = self.info.get(node, {}).get("label", "?")
-        _warn(f"node {node} (client {label}) is left out: {reason}.{consequence}")
+        if invalid:
+            self.invalid.add(node)
+        if warn:
+            label = self.info.get(node, {}).get("label", "?")
+            _warn(
+                f"node {node} (client {label!r}) is left out: {reason}.{consequence}",
+                InvalidMessageWarning if invalid else NodeExcludedWarning,
+            )
 
     def ordered(self, nodes):
         """Nodes sorted by client label (the in-process client order)."""
@@ -280,55 +306,6 @@ def _decode_message(reply):
     }
 
 
-def _replay_fit(calibrator, messages, labels, sizes, *, alpha, random_state):
-    """Run the calibrator's own ``fit`` with the messages that arrived.
-
-    ``fit`` does everything the server does in the simulation (random
-    streams, server step, fitted attributes, warnings); only the clients'
-    steps are replaced by the messages received, in the order ``fit`` asks
-    for them, and the placeholder scores it is given are never read.
-    """
-    client_ids = np.repeat(labels, sizes)
-    queue = list(messages)
-    extra = {}
-    if getattr(calibrator, "requires_score_matrix", False):
-        width = np.asarray(messages[0]["scores"]).shape[1]
-        placeholder = np.zeros((client_ids.shape[0], width))
-        extra["labels"] = np.zeros(client_ids.shape[0], dtype=np.intp)
-    else:
-        placeholder = np.zeros(client_ids.shape[0])
-
-    def received(*args, **kwargs):
-        if not queue:
-            raise RuntimeError("the replay asked for more messages than arrived.")
-        return queue.pop(0)
-
-    def received_stacked(partition, scores, *, alpha, rngs, n_jobs=None):
-        if not np.array_equal(partition.clients, labels):
-            raise RuntimeError("client order differs from the message order.")
-        queue.clear()
-        return stack_messages(messages)
-
-    patched = ["client_step", "client_respond", "_simulate_clients"]
-    calibrator.client_step = received
-    calibrator.client_respond = received
-    calibrator._simulate_clients = received_stacked
-    try:
-        calibrator.fit(
-            placeholder,
-            client_ids,
-            alpha=alpha,
-            random_state=random_state,
-            **extra,
-        )
-    finally:
-        for name in patched:
-            del calibrator.__dict__[name]
-    if queue:
-        raise RuntimeError("the replay used fewer messages than arrived.")
-    return calibrator
-
-
 def _check_replies(ok, failed, fingerprint):
     for node, reply in ok.items():
         if fingerprint and reply.get("fingerprint") != fingerprint:
@@ -369,6 +346,20 @@ def calibrate_nodes(
 ):
     """Run one calibration over ``nodes`` (already checked by hello).
 
+    The server's side is the calibrator's own
+    :meth:`~skfedcp.calibrators.BaseCalibrator.fit_from_messages`: every
+    message is checked against the public plan before it is used. Nodes that
+    fail, time out or send an invalid message are handled as the strategy
+    allows (see the user guide, *When nodes fail*):
+
+    * non-private strategies (``qq``, ``avg``, ``central``) leave the node
+      out and ask the remaining nodes again with the plan recomputed for
+      them, so the result equals the in-process fit on the remaining rows;
+    * private one-shot strategies (``dp-qq``, ``dp-central``, ``ldp-l``)
+      cannot ask again (budget): a failure is an error, an invalid message
+      is excluded by ``fit_from_messages(on_invalid="exclude")``;
+    * LDP-S (interactive) can neither ask again nor exclude: an error.
+
     Returns the fitted calibrator and the nodes whose messages it used.
     """
     calibrator = get_calibrator(calibrator)
@@ -376,10 +367,11 @@ def calibrate_nodes(
     alpha = check_alpha(alpha)
     alias = _alias_of(calibrator)
     spec = calibrator_to_spec(calibrator)
+    nodes = [n for n in nodes if n not in session.invalid]
     if _is_interactive(calibrator):
         return _calibrate_interactive(
             session,
-            list(nodes),
+            nodes,
             calibrator,
             alias=alias,
             spec=spec,
@@ -387,7 +379,6 @@ def calibrate_nodes(
             fingerprint=fingerprint,
             random_state=random_state,
         )
-    nodes = list(nodes)
     for _ in range(max_attempts):
         if not nodes:
             raise RuntimeError(f"{alias}: no node is left to calibrate.")
@@ -401,53 +392,121 @@ def calibrate_nodes(
         }
         ok, failed = session.query(f"calibrate:{alias}", dict.fromkeys(nodes, request))
         _check_replies(ok, failed, fingerprint)
-        if not failed:
-            break
+        if failed:
+            if calibrator._randomized:
+                raise _private_failure(alias, failed)
+            for node, reason in failed.items():
+                session.exclude(
+                    node,
+                    reason,
+                    f" {alias} is recalibrated with the remaining "
+                    f"{len(nodes) - len(failed)} node(s).",
+                )
+            nodes = [n for n in nodes if n not in failed]
+            continue
+        messages = [_decode_message(ok[n]) for n in nodes]
+        labels = session.labels(nodes)
+        fit = partial(
+            calibrator.fit_from_messages,
+            messages,
+            alpha=alpha,
+            n_per_client=sizes,
+            clients=labels,
+            random_state=random_state,
+        )
         if calibrator._randomized:
-            raise _private_failure(alias, failed)
-        for node, reason in failed.items():
+            # No second round: exclude the offenders (the calibrator's own
+            # InvalidMessageWarning says how).
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fitted = fit(on_invalid="exclude")
+            for w in caught:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            text = " ".join(
+                str(w.message)
+                for w in caught
+                if issubclass(w.category, InvalidMessageWarning)
+            )
+            excluded = set(fitted.excluded_clients_.tolist())
+            for node, label in zip(nodes, labels.tolist(), strict=True):
+                if label in excluded:
+                    session.exclude(
+                        node,
+                        f"it sent an invalid message ({_reason_of(label, text)})",
+                        invalid=True,
+                        warn=False,
+                    )
+            return fitted, [
+                n for n in nodes if session.info[n]["label"] not in excluded
+            ]
+        invalid = _invalid_nodes(fit, nodes, labels)
+        if not invalid:
+            return fit(on_invalid="raise"), nodes
+        for node, reason in invalid.items():
             session.exclude(
                 node,
                 reason,
                 f" {alias} is recalibrated with the remaining "
-                f"{len(nodes) - len(failed)} node(s).",
+                f"{len(nodes) - len(invalid)} node(s) (a new round with their plan).",
+                invalid=True,
             )
-        nodes = [n for n in nodes if n not in failed]
-    else:
-        raise RuntimeError(
-            f"{alias}: nodes kept failing after {max_attempts} attempts."
-        )
-    messages = [_decode_message(ok[n]) for n in nodes]
-    fitted = _replay_fit(
-        calibrator,
-        messages,
-        session.labels(nodes),
-        sizes,
-        alpha=alpha,
-        random_state=random_state,
+        nodes = [n for n in nodes if n not in invalid]
+    raise RuntimeError(f"{alias}: nodes kept failing after {max_attempts} attempts.")
+
+
+def _invalid_nodes(fit, nodes, labels):
+    """Nodes whose message ``fit`` finds invalid, with the reason for each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fitted = fit(on_invalid="exclude")
+        except InvalidMessageError as exc:  # every message is invalid
+            return dict.fromkeys(nodes, f"it sent an invalid message ({exc})")
+    excluded = set(fitted.excluded_clients_.tolist())
+    if not excluded:
+        return {}
+    text = " ".join(
+        str(w.message) for w in caught if issubclass(w.category, InvalidMessageWarning)
     )
-    return fitted, nodes
+    return {
+        node: f"it sent an invalid message ({_reason_of(label, text)})"
+        for node, label in zip(nodes, labels.tolist(), strict=True)
+        if label in excluded
+    }
+
+
+def _reason_of(label, text):
+    """The part of an ``InvalidMessageWarning`` text that concerns ``label``."""
+    marker = f"client {label!r}: "
+    start = text.find(marker)
+    if start < 0:
+        return text
+    stops = [i for i in (text.find("; client ", start), text.rfind(").")) if i > start]
+    return text[start : min(stops)] if stops else text[start:]
 
 
 def _calibrate_interactive(
     session, nodes, calibrator, *, alias, spec, alpha, fingerprint, random_state
 ):
-    """Drive ``server_init`` / ``client_respond`` / ``server_update`` (LDP-S)."""
+    """Drive ``server_init`` / ``client_respond`` / ``server_update`` (LDP-S).
+
+    The transcript (one list of messages per round) is then handed to the
+    calibrator's ``fit_from_messages``, which replays the server's side on
+    it and sets the fitted attributes, as the in-process ``fit`` does.
+    """
     if not nodes:
         raise RuntimeError(f"{alias}: no node is left to calibrate.")
     sizes = np.asarray([_node_size(session, n) for n in nodes], dtype=np.int64)
-    # The live run and the replay must draw the same (public) group
-    # assignment: fix the server's randomness once.
-    if isinstance(random_state, np.random.RandomState):
-        live, replay = copy.deepcopy(random_state), copy.deepcopy(random_state)
-    elif random_state is None or isinstance(random_state, str):
-        live = replay = secrets.randbits(31)
-    else:
-        live = replay = random_state
-    rng, _ = calibrator._random_streams(live, len(nodes))
-    state = calibrator.server_init(sizes, alpha=alpha, random_state=rng)
+    labels = session.labels(nodes)
+    # The group assignment is public: with no seed (or "secure"), a fresh
+    # one that the live run and the replay share, as in the in-process fit.
+    seed = check_seed_sequence(random_state)
+    public = np.random.SeedSequence() if isinstance(seed, str) else seed
+    state = calibrator.server_init(
+        sizes, alpha=alpha, random_state=spawn_random_states(public, 1)[0]
+    )
     calibration_id = f"{session.tag}/{alias}"
-    recorded = []
+    rounds = []
     while not state["done"]:
         requests = {}
         for node, query in zip(nodes, state["queries"], strict=True):
@@ -469,15 +528,30 @@ def _calibrate_interactive(
         messages = [
             _decode_message(ok[node]) if node in requests else None for node in nodes
         ]
-        recorded.extend(m for m in messages if m is not None)
-        state = calibrator.server_update(state, messages)
-    fitted = _replay_fit(
-        calibrator,
-        recorded,
-        session.labels(nodes),
-        sizes,
+        try:
+            new_state = calibrator.server_update(state, messages)
+        except InvalidMessageError as exc:
+            if exc.client is None:
+                raise
+            node = nodes[int(exc.client)]
+            session.exclude(node, f"it sent an invalid message ({exc})", invalid=True)
+            raise InvalidMessageError(
+                f"{alias}: node {node} (client {labels[int(exc.client)]!r}) sent an "
+                f"invalid answer ({exc}). An interactive private strategy can "
+                "neither exclude it (the correction assumed every group's full "
+                "size) nor ask again (privacy budget): start a new run without "
+                "that node.",
+                client=labels[int(exc.client)].item(),
+                field=exc.field,
+            ) from None
+        rounds.append(messages)
+        state = new_state
+    fitted = calibrator.fit_from_messages(
+        rounds,
         alpha=alpha,
-        random_state=replay,
+        n_per_client=sizes,
+        clients=labels,
+        random_state=public,
     )
     return fitted, nodes
 

@@ -1,18 +1,23 @@
-"""A real Flower deployment on loopback: one SuperLink, six SuperNodes.
+"""A real Flower deployment on loopback: one SuperLink, seven SuperNodes.
 
 Every Flower component runs as a separate process bound to 127.0.0.1
 (insecure local mode); the run is submitted with ``flwr run`` to the example
 app in ``examples/flower/app``. The results must equal the in-process
 ``fit`` on the same partition: bit for bit for the deterministic strategies
 and FED-chi2, and for the private ones when each node's ``seed`` is the
-stream the simulation gives that client. Node 5 holds another model version
-and must be left out of the calibration (but not of FED-chi2).
+stream the simulation gives that client (:func:`skfedcp.flower.simulation_seeds`).
+Node 5 holds another model version and must be left out of the calibration
+(but not of FED-chi2). Node 6 is dishonest: its ClientApp sends NaN as its
+QQ message; the server excludes it with an ``InvalidMessageWarning``, asks
+the honest nodes again with their own plan, and leaves node 6 out of every
+later task of the run.
 
 Run with ``make test-flower`` (``pytest -m flower``).
 """
 
 import pickle
 import runpy
+import shutil
 import warnings
 from pathlib import Path
 
@@ -29,20 +34,66 @@ from skfedcp.federated._secure_aggregation import _draw_seeds
 pytestmark = pytest.mark.flower
 flwr = pytest.importorskip("flwr")
 
-from skfedcp.federated._flower_local import LoopbackDeployment  # noqa: E402
+from skfedcp.flower import simulation_seeds  # noqa: E402
+from skfedcp.flower._local import LoopbackDeployment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "examples" / "flower" / "app"
-N_NODES = 6  # nodes 0-4 share the model; node 5 holds another version
+N_NODES = 7  # nodes 0-4 share the model; node 5 holds another version
 WRONG = 5
+HOSTILE = 6  # sends a malformed message
+HONEST = 5  # nodes 0..4 calibrate
 ROWS_PER_NODE = 300  # enough for DP-QQ (epsilon=1, 100 bins) to be feasible
 RS = 7  # random_state of the in-process references
 # Each round costs every node a fresh ClientApp process (~3 CPU-s of imports):
-# the deterministic "avg" and "central" are checked in test_flower_adapter.py.
+# the deterministic "avg" and "central" are checked in test_adapter.py.
 STRATEGIES = "qq,dp-qq,ldp-s"
 STARTUP_TIMEOUT = 60.0
-RUN_TIMEOUT = 600.0
+# Generous: a shared 2-core machine under load runs a ClientApp process (imports
+# included) in 5-30 s, and the run has ~55 messages.
+RUN_TIMEOUT = 1800.0
 STOP_TIMEOUT = 15.0
+
+# The dishonest node runs the demo's ClientApp with its QQ reply tampered.
+HOSTILE_APP = """
+import math
+
+from flwr.app import Message
+from flwr.clientapp import ClientApp
+
+from skfedcp.flower._app import _from_record_dict, _to_record_dict
+
+from .client_app import app as honest
+
+app = ClientApp()
+
+
+@app.query("skfedcp")
+def query(message, context):
+    reply = honest(message, context)
+    if not context.node_config.get("send-invalid", False):
+        return reply
+    if _from_record_dict(message.content)["kind"] != "calibrate":
+        return reply
+    payload = _from_record_dict(reply.content)
+    payload["message.quantile"] = math.nan
+    return Message(_to_record_dict(payload), reply_to=message)
+"""
+
+
+def _app_with_a_hostile_node(tmp):
+    """A copy of the demo app whose ClientApp misbehaves on one node."""
+    app = tmp / "app"
+    shutil.copytree(APP, app, ignore=shutil.ignore_patterns("__pycache__"))
+    (app / "skfedcp_flower_demo" / "hostile_client_app.py").write_text(HOSTILE_APP)
+    toml = app / "pyproject.toml"
+    text = toml.read_text()
+    old = 'clientapp = "skfedcp_flower_demo.client_app:app"'
+    assert old in text
+    toml.write_text(
+        text.replace(old, 'clientapp = "skfedcp_flower_demo.hostile_client_app:app"')
+    )
+    return app
 
 
 def _prepare_module():
@@ -62,19 +113,23 @@ def deployment(tmp_path_factory):
     )
     # The streams the in-process fits give clients 0..4 (the calibrating
     # nodes, in label order) and FedChi2Selector(random_state=RS)'s seed.
-    seeds = np.random.RandomState(RS).randint(np.iinfo(np.int32).max, size=WRONG)
+    # Nodes 5 and 6 have no seed: they draw OS entropy (never calibrate).
+    seeds = simulation_seeds(RS, HONEST)
     projection_seed = _draw_seeds(check_random_state(RS), 1)[0]
-    node_configs = [
-        {
+    node_configs = []
+    for k in range(N_NODES):
+        config = {
             "client-id": k,
             "data-path": str(data["node_paths"][k]),
             "model-path": str(other_model if k == WRONG else data["model_path"]),
-            "seed": int(seeds[k]) if k < WRONG else 0,
             "projection-seed": str(projection_seed),
             "allow-raw-scores": True,
         }
-        for k in range(N_NODES)
-    ]
+        if k < HONEST:
+            config["seed"] = seeds[k]
+        if k == HOSTILE:
+            config["send-invalid"] = True
+        node_configs.append(config)
     output = tmp / "result.pkl"
     run_config = {
         "calibrators": STRATEGIES,
@@ -85,7 +140,7 @@ def deployment(tmp_path_factory):
         "timeout": 120.0,
     }
     deployment = LoopbackDeployment(
-        APP,
+        _app_with_a_hostile_node(tmp),
         node_configs,
         tmp,
         startup_timeout=STARTUP_TIMEOUT,
@@ -112,7 +167,7 @@ def deployment(tmp_path_factory):
 
 def _reference_scores(data):
     ids = data["client_ids"]
-    keep = ids != WRONG
+    keep = ids < HONEST
     scores = np.abs(data["y"] - data["model"].predict(data["X"]))
     return scores[keep], ids[keep]
 
@@ -156,8 +211,11 @@ def test_private_strategies_equal_in_process_fit_with_same_seeds(deployment, ali
 
 def test_chi2_selector_equals_in_process_fit(deployment):
     data = deployment["data"]
+    keep = data["select_client_ids"] != HOSTILE  # it sits out after its NaN
     reference = FedChi2Selector(k=10, random_state=RS).fit(
-        data["X_select"], data["y_select"], data["select_client_ids"]
+        data["X_select"][keep],
+        data["y_select"][keep],
+        data["select_client_ids"][keep],
     )
     deployed = deployment["result"].selector
     np.testing.assert_array_equal(deployed.sketch_, reference.sketch_)
@@ -170,12 +228,33 @@ def test_chi2_selector_equals_in_process_fit(deployment):
 def test_node_with_other_model_version_is_left_out(deployment):
     result = deployment["result"]
     report = result.report
-    reasons = list(report.excluded.values())
-    assert len(reasons) == 1 and "fingerprint" in reasons[0]
+    reasons = [r for r in report.excluded.values() if "fingerprint" in r]
+    assert len(reasons) == 1
     for calibrator in result.calibrators.values():
         assert WRONG not in calibrator.clients_.tolist()
-        assert calibrator.n_clients_ == WRONG
+        assert calibrator.n_clients_ == HONEST
     assert WRONG in result.selector.clients_.tolist()  # FED-chi2 needs no model
+
+
+def test_malformed_node_is_excluded_with_a_warning(deployment):
+    # Node 6 sent NaN as its QQ message: an InvalidMessageWarning, a new QQ
+    # round with the honest nodes' plan, and no later task asks node 6.
+    result = deployment["result"]
+    report = result.report
+    invalid = [w for w in report.warnings if w.startswith("InvalidMessageWarning")]
+    assert len(invalid) == 1, report.warnings
+    assert "(client 6) is left out: it sent an invalid message" in invalid[0]
+    assert "field 'quantile' must be a number, not" in invalid[0]
+    assert "nan" in invalid[0]
+    assert "qq is recalibrated with the remaining 5 node(s)" in invalid[0]
+    reasons = [r for r in report.excluded.values() if "invalid message" in r]
+    assert len(reasons) == 1
+    names = [r.name for r in report.rounds]
+    assert names.count("calibrate:qq") == 2 and names.count("calibrate:dp-qq") == 1
+    for calibrator in result.calibrators.values():
+        assert HOSTILE not in calibrator.clients_.tolist()
+    assert HOSTILE not in result.selector.clients_.tolist()
+    assert HOSTILE not in report.clients.tolist()
 
 
 def test_report_records_every_round_and_message_size(deployment):
@@ -189,6 +268,7 @@ def test_report_records_every_round_and_message_size(deployment):
     for r in rounds:
         assert not r.failed
         assert all(b > 0 for b in r.bytes_received.values())
+    assert len(rounds[0].bytes_received) == N_NODES
     qq = next(r for r in rounds if r.name == "calibrate:qq")
     sketch = next(r for r in rounds if r.name == "chi2_sketch")
     # QQ sends one float; the sketch 50 x 64 fixed-point words.
@@ -198,6 +278,6 @@ def test_report_records_every_round_and_message_size(deployment):
 
 def test_every_component_is_a_separate_process_on_loopback(deployment):
     running = deployment["deployment"]
-    assert len(running.procs) == N_NODES + 1  # a SuperLink and six SuperNodes
+    assert len(running.procs) == N_NODES + 1  # a SuperLink and seven SuperNodes
     running.check_alive()
     assert len(set(running.alive())) == N_NODES + 1

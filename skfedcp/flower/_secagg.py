@@ -22,7 +22,7 @@ participants, so the server cannot ask for an unmasked vector.
 
 import numpy as np
 
-from ._secure_aggregation import _prg
+from ..federated._secure_aggregation import _prg
 
 __all__ = ["generate_keypair", "mask_vector", "pairwise_seed"]
 

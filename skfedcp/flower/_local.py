@@ -209,8 +209,13 @@ class LoopbackDeployment:
         self.procs = {}
         self._logs = {}
         home = self.workdir / "flwr-home"
+        # Every process imports the skfedcp this process runs (e.g. a
+        # development checkout), not another installed copy.
+        source = str(Path(__file__).resolve().parents[2])
+        path = os.environ.get("PYTHONPATH", "")
         self.env = {
             **os.environ,
+            "PYTHONPATH": source + (os.pathsep + path if path else ""),
             "FLWR_HOME": str(home),
             # The SuperLink and SuperNodes start flower-superexec from PATH.
             "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}",
