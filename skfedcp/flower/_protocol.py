@@ -331,7 +331,7 @@ def node_random_state(seed):
     Returns
     -------
     random_state : RandomState or "secure"
-        A ``RandomState`` over ``MT19937`` seeded by the full-width seed, as
+        A ``RandomState`` over ``PCG64`` seeded by the full-width seed, as
         the in-process fit builds its client streams.
 
     Examples
@@ -358,7 +358,7 @@ def node_random_state(seed):
             "node config seed must be a non-negative int or '<entropy>:<k1>,...' "
             f"(see skfedcp.flower.simulation_seeds); got {seed!r}."
         )
-    return np.random.RandomState(np.random.MT19937(sequence))
+    return np.random.RandomState(np.random.PCG64(sequence))
 
 
 def _parse_seed(text):
@@ -694,32 +694,36 @@ def _encode_labels(classes, y):
 
 
 def _dump_stream(rng):
-    """A node's random stream as plain values (to persist between rounds)."""
+    """A node's random stream as plain values (to persist between rounds).
+
+    The bit generator's full state (PCG64: two 128-bit integers) goes into
+    one JSON string: Flower's records hold no integers that wide.
+    """
     if isinstance(rng, str):  # the secure source has no state
         return {"stream": rng}
-    kind, keys, pos, has_gauss, gauss = rng.get_state()
-    return {
-        "stream": kind,
-        "keys": [int(k) for k in keys],
-        "pos": int(pos),
-        "has_gauss": int(has_gauss),
-        "gauss": float(gauss),
-    }
+    state = rng.get_state(legacy=False)
+    return {"stream": "numpy", "state": json.dumps(state, default=_json_array)}
+
+
+def _json_array(value):
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": value.tolist(), "dtype": str(value.dtype)}
+    raise TypeError(f"cannot persist {type(value).__name__} in a stream state")
+
+
+def _from_json(obj):
+    if "__ndarray__" in obj:
+        return np.asarray(obj["__ndarray__"], dtype=obj["dtype"])
+    return obj
 
 
 def _load_stream(saved):
     if saved["stream"] == SECURE:
         return SECURE
-    rng = np.random.RandomState()
-    rng.set_state(
-        (
-            saved["stream"],
-            np.asarray(saved["keys"], dtype=np.uint32),
-            int(saved["pos"]),
-            int(saved["has_gauss"]),
-            float(saved["gauss"]),
-        )
-    )
+    state = json.loads(saved["state"], object_hook=_from_json)
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    rng = np.random.RandomState(bit_generator)
+    rng.set_state(state)
     return rng
 
 
