@@ -1,11 +1,13 @@
 """LDP-S: interactive bisection on private scores, one randomized bit per user."""
 
 import math
+import warnings
 from numbers import Integral
 
 import numpy as np
 from sklearn.utils import check_random_state
 
+from ..exceptions import InfiniteThresholdWarning
 from ..federated import ClientPartition
 from ..privacy import binary_randomized_response, debias_fraction
 from ..privacy._ldp_analysis import _rr_constant, _score_correction
@@ -92,14 +94,18 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         the paper's correction, so about 0.22 of its users for the same
         correction. ``"paper"``: band ``Delta_S / 2`` and
         ``Delta_S = 2 c sqrt(ln(2T/delta) / (2 n'))`` (Penso et al.).
-    axis : {"linear", "log"}, default="linear"
-        Scale on which the interval is halved. ``"linear"``: the score itself
-        (resolution ``(hi - lo) / 2^T``). ``"log"``: the log-gap
-        ``u = -ln((hi - s) / (hi - lo))`` on ``[0, 2 T ln 2]``, which resolves
-        scores piled up just below ``hi`` (down to a gap of ``4^-T`` of the
-        range, at a relative resolution of ``2 T ln 2 / 2^T`` of the gap),
-        e.g. deterministic APS scores of a confident model. Users still
-        compare their raw score with a threshold; the guarantee is the same.
+    axis : {"logit", "log", "linear"}, default="logit"
+        Scale on which the interval is halved, with
+        ``x = (s - lo) / (hi - lo)``. ``"linear"`` (the paper): ``x`` itself,
+        resolution ``2^-T`` of the range, so scores piled up within
+        ``2^-T`` of ``hi`` (deterministic APS of a confident model) cannot be
+        told apart and the answer can be ``+inf``. ``"logit"``:
+        ``ln(x / (1 - x))`` on ``[-2 T ln 2, 2 T ln 2]``, which reaches gaps
+        of ``4^-T`` at both ends with a resolution of at most
+        ``4 T ln 2 / 2^T`` (2.7% at ``T = 10``) of the distance to the
+        nearer end. ``"log"``: ``-ln(1 - x)`` on ``[0, 2 T ln 2]``, finer
+        near ``hi`` but coarse near ``lo``. Users still compare their raw
+        score with a threshold; the guarantee is the same for every axis.
 
     Attributes
     ----------
@@ -183,8 +189,8 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     >>> scores = np.random.default_rng(0).uniform(size=20000)
     >>> cal = LDPScoreCalibrator(epsilon=4.0, score_bounds=(0, 1))
     >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
-    >>> round(cal.correction_, 4), cal.threshold_, cal.n_steps_used_
-    (0.0498, 0.8828125, 10)
+    >>> round(cal.correction_, 4), round(cal.threshold_, 4), cal.n_steps_used_
+    (0.0498, 0.8972, 10)
     """
 
     _parameter_constraints = {
@@ -192,7 +198,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         "n_groups": [Interval(Integral, 1, None, closed="left")],
         "final": [StrOptions({"paper", "upper"})],
         "search": [StrOptions({"tight", "paper"})],
-        "axis": [StrOptions({"linear", "log"})],
+        "axis": [StrOptions({"linear", "log", "logit"})],
     }
 
     _randomized = True
@@ -210,7 +216,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         final="upper",
         score_bounds=None,
         search="tight",
-        axis="linear",
+        axis="logit",
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -452,6 +458,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             return _pose_query(new)
         if threshold >= state["bounds"][1]:
             threshold = np.inf
+            _warn_top(state)
         return {
             **new,
             "done": True,
@@ -633,8 +640,8 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
     >>> scores = np.random.default_rng(0).uniform(size=50000)
     >>> cal = LDPScoreStarCalibrator(epsilon=4.0, score_bounds=(0, 1))
     >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
-    >>> round(cal.target_coverage_, 4), cal.threshold_, cal.n_steps_used_
-    (0.9315, 0.931640625, 10)
+    >>> round(cal.target_coverage_, 4), round(cal.threshold_, 4)
+    (0.9315, 0.9272)
     """
 
     _star = True
@@ -660,25 +667,53 @@ def _pose_query(state):
 
 
 def _axis_range(axis, bounds, n_groups):
-    """Search interval on the axis: the score range, or ``[0, 2 T ln 2]`` for "log"."""
+    """Search interval on the axis (see :func:`_axis_score`)."""
+    reach = 2.0 * n_groups * math.log(2.0)  # a gap of 4^-T of the range
     if axis == "log":
-        return 0.0, 2.0 * n_groups * math.log(2.0)
+        return 0.0, reach
+    if axis == "logit":
+        return -reach, reach
     return bounds
 
 
 def _axis_score(state, point):
     """Score threshold of a point of the search axis (``+inf`` at its top).
 
-    ``"linear"``: the point itself. ``"log"``: the axis is
-    ``u = -ln((hi - s) / (hi - lo))``, so ``s = hi - (hi - lo) e^{-u}``; its top
-    ``2 T ln 2`` (a gap of ``4^-T`` of the range below ``hi``) means ``+inf``.
+    With ``score_bounds = (lo, hi)`` and ``x = (s - lo) / (hi - lo)``:
+    ``"linear"``: the point is the score. ``"log"``: ``u = -ln(1 - x)`` on
+    ``[0, 2 T ln 2]``. ``"logit"``: ``u = ln(x / (1 - x))`` on
+    ``[-2 T ln 2, 2 T ln 2]``. The top of the axis means ``+inf``.
     """
-    if state.get("axis", "linear") != "log":
+    axis = state.get("axis", "linear")
+    if axis == "linear":
         return point
     if point >= state["axis_range"][1]:
         return np.inf
     lo, hi = state["bounds"]
-    return hi - (hi - lo) * math.exp(-point)
+    if axis == "log":
+        return hi - (hi - lo) * math.exp(-point)
+    # logit, written so that a gap to either end keeps its precision
+    if point >= 0:
+        return hi - (hi - lo) / (1.0 + math.exp(point))
+    return lo + (hi - lo) / (1.0 + math.exp(-point))
+
+
+def _warn_top(state):
+    if state.get("axis", "linear") == "linear":
+        advice = (
+            "use axis='logit' (the default) or 'log', which resolve gaps down "
+            "to 4^-T of the range, or a randomized APS score"
+        )
+    else:
+        advice = "use a randomized APS score or more users"
+    warnings.warn(
+        "LDP-S: no round found the coverage above the target below the upper "
+        f"score bound {state['bounds'][1]:g}, so the threshold is +inf (every "
+        "label). If scores pile up just below that bound (e.g. deterministic "
+        f"APS of a confident model), {advice}.",
+        InfiniteThresholdWarning,
+        stacklevel=3,
+    )
 
 
 def _check_users(query, n_users):

@@ -246,7 +246,11 @@ class TestBisection:
         n = 20_000
         scores = (np.arange(n) + 0.5) / n
         cal = LDPScoreCalibrator(
-            epsilon=60.0, delta=0.1, score_bounds=BOUNDS, search="paper"
+            epsilon=60.0,
+            delta=0.1,
+            score_bounds=BOUNDS,
+            search="paper",
+            axis="linear",
         )
         cal.fit(scores, alpha=0.1, random_state=0)
         np.testing.assert_allclose(cal.history_["threshold"], [0.5, 0.75, 0.875])
@@ -258,7 +262,11 @@ class TestBisection:
         scores = _lac(proba)[np.arange(5000), labels]
         for T in (3, 10, 25):
             cal = LDPScoreCalibrator(
-                epsilon=2.0, n_groups=T, score_bounds=BOUNDS, search="paper"
+                epsilon=2.0,
+                n_groups=T,
+                score_bounds=BOUNDS,
+                search="paper",
+                axis="linear",
             )
             cal.fit(scores, alpha=0.1, random_state=seed)
             assert 1 <= cal.n_steps_used_ <= T
@@ -286,6 +294,7 @@ class TestBisection:
                 final=final,
                 score_bounds=BOUNDS,
                 search="paper",
+                axis="linear",
             )
             cal.fit(low, alpha=0.1, random_state=0)
             assert cal.threshold_ == 1 / 32 and not cal.stopped_early_
