@@ -40,8 +40,10 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     into ``T = n_groups`` disjoint groups of ``n' = floor(n / T)``; in round
     ``j`` it asks group ``j`` about the midpoint ``q_j`` of its current
     interval, de-biases the fraction of "yes" answers into an estimate
-    ``Z_j`` of ``P(score < q_j)``, and halves the interval, stopping as soon
-    as ``Z_j`` lies within ``Delta_S / 2`` of the target. Users are the rows;
+    ``Z_j`` of ``P(score < q_j)``, and halves the interval (on the logit
+    scale by default, see ``axis``); the default ``search="tight"`` runs all
+    ``T`` rounds and returns the interval's upper end, the paper's rule stops
+    as soon as ``Z_j`` lies within ``Delta_S / 2`` of the target. Users are the rows;
     ``client_ids`` only groups them (each client forwards its users'
     answers).
 
@@ -158,18 +160,20 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     row: a client with ``m`` rows releases up to ``m`` answers.
 
     **Coverage.** ``Z_j = c * mean(reports) - 1 / (e^eps - 1)`` with
-    ``c = (e^eps + 1)/(e^eps - 1)`` is unbiased for ``P(S < q_j)``; by
-    Hoeffding's inequality over ``n'`` fresh users and a union bound over the
-    ``T`` rounds, with probability ``>= 1 - delta`` every round satisfies
-    ``|Z_j - P(S < q_j)| <= t_S = c sqrt(ln(2T/delta) / (2 n'))``. With
-    ``Delta_S = 2 t_S`` and i.i.d. users and test point, with that
-    probability ``P(y in C(x) | calibration) >= 1 - alpha - Delta_S``
-    (``1 - alpha`` for the starred variant) when a round stops in the band
-    or with ``final="upper"``; with ``final="paper"`` a search that runs to
-    the end also needs the paper's assumption that an interval of length
-    ``(hi - lo) / 2^T`` holds at most ``Delta_S`` of score mass. The
-    constant of ``Delta_S`` is derived in the skfedcp spec; the paper states
-    only its order.
+    ``c = (e^eps + 1)/(e^eps - 1)`` is unbiased for ``P(S < q_j)``. With
+    i.i.d. users and test point, with probability ``>= 1 - delta``,
+    ``P(y in C(x) | calibration) >= 1 - alpha - Delta_S`` (``1 - alpha`` for
+    the starred variant). ``search="tight"``: by Hoeffding's one-sided
+    inequality over ``n'`` fresh users and a union bound over the ``T``
+    rounds, every round satisfies ``Z_j <= P(S < q_j) + Delta_S`` with
+    ``Delta_S = c sqrt(ln(T/delta) / (2 n'))``, and the returned upper end
+    is a query with ``Z_j`` above the target (or ``+inf``); the proof is in
+    the user guide. ``search="paper"``: every round satisfies
+    ``|Z_j - P(S < q_j)| <= t_S = c sqrt(ln(2T/delta) / (2 n'))`` and
+    ``Delta_S = 2 t_S`` covers a stop inside the band; with
+    ``final="paper"`` a search that runs to the end also needs the paper's
+    assumption that the last cell holds at most ``Delta_S`` of score mass.
+    The paper states ``Delta_S`` only up to constants.
 
     Unlike LDP-L, ``Delta_S`` does not depend on the number of classes, so
     LDP-S also calibrates regression scores given public ``score_bounds``.
@@ -592,9 +596,15 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
         Number ``T`` of groups (maximum rounds). Needs ``n >= T``.
     final : {"upper", "paper"}, default="upper"
         Threshold when no round stops in the band: the upper end (safe) or
-        ``q_T`` (the paper).
+        ``q_T`` (the paper; needs ``search="paper"``).
     score_bounds : tuple of two floats, default=None
         Public range searched (required; ``(0, 1)`` for LAC and APS).
+    search : {"tight", "paper"}, default="tight"
+        No band, upper end and ``Delta_S = c sqrt(ln(T/delta) / (2 n'))``,
+        or the paper's band and ``Delta_S = 2 c sqrt(ln(2T/delta) / (2 n'))``.
+    axis : {"logit", "log", "linear"}, default="logit"
+        Scale on which the interval is halved (see
+        :class:`LDPScoreCalibrator`).
 
     Attributes
     ----------

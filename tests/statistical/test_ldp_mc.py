@@ -313,23 +313,37 @@ def test_ldp_s_coverage(score, eps):
         assert np.sum(res["paper"] < 1 - ALPHA - corr["paper"]) <= allowed
 
 
-@pytest.mark.parametrize("search", ["tight", "paper"])
-def test_ldp_s_star_conditional_coverage_beta(search):
+@pytest.mark.parametrize(
+    ("search", "axis", "exact_mean"),
+    [
+        ("tight", "linear", 0.93579),
+        ("paper", "linear", 0.99536),
+        ("tight", "logit", 0.93722),
+    ],
+)
+def test_ldp_s_star_conditional_coverage_beta(search, axis, exact_mean):
     # Issue 14, item 2: Beta(2, 5) scores (exact coverage F = Beta(2, 5) cdf),
     # n = 20,000, eps = 4, delta = 0.1, T = 10, R = 400 seeded runs of fresh
     # scores and noise. The guarantee P(F(q) < 1 - alpha) <= delta per run
     # makes the failure count at most Binomial(R, delta): allowed
     # floor(delta R + 4.5 sqrt(delta (1 - delta) R)) = 67 (4.5 binomial SE
     # above the mean, false alarm ~3.4e-6). The mean coverage must match
-    # the exact law of the threshold (tests/calibrators/test_ldp_tight.py:
-    # 0.93579 tight, 0.99536 paper) within 4.5 Monte Carlo SE.
+    # the exact law of the threshold (tests/calibrators/test_ldp_tight.py)
+    # within 4.5 Monte Carlo SE.
     from scipy import stats
 
     delta, reps, n, T = 0.1, 400, 20_000, 10
     dist = stats.beta(2, 5)
-    common = {"epsilon": 4.0, "delta": delta, "n_groups": T, "score_bounds": BOUNDS}
-    star = LDPScoreStarCalibrator(search=search, **common)
-    plain = LDPScoreCalibrator(search=search, **common)
+    common = {
+        "epsilon": 4.0,
+        "delta": delta,
+        "n_groups": T,
+        "score_bounds": BOUNDS,
+        "search": search,
+        "axis": axis,
+    }
+    star = LDPScoreStarCalibrator(**common)
+    plain = LDPScoreCalibrator(**common)
     corr = ldp_correction(n, 10, 4.0, delta, T, search=search).score
     rng = np.random.default_rng(2024)
     cov_star, cov_plain = np.empty(reps), np.empty(reps)
@@ -349,7 +363,6 @@ def test_ldp_s_star_conditional_coverage_beta(search):
     # Power: plain LDP-S aims at 1 - alpha itself, so the same count against
     # 1 - alpha (no correction) must exceed the allowance: the check can fail.
     assert np.sum(cov_plain < 1 - ALPHA) > allowed
-    exact_mean = {"tight": 0.93579, "paper": 0.99536}[search]
     se = cov_star.std(ddof=1) / math.sqrt(reps)
     assert abs(cov_star.mean() - exact_mean) <= Z * se + 5e-5
 
