@@ -368,15 +368,20 @@ def test_ldp_s_star_conditional_coverage_beta(search, axis, exact_mean):
 
 
 def test_ldp_s_star_full_set_at_eps_1():
-    # Spec 6.3.5: at eps = 1, Delta_S = 0.158 > alpha: S* returns +inf.
-    corr = ldp_correction(20_000, 10, 1.0, 0.1, 10).score
+    # Spec 6.3.5: at eps = 1, the paper's Delta_S = 0.158 > alpha: S* returns
+    # +inf. The tight correction, 0.0734 < alpha, gives a finite threshold.
+    corr = ldp_correction(20_000, 10, 1.0, 0.1, 10, search="paper").score
     assert corr == pytest.approx(0.158, abs=1e-3)
     proba, labels = draw(20_000, 10, np.random.default_rng(3))
     scores = lac(proba)[np.arange(20_000), labels]
+    kwargs = {"epsilon": 1.0, "delta": 0.1, "score_bounds": BOUNDS}
     with pytest.warns(UserWarning, match="every label"):
-        cal = LDPScoreStarCalibrator(epsilon=1.0, delta=0.1, score_bounds=BOUNDS)
+        cal = LDPScoreStarCalibrator(search="paper", **kwargs)
         cal.fit(scores, alpha=ALPHA, random_state=0)
     assert cal.threshold_ == np.inf
+    tight = LDPScoreStarCalibrator(**kwargs).fit(scores, alpha=ALPHA, random_state=0)
+    assert tight.correction_ == pytest.approx(0.0734, abs=1e-4)
+    assert np.isfinite(tight.threshold_)
 
 
 # --------------------------------------------------------------------------
