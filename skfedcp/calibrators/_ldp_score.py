@@ -5,13 +5,14 @@ from numbers import Integral
 
 import numpy as np
 
-from ..exceptions import InvalidMessageError
+from ..exceptions import InfiniteThresholdWarning, InvalidMessageError
 from ..federated import ClientPartition
 from ..privacy import binary_randomized_response, debias_fraction
 from ..privacy._ldp_analysis import _rr_constant, _score_correction
 from ..utils._random import check_seed_sequence, spawn_random_states
 from ..utils._sklearn_compat import Interval, StrOptions
 from ..utils._validation import check_alpha, check_scores
+from ..utils._warnings import warn_user
 from ._base import BaseCalibrator, CoverageBounds
 from ._ldp import (
     _LDP_CONSTRAINTS,
@@ -39,8 +40,10 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     into ``T = n_groups`` disjoint groups of ``n' = floor(n / T)``; in round
     ``j`` it asks group ``j`` about the midpoint ``q_j`` of its current
     interval, de-biases the fraction of "yes" answers into an estimate
-    ``Z_j`` of ``P(score < q_j)``, and halves the interval, stopping as soon
-    as ``Z_j`` lies within ``Delta_S / 2`` of the target. Users are the rows;
+    ``Z_j`` of ``P(score < q_j)``, and halves the interval (on the logit
+    scale by default, see ``axis``); the default ``search="tight"`` runs all
+    ``T`` rounds and returns the interval's upper end, the paper's rule stops
+    as soon as ``Z_j`` lies within ``Delta_S / 2`` of the target. Users are the rows;
     ``client_ids`` only groups them (each client forwards its users'
     answers).
 
@@ -78,13 +81,33 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         ``(hi - lo) / 2^T`` holds more than ``Delta_S`` of score mass. The
         two differ by one resolution step; the assumption fails when scores
         pile up, e.g. deterministic APS scores of an over-confident model
-        just below 1, where ``"paper"`` can under-cover badly.
+        just below 1, where ``"paper"`` can under-cover badly. ``"paper"``
+        needs ``search="paper"``.
     score_bounds : tuple of two floats, default=None
         Public range ``(lo, hi)`` searched, fixed without looking at the data:
         ``(0, 1)`` for LAC and APS scores (the wrapper fills in its score's
         natural bounds); required otherwise. Scores outside it need no
         clipping: a score above the range answers "no" to every query, which
         is conservative. A result at the upper end means ``+inf``.
+    search : {"tight", "paper"}, default="tight"
+        ``"tight"``: no stopping band (all ``T`` rounds run) and the final
+        upper end, with ``Delta_S = c sqrt(ln(T/delta) / (2 n'))``, the
+        one-sided per-round error (proof in the user guide): about 0.47 of
+        the paper's correction, so about 0.22 of its users for the same
+        correction. ``"paper"``: band ``Delta_S / 2`` and
+        ``Delta_S = 2 c sqrt(ln(2T/delta) / (2 n'))`` (Penso et al.).
+    axis : {"logit", "log", "linear"}, default="logit"
+        Scale on which the interval is halved, with
+        ``x = (s - lo) / (hi - lo)``. ``"linear"`` (the paper): ``x`` itself,
+        resolution ``2^-T`` of the range, so scores piled up within
+        ``2^-T`` of ``hi`` (deterministic APS of a confident model) cannot be
+        told apart and the answer can be ``+inf``. ``"logit"``:
+        ``ln(x / (1 - x))`` on ``[-2 T ln 2, 2 T ln 2]``, which reaches gaps
+        of ``4^-T`` at both ends with a resolution of at most
+        ``4 T ln 2 / 2^T`` (2.7% at ``T = 10``) of the distance to the
+        nearer end. ``"log"``: ``-ln(1 - x)`` on ``[0, 2 T ln 2]``, finer
+        near ``hi`` but coarse near ``lo``. Users still compare their raw
+        score with a threshold; the guarantee is the same for every axis.
 
     Attributes
     ----------
@@ -137,18 +160,20 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     row: a client with ``m`` rows releases up to ``m`` answers.
 
     **Coverage.** ``Z_j = c * mean(reports) - 1 / (e^eps - 1)`` with
-    ``c = (e^eps + 1)/(e^eps - 1)`` is unbiased for ``P(S < q_j)``; by
-    Hoeffding's inequality over ``n'`` fresh users and a union bound over the
-    ``T`` rounds, with probability ``>= 1 - delta`` every round satisfies
-    ``|Z_j - P(S < q_j)| <= t_S = c sqrt(ln(2T/delta) / (2 n'))``. With
-    ``Delta_S = 2 t_S`` and i.i.d. users and test point, with that
-    probability ``P(y in C(x) | calibration) >= 1 - alpha - Delta_S``
-    (``1 - alpha`` for the starred variant) when a round stops in the band
-    or with ``final="upper"``; with ``final="paper"`` a search that runs to
-    the end also needs the paper's assumption that an interval of length
-    ``(hi - lo) / 2^T`` holds at most ``Delta_S`` of score mass. The
-    constant of ``Delta_S`` is derived in the skfedcp spec; the paper states
-    only its order.
+    ``c = (e^eps + 1)/(e^eps - 1)`` is unbiased for ``P(S < q_j)``. With
+    i.i.d. users and test point, with probability ``>= 1 - delta``,
+    ``P(y in C(x) | calibration) >= 1 - alpha - Delta_S`` (``1 - alpha`` for
+    the starred variant). ``search="tight"``: by Hoeffding's one-sided
+    inequality over ``n'`` fresh users and a union bound over the ``T``
+    rounds, every round satisfies ``Z_j <= P(S < q_j) + Delta_S`` with
+    ``Delta_S = c sqrt(ln(T/delta) / (2 n'))``, and the returned upper end
+    is a query with ``Z_j`` above the target (or ``+inf``); the proof is in
+    the user guide. ``search="paper"``: every round satisfies
+    ``|Z_j - P(S < q_j)| <= t_S = c sqrt(ln(2T/delta) / (2 n'))`` and
+    ``Delta_S = 2 t_S`` covers a stop inside the band; with
+    ``final="paper"`` a search that runs to the end also needs the paper's
+    assumption that the last cell holds at most ``Delta_S`` of score mass.
+    The paper states ``Delta_S`` only up to constants.
 
     Unlike LDP-L, ``Delta_S`` does not depend on the number of classes, so
     LDP-S also calibrates regression scores given public ``score_bounds``.
@@ -168,14 +193,16 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     >>> scores = np.random.default_rng(0).uniform(size=20000)
     >>> cal = LDPScoreCalibrator(epsilon=4.0, score_bounds=(0, 1))
     >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
-    >>> round(cal.correction_, 4), cal.threshold_, cal.n_steps_used_
-    (0.1032, 0.875, 3)
+    >>> round(cal.correction_, 4), round(cal.threshold_, 4), cal.n_steps_used_
+    (0.0498, 0.909, 10)
     """
 
     _parameter_constraints = {
         **_LDP_CONSTRAINTS,
         "n_groups": [Interval(Integral, 1, None, closed="left")],
         "final": [StrOptions({"paper", "upper"})],
+        "search": [StrOptions({"tight", "paper"})],
+        "axis": [StrOptions({"linear", "log", "logit"})],
     }
 
     _randomized = True
@@ -192,12 +219,16 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         n_groups=10,
         final="upper",
         score_bounds=None,
+        search="tight",
+        axis="logit",
     ):
         self.epsilon = epsilon
         self.delta = delta
         self.n_groups = n_groups
         self.final = final
         self.score_bounds = score_bounds
+        self.search = search
+        self.axis = axis
 
     def plan(self, n_per_client, alpha):
         """Public, data-free quantities: group size, ``Delta_S``, target.
@@ -213,10 +244,17 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         -------
         plan : dict
             ``feasible`` (False when the target reaches 1), ``n``,
-            ``group_size``, ``c``, ``correction``, ``band``, ``target``,
+            ``group_size``, ``c``, ``search``, ``axis``, ``correction``,
+            ``band`` (0 for ``search="tight"``), ``target``,
             ``coverage_lower`` and ``confidence`` (``1 - delta``).
         """
         self._validate_params()
+        if self.search == "tight" and self.final != "upper":
+            raise ValueError(
+                f"search='tight' returns the interval's upper end: its correction "
+                f"is proved for final='upper' only; got final={self.final!r}. Use "
+                "search='paper' with final='paper' for the paper's rule."
+            )
         alpha = check_alpha(alpha)
         n = int(_check_sizes(n_per_client).sum())
         if n < self.n_groups:
@@ -226,7 +264,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             )
         group_size = n // self.n_groups
         correction = float(
-            _score_correction(group_size, self.epsilon, self.delta, self.n_groups)
+            _score_correction(
+                group_size, self.epsilon, self.delta, self.n_groups, self.search
+            )
         )
         target = self._target(alpha, correction)
         feasible = target < 1.0
@@ -235,8 +275,10 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             "n": n,
             "group_size": group_size,
             "c": float(_rr_constant(self.epsilon)),
+            "search": self.search,
+            "axis": self.axis,
             "correction": correction,
-            "band": correction / 2.0,
+            "band": 0.0 if self.search == "tight" else correction / 2.0,
             "target": target,
             "coverage_lower": min(max(target - correction, 0.0), 1.0)
             if feasible
@@ -285,6 +327,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         rng = _assignment_rng(random_state)
         group_size, n_groups = plan["group_size"], self.n_groups
         groups = rng.permutation(plan["n"])[: n_groups * group_size]
+        axis_lo, axis_hi = _axis_range(self.axis, (lo, hi), n_groups)
         state = {
             **plan,
             "alpha": alpha,
@@ -292,10 +335,11 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             "n_groups": n_groups,
             "final": self.final,
             "bounds": (lo, hi),
+            "axis_range": (axis_lo, axis_hi),
             "n_per_client": sizes,
             "groups": groups.reshape(n_groups, group_size),
-            "lo": lo,
-            "hi": hi,
+            "lo": axis_lo,
+            "hi": axis_hi,
             "round": 0,
             "done": False,
             "threshold": None,
@@ -377,8 +421,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             )
         estimate = debias_fraction(float(reports.mean()), epsilon=state["epsilon"])
         query = queries[0]["threshold"]
+        point = (state["lo"] + state["hi"]) / 2.0  # the query on the search axis
         lo, hi, stop = _bisection_update(
-            state["lo"], state["hi"], query, estimate, state["target"], state["band"]
+            state["lo"], state["hi"], point, estimate, state["target"], state["band"]
         )
         history = {
             "threshold": [*state["history"]["threshold"], query],
@@ -395,11 +440,13 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         if stop:
             threshold = query
         elif new["round"] == state["n_groups"]:
-            threshold = query if state["final"] == "paper" else hi
+            # "upper": the last query answered "over target" (+inf if none).
+            threshold = query if state["final"] == "paper" else _axis_score(new, hi)
         else:
             return _pose_query(new)
         if threshold >= state["bounds"][1]:
             threshold = np.inf
+            _warn_top(state)
         return {
             **new,
             "done": True,
@@ -650,9 +697,15 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
         Number ``T`` of groups (maximum rounds). Needs ``n >= T``.
     final : {"upper", "paper"}, default="upper"
         Threshold when no round stops in the band: the upper end (safe) or
-        ``q_T`` (the paper).
+        ``q_T`` (the paper; needs ``search="paper"``).
     score_bounds : tuple of two floats, default=None
         Public range searched (required; ``(0, 1)`` for LAC and APS).
+    search : {"tight", "paper"}, default="tight"
+        No band, upper end and ``Delta_S = c sqrt(ln(T/delta) / (2 n'))``,
+        or the paper's band and ``Delta_S = 2 c sqrt(ln(2T/delta) / (2 n'))``.
+    axis : {"logit", "log", "linear"}, default="logit"
+        Scale on which the interval is halved (see
+        :class:`LDPScoreCalibrator`).
 
     Attributes
     ----------
@@ -698,8 +751,8 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
     >>> scores = np.random.default_rng(0).uniform(size=50000)
     >>> cal = LDPScoreStarCalibrator(epsilon=4.0, score_bounds=(0, 1))
     >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
-    >>> round(cal.target_coverage_, 4), cal.threshold_, cal.n_steps_used_
-    (0.9653, 0.9375, 4)
+    >>> round(cal.target_coverage_, 4), round(cal.threshold_, 4)
+    (0.9315, 0.9325)
     """
 
     _star = True
@@ -708,7 +761,7 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
 def _pose_query(state):
     """Return ``state`` with the next round's per-client queries."""
     round_ = state["round"] + 1
-    query = (state["lo"] + state["hi"]) / 2.0
+    query = _axis_score(state, (state["lo"] + state["hi"]) / 2.0)
     members = np.sort(state["groups"][round_ - 1])
     sizes = state["n_per_client"]
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
@@ -722,6 +775,55 @@ def _pose_query(state):
         for j in range(sizes.shape[0])
     ]
     return {**state, "queries": queries}
+
+
+def _axis_range(axis, bounds, n_groups):
+    """Search interval on the axis (see :func:`_axis_score`)."""
+    reach = 2.0 * n_groups * math.log(2.0)  # a gap of 4^-T of the range
+    if axis == "log":
+        return 0.0, reach
+    if axis == "logit":
+        return -reach, reach
+    return bounds
+
+
+def _axis_score(state, point):
+    """Score threshold of a point of the search axis (``+inf`` at its top).
+
+    With ``score_bounds = (lo, hi)`` and ``x = (s - lo) / (hi - lo)``:
+    ``"linear"``: the point is the score. ``"log"``: ``u = -ln(1 - x)`` on
+    ``[0, 2 T ln 2]``. ``"logit"``: ``u = ln(x / (1 - x))`` on
+    ``[-2 T ln 2, 2 T ln 2]``. The top of the axis means ``+inf``.
+    """
+    axis = state.get("axis", "linear")
+    if axis == "linear":
+        return point
+    if point >= state["axis_range"][1]:
+        return np.inf
+    lo, hi = state["bounds"]
+    if axis == "log":
+        return hi - (hi - lo) * math.exp(-point)
+    # logit, written so that a gap to either end keeps its precision
+    if point >= 0:
+        return hi - (hi - lo) / (1.0 + math.exp(point))
+    return lo + (hi - lo) / (1.0 + math.exp(-point))
+
+
+def _warn_top(state):
+    if state.get("axis", "linear") == "linear":
+        advice = (
+            "use axis='logit' (the default) or 'log', which resolve gaps down "
+            "to 4^-T of the range, or a randomized APS score"
+        )
+    else:
+        advice = "use a randomized APS score or more users"
+    warn_user(
+        "LDP-S: no round found the coverage above the target below the upper "
+        f"score bound {state['bounds'][1]:g}, so the threshold is +inf (every "
+        "label). If scores pile up just below that bound (e.g. deterministic "
+        f"APS of a confident model), {advice}.",
+        InfiniteThresholdWarning,
+    )
 
 
 def _check_users(query, n_users):

@@ -44,12 +44,32 @@ def _label_correction(n, n_classes, epsilon, delta):
     return np.sqrt(np.log(4.0 / delta) / (2.0 * n * h**2))
 
 
-def _score_correction(group_size, epsilon, delta, n_groups):
-    """``Delta_S = 2 c sqrt(ln(2T/delta) / (2 n'))``; ``inf`` when ``n' = 0``."""
+#: LDP-S search rules: "tight" (zero band, upper end, one-sided Hoeffding) and
+#: "paper" (band Delta_S / 2, two-sided Hoeffding, Delta_S = 2 t_S).
+_SCORE_SEARCHES = ("tight", "paper")
+
+
+def _score_log_term(delta, n_groups, search):
+    """``K`` in ``Delta_S = c sqrt(K / n')`` for each search rule.
+
+    ``"paper"``: ``Delta_S = 2 t_S`` with the two-sided per-round error
+    ``t_S = c sqrt(ln(2T/delta) / (2 n'))``, so ``K = 2 ln(2T/delta)``.
+    ``"tight"``: ``Delta_S`` is the one-sided per-round error
+    ``c sqrt(ln(T/delta) / (2 n'))``, so ``K = ln(T/delta) / 2``.
+    """
+    if search == "paper":
+        return 2.0 * np.log(2.0 * n_groups / delta)
+    if search == "tight":
+        return 0.5 * np.log(n_groups / delta)
+    raise ValueError(f"search must be one of {_SCORE_SEARCHES}; got {search!r}.")
+
+
+def _score_correction(group_size, epsilon, delta, n_groups, search="paper"):
+    """``Delta_S = c sqrt(K / n')`` (:func:`_score_log_term`); ``inf`` if ``n' = 0``."""
     group_size = np.asarray(group_size, dtype=np.float64)
     with np.errstate(divide="ignore"):
         return _rr_constant(epsilon) * np.sqrt(
-            2.0 * np.log(2.0 * n_groups / delta) / group_size
+            _score_log_term(delta, n_groups, search) / group_size
         )
 
 
@@ -85,11 +105,11 @@ def _maybe_scalar(*arrays):
     return arrays
 
 
-def ldp_correction(n, n_classes, epsilon, delta=0.001, n_groups=10):
+def ldp_correction(n, n_classes, epsilon, delta=0.001, n_groups=10, *, search="tight"):
     """Coverage corrections of LDP-L and LDP-S before spending any budget.
 
-    ``Delta_L`` (Penso et al., Theorem 2.1) and ``Delta_S`` (the explicit
-    Hoeffding constant of the skfedcp spec) depend only on public numbers, so
+    ``Delta_L`` (Penso et al., Theorem 2.1) and ``Delta_S`` (an explicit
+    Hoeffding constant, see ``search``) depend only on public numbers, so
     they tell which method to pick, and whether the starred variant is
     informative (``Delta < alpha``), before any user answers.
 
@@ -105,6 +125,12 @@ def ldp_correction(n, n_classes, epsilon, delta=0.001, n_groups=10):
         Failure probability of the guarantee, in (0, 1).
     n_groups : int or array-like of int, default=10
         Number ``T`` of LDP-S groups (bisection steps).
+    search : {"tight", "paper"}, default="tight"
+        LDP-S search rule (the ``search`` parameter of
+        :class:`LDPScoreCalibrator`; ``Delta_L`` does not depend on it):
+        ``"tight"`` (no stopping band, the interval's upper end, one-sided
+        error) or ``"paper"`` (band ``Delta_S / 2``, two-sided error,
+        ``Delta_S = 2 t_S``).
 
     Returns
     -------
@@ -122,21 +148,24 @@ def ldp_correction(n, n_classes, epsilon, delta=0.001, n_groups=10):
     ``c = (e^eps + 1) / (e^eps - 1)`` and ``n' = floor(n / T)``:
 
     * ``Delta_L = sqrt(ln(4 / delta) / (2 n h^2))``;
-    * ``Delta_S = c sqrt(2 ln(2 T / delta) / n')``.
+    * ``Delta_S = c sqrt(ln(T / delta) / (2 n'))`` (``search="tight"``, proved
+      in the user guide) or ``c sqrt(2 ln(2 T / delta) / n')``
+      (``search="paper"``: twice the two-sided per-round error).
 
     Both shrink as ``1 / sqrt(n)``, so for ``n`` a multiple of ``T`` their
-    ratio does not depend on ``n``:
+    ratio does not depend on ``n``; with ``search="paper"``,
     ``Delta_S / Delta_L = 2 c h sqrt(T ln(2T/delta) / ln(4/delta))``. LDP-S
     wins only when ``h`` is small, i.e. many classes or a small
-    ``epsilon`` (at ``T = 10``, ``delta = 0.001``: ``k > 25`` at
-    ``epsilon = 2``, ``k > 165`` at ``epsilon = 4``).
+    ``epsilon``.
 
     Examples
     --------
     >>> from skfedcp.calibrators import ldp_correction
     >>> corr = ldp_correction(23640, 8, 4.0, 0.001)
     >>> round(corr.label, 5), round(corr.score, 4)
-    (0.0172, 0.095)
+    (0.0172, 0.0458)
+    >>> round(ldp_correction(23640, 8, 4.0, 0.001, search="paper").score, 4)
+    0.095
     >>> ldp_correction([1000, 100000], 10, 4.0).label.round(4)
     array([0.0884, 0.0088])
     """
@@ -144,12 +173,15 @@ def ldp_correction(n, n_classes, epsilon, delta=0.001, n_groups=10):
     n_classes, eps, delta, n_groups = _check_analysis_params(
         n_classes, epsilon, delta, n_groups
     )
+    _score_log_term(0.5, 1, search)  # validates search
     label = _label_correction(n, n_classes, eps, delta)
-    score = _score_correction(n // n_groups, eps, delta, n_groups)
+    score = _score_correction(n // n_groups, eps, delta, n_groups, search)
     return LDPCorrection(*_maybe_scalar(label, score))
 
 
-def ldp_sample_size(correction, n_classes, epsilon, delta=0.001, n_groups=10):
+def ldp_sample_size(
+    correction, n_classes, epsilon, delta=0.001, n_groups=10, *, search="tight"
+):
     """Smallest numbers of users for which ``Delta_L`` and ``Delta_S`` reach a target.
 
     Parameters
@@ -164,6 +196,8 @@ def ldp_sample_size(correction, n_classes, epsilon, delta=0.001, n_groups=10):
         Failure probability, in (0, 1).
     n_groups : int or array-like of int, default=10
         Number ``T`` of LDP-S groups.
+    search : {"tight", "paper"}, default="tight"
+        LDP-S search rule (see :func:`ldp_correction`).
 
     Returns
     -------
@@ -179,13 +213,16 @@ def ldp_sample_size(correction, n_classes, epsilon, delta=0.001, n_groups=10):
 
     Notes
     -----
-    ``n_L = ceil(ln(4/delta) / (2 Delta^2 h^2))`` and
-    ``n_S = T ceil(2 c^2 ln(2T/delta) / Delta^2)``.
+    ``n_L = ceil(ln(4/delta) / (2 Delta^2 h^2))``;
+    ``n_S = T ceil(c^2 ln(T/delta) / (2 Delta^2))`` (``search="tight"``) or
+    ``T ceil(2 c^2 ln(2T/delta) / Delta^2)`` (``search="paper"``).
 
     Examples
     --------
     >>> from skfedcp.calibrators import ldp_sample_size
     >>> ldp_sample_size(0.05, 10, 4.0, delta=0.1)
+    LDPSampleSize(label=1392, score=9920)
+    >>> ldp_sample_size(0.05, 10, 4.0, delta=0.1, search="paper")
     LDPSampleSize(label=1392, score=45610)
     """
     corr = np.asarray(correction, dtype=np.float64)
@@ -198,7 +235,7 @@ def ldp_sample_size(correction, n_classes, epsilon, delta=0.001, n_groups=10):
     h = (1.0 - beta) / (1.0 + beta)
     n_label = np.ceil(np.log(4.0 / delta) / (2.0 * corr**2 * h**2))
     group = np.ceil(
-        2.0 * _rr_constant(eps) ** 2 * np.log(2.0 * n_groups / delta) / corr**2
+        _rr_constant(eps) ** 2 * _score_log_term(delta, n_groups, search) / corr**2
     )
     # Guard the float ceilings: step to the exact smallest size.
     n_label = np.maximum(n_label, 1)
@@ -212,12 +249,15 @@ def ldp_sample_size(correction, n_classes, epsilon, delta=0.001, n_groups=10):
     )
     group = np.maximum(group, 1)
     group = np.where(
-        _score_correction(np.maximum(group - 1, 1), eps, delta, n_groups) <= corr,
+        _score_correction(np.maximum(group - 1, 1), eps, delta, n_groups, search)
+        <= corr,
         np.maximum(group - 1, 1),
         group,
     )
     group = np.where(
-        _score_correction(group, eps, delta, n_groups) > corr, group + 1, group
+        _score_correction(group, eps, delta, n_groups, search) > corr,
+        group + 1,
+        group,
     )
     label, score = _maybe_scalar(
         n_label.astype(np.int64), (group * n_groups).astype(np.int64)

@@ -86,7 +86,7 @@ class TestAnalysis:
         for args, expected in cases:
             assert ldp_correction(*args).label == pytest.approx(expected, rel=1e-3)
         # t_S(20000, 4, 0.1, T=10) = 0.03775 and Delta_S = 2 t_S = 0.07551.
-        corr = ldp_correction(20000, 10, 4.0, 0.1, n_groups=10)
+        corr = ldp_correction(20000, 10, 4.0, 0.1, n_groups=10, search="paper")
         assert corr.score == pytest.approx(0.07551, rel=1e-3)
         assert corr.score / 2 == pytest.approx(0.03775, rel=1e-3)
 
@@ -115,14 +115,14 @@ class TestAnalysis:
         # reaching the target. Delta_S depends on floor(n / T), so the LDP-S
         # size is T * ceil(4560.88) = 45610 (ceil(45608.8) = 45609 gives
         # floor(45609 / 10) = 4560 users per group, just too few).
-        sizes = ldp_sample_size(0.05, 10, 4.0, delta=0.1)
+        sizes = ldp_sample_size(0.05, 10, 4.0, delta=0.1, search="paper")
         assert sizes == (1392, 45610)
         assert ldp_correction(1392, 10, 4.0, 0.1).label <= 0.05
         assert ldp_correction(1391, 10, 4.0, 0.1).label > 0.05
-        assert ldp_correction(45610, 10, 4.0, 0.1).score <= 0.05
-        assert ldp_correction(45609, 10, 4.0, 0.1).score > 0.05
+        assert ldp_correction(45610, 10, 4.0, 0.1, search="paper").score <= 0.05
+        assert ldp_correction(45609, 10, 4.0, 0.1, search="paper").score > 0.05
         # Spec 2.6: about 782 (L*) and 21.3k (S*) users for k=10, eps=4.
-        sizes = ldp_sample_size(0.1, 10, 4.0, delta=1e-3)
+        sizes = ldp_sample_size(0.1, 10, 4.0, delta=1e-3, search="paper")
         assert sizes.label == 782
         assert 21_000 < sizes.score < 21_500
 
@@ -151,7 +151,7 @@ class TestAnalysis:
         # (k, eps, T, delta), and equals 2 c h sqrt(T ln(2T/delta)/ln(4/delta)).
         n = np.array([1000, 10_000, 100_000, 1_000_000])
         for k, eps in [(10, 2.0), (100, 4.0)]:
-            corr = ldp_correction(n, k, eps, 1e-3, 10)
+            corr = ldp_correction(n, k, eps, 1e-3, 10, search="paper")
             ratio = corr.score / corr.label
             np.testing.assert_allclose(ratio, ratio[0], rtol=1e-12)
             beta = k / (k - 1 + math.exp(eps))
@@ -164,7 +164,7 @@ class TestAnalysis:
         # ldp_correction's Notes: at T=10, delta=1e-3 LDP-S wins for k > 25
         # at eps=2 and k > 165 at eps=4.
         for eps, k_star in [(2.0, 25), (4.0, 165)]:
-            at = ldp_correction(100_000, [k_star, k_star + 1], eps)
+            at = ldp_correction(100_000, [k_star, k_star + 1], eps, search="paper")
             assert at.score[0] > at.label[0] and at.score[1] < at.label[1]
 
     @pytest.mark.parametrize(
@@ -250,7 +250,13 @@ class TestBisection:
         # is the identity-CDF bisection above: 0.5, 0.75, then 0.875 stops.
         n = 20_000
         scores = (np.arange(n) + 0.5) / n
-        cal = LDPScoreCalibrator(epsilon=60.0, delta=0.1, score_bounds=BOUNDS)
+        cal = LDPScoreCalibrator(
+            epsilon=60.0,
+            delta=0.1,
+            score_bounds=BOUNDS,
+            search="paper",
+            axis="linear",
+        )
         cal.fit(scores, alpha=0.1, random_state=0)
         np.testing.assert_allclose(cal.history_["threshold"], [0.5, 0.75, 0.875])
         assert cal.threshold_ == 0.875 and cal.stopped_early_
@@ -260,7 +266,13 @@ class TestBisection:
         proba, labels = _dirichlet_data(5000, 10, seed)
         scores = _lac(proba)[np.arange(5000), labels]
         for T in (3, 10, 25):
-            cal = LDPScoreCalibrator(epsilon=2.0, n_groups=T, score_bounds=BOUNDS)
+            cal = LDPScoreCalibrator(
+                epsilon=2.0,
+                n_groups=T,
+                score_bounds=BOUNDS,
+                search="paper",
+                axis="linear",
+            )
             cal.fit(scores, alpha=0.1, random_state=seed)
             assert 1 <= cal.n_steps_used_ <= T
             assert cal.history_["threshold"].shape == (cal.n_steps_used_,)
@@ -282,7 +294,13 @@ class TestBisection:
         high = np.full(n, 2.0)
         for final in ("paper", "upper"):
             cal = LDPScoreCalibrator(
-                epsilon=60.0, delta=0.1, n_groups=5, final=final, score_bounds=BOUNDS
+                epsilon=60.0,
+                delta=0.1,
+                n_groups=5,
+                final=final,
+                score_bounds=BOUNDS,
+                search="paper",
+                axis="linear",
             )
             cal.fit(low, alpha=0.1, random_state=0)
             assert cal.threshold_ == 1 / 32 and not cal.stopped_early_
@@ -611,9 +629,9 @@ class TestScoreCalibrator:
 
     def test_attributes(self, seed):
         scores = np.random.default_rng(seed).random(20000)
-        cal = LDPScoreCalibrator(epsilon=4.0, delta=0.1, score_bounds=BOUNDS).fit(
-            scores, alpha=0.1, random_state=seed
-        )
+        cal = LDPScoreCalibrator(
+            epsilon=4.0, delta=0.1, score_bounds=BOUNDS, search="paper"
+        ).fit(scores, alpha=0.1, random_state=seed)
         assert cal.correction_ == pytest.approx(0.07551, rel=1e-3)
         assert cal.group_size_ == 2000
         assert cal.epsilon_eff_ == pytest.approx(4 / math.sqrt(20000))
