@@ -422,11 +422,11 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
             )
         return dropped.astype(np.intp)
 
-    def _secure_total(self, enc, survivors, edges, rng):
-        """Secure sum over ``survivors`` of the rows of ``enc`` (uint64)."""
+    def _secure_total(self, enc, survivors, n_clients, edges, rng):
+        """Secure sum of the survivors' rows ``enc`` (uint64), one per survivor."""
         if edges is None:  # plain modular sum: the same bits, no masks
-            return np.sum(enc[survivors], axis=0, dtype=np.uint64)
-        return _masked_sum_simulation(enc, survivors, edges, rng)
+            return np.sum(enc, axis=0, dtype=np.uint64)
+        return _masked_sum_simulation(enc, survivors, edges, rng, n_clients=n_clients)
 
     def _round_one(self, messages, survivors, integer_x, edges, rng):
         """Round 1: fixed-point plan from public bounds, then the secure sum.
@@ -470,9 +470,9 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
                 f"{int(plan.frac_bits.min())}, or None to choose it from the "
                 "data's range."
             )
-        enc = np.zeros(messages.shape, dtype=np.uint64)
-        enc[survivors] = plan.encode(messages[survivors], name="X")
-        return plan.decode(self._secure_total(enc, survivors, edges, rng))
+        enc = plan.encode(messages[survivors], name="X")
+        total = self._secure_total(enc, survivors, messages.shape[0], edges, rng)
+        return plan.decode(total)
 
     @staticmethod
     def _marginals(total, n_classes, n_levels, n_samples):
@@ -520,12 +520,9 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
                 n_clients,
             )
             e = _project_block(proj, u.reshape(n_surv, stop - start, width))
-            enc = np.zeros((n_clients, (stop - start) * ell), dtype=np.uint64)
-            enc[survivors] = fixed_point_encode(
-                e, bits[None, start:stop, None]
-            ).reshape(n_surv, -1)
+            q = fixed_point_encode(e, bits[None, start:stop, None])
             total[start * ell : stop * ell] = self._secure_total(
-                enc, survivors, edges, rng
+                q.reshape(n_surv, -1), survivors, n_clients, edges, rng
             )
         z = fixed_point_decode(total.reshape(n_feat, ell), bits[:, None])
         return z.T.copy()

@@ -84,8 +84,9 @@ def fixed_point_encode(x, frac_bits):
     x = _as_float_array(x, "x")
     frac_bits = _check_frac_bits(frac_bits)
     # Scaling by a power of two is exact; rounding is half to even.
-    scaled = np.rint(x * np.exp2(frac_bits.astype(np.float64)))
-    top = np.max(np.abs(scaled), initial=0.0)
+    scaled = np.asarray(np.multiply(x, np.exp2(frac_bits.astype(np.float64))))
+    np.rint(scaled, out=scaled)
+    top = max(np.max(scaled, initial=0.0), -np.min(scaled, initial=0.0))
     if top < _TWO63:  # common case (NaN fails the test): no wrap-around
         return np.asarray(scaled.astype(np.int64)).view(np.uint64)
     if not np.all(np.isfinite(x)):
@@ -789,7 +790,14 @@ _MASK_CHUNK_WORDS = 2**22
 
 
 def _masked_sum_simulation(
-    enc, survivors, edges, rng, *, self_masks=True, max_words=_MASK_CHUNK_WORDS
+    enc,
+    survivors,
+    edges,
+    rng,
+    *,
+    n_clients=None,
+    self_masks=True,
+    max_words=_MASK_CHUNK_WORDS,
 ):
     """Simulate one pairwise-masked secure sum of the rows of ``enc``.
 
@@ -805,14 +813,17 @@ def _masked_sum_simulation(
 
     Parameters
     ----------
-    enc : ndarray of uint64, shape (n_clients, length)
-        Every client's encoded vector (rows of dropped clients are ignored).
+    enc : ndarray of uint64, shape (n_clients, length) or (n_survivors, length)
+        Every client's encoded vector (rows of dropped clients are ignored),
+        or, when ``n_clients`` is given, the survivors' vectors only.
     survivors : ndarray of int
         Sorted indices of the clients whose messages arrive.
     edges : ndarray of shape (n_edges, 2)
         Masking graph, pairs ``(a, b)`` with ``a < b``.
     rng : numpy.random.Generator
         Source of the masks.
+    n_clients : int, optional
+        Number of clients; given, ``enc`` holds the survivors' rows only.
     self_masks : bool, default=True
         Whether clients add self masks.
     max_words : int
@@ -823,8 +834,13 @@ def _masked_sum_simulation(
     total : ndarray of uint64, shape (length,)
         ``sum_{i in survivors} enc[i] (mod 2**64)``, bit for bit.
     """
-    n_clients, length = enc.shape
     surv = np.asarray(survivors, dtype=np.intp)
+    length = enc.shape[1]
+    if n_clients is None:
+        n_clients = enc.shape[0]
+        rows_of = surv
+    else:
+        rows_of = np.arange(surv.shape[0])
     alive = np.zeros(n_clients, dtype=bool)
     alive[surv] = True
     a, b = edges[:, 0], edges[:, 1]
@@ -853,7 +869,7 @@ def _masked_sum_simulation(
     for c0 in range(0, length, width):
         c1 = min(c0 + width, length)
         w = c1 - c0
-        y = enc[surv, c0:c1]  # a copy: the messages
+        y = enc[rows_of, c0:c1]  # a copy: the messages
         if self_masks:
             t = bitgen.random_raw((surv.shape[0], w))
             y += t
