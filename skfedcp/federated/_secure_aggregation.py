@@ -228,7 +228,8 @@ class FixedPointPlan(NamedTuple):
             j = int(np.flatnonzero(over.ravel())[0])
             b = np.broadcast_to(self.bound, x.shape).ravel()[j]
             raise ValueError(
-                f"{name}: value {x.ravel()[j]!r} exceeds the announced bound {b!r} "
+                f"{name}: value {float(x.ravel()[j])!r} exceeds the announced bound "
+                f"{float(b)!r} "
                 "of the fixed-point plan: it could make the secure sum wrap around."
             )
         return fixed_point_encode(x, self.frac_bits)
@@ -305,8 +306,8 @@ def fixed_point_plan(bound, n_clients, *, max_frac_bits=52, name="bound"):
 
     Examples
     --------
-    >>> fixed_point_plan(2.0**52, n_clients=8, max_frac_bits=32).frac_bits
-    array(7)
+    >>> fixed_point_plan(2.0**52, n_clients=8, max_frac_bits=32).frac_bits.tolist()
+    7
     >>> fixed_point_plan(2.0**60, n_clients=8)
     Traceback (most recent call last):
     ...
