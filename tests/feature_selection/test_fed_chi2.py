@@ -1,6 +1,7 @@
 """FedChi2Selector: oracle equality with sklearn, invariances, bad input."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -16,13 +17,59 @@ from sklearn.naive_bayes import MultinomialNB
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.utils import check_random_state
 
+from skfedcp.exceptions import SingleClientWarning
 from skfedcp.feature_selection import (
     FedChi2Selector,
     fed_chi2,
     fed_chi2_test,
     required_projection_dim,
+    stable_projection,
 )
 from skfedcp.federated._secure_aggregation import _draw_seeds
+
+
+def _leaks(obj, seed, projection, path="sel", seen=None):
+    """Paths under ``obj`` that hold the seed, a random generator or ``P``."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return []
+    seen.add(id(obj))
+    words = {seed, seed & (2**64 - 1), seed >> 64}
+    words |= {(seed >> s) & (2**32 - 1) for s in (0, 32, 64, 96)}
+    found = []
+    if isinstance(
+        obj,
+        np.random.SeedSequence
+        | np.random.Generator
+        | np.random.BitGenerator
+        | np.random.RandomState,
+    ):
+        return [path]
+    if isinstance(obj, int | np.integer) and not isinstance(obj, bool):
+        return [path] if int(obj) in words else []
+    if isinstance(obj, bytes | bytearray):
+        return [path] if seed.to_bytes(16, "little")[:8] in obj else []
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "iu" and np.isin(obj.astype(object), list(words)).any():
+            found.append(path)
+        if obj.dtype.kind == "f" and obj.shape == projection.shape:
+            if np.allclose(obj, projection):
+                found.append(path)
+        if obj.dtype == object:
+            for i, v in enumerate(obj.ravel()):
+                found += _leaks(v, seed, projection, f"{path}[{i}]", seen)
+        return found
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found += _leaks(v, seed, projection, f"{path}[{k!r}]", seen)
+        return found
+    if isinstance(obj, list | tuple | set):
+        for i, v in enumerate(obj):
+            found += _leaks(v, seed, projection, f"{path}[{i}]", seen)
+        return found
+    if hasattr(obj, "__dict__"):
+        found += _leaks(vars(obj), seed, projection, f"{path}.__dict__", seen)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -198,6 +245,65 @@ class TestSketch:
         for width in (16, 8):
             assert secret.to_bytes(16, "little")[:width] not in blob
         assert all(v != secret for v in vars(sel).values() if isinstance(v, int))
+
+    def test_default_fit_holds_nothing_that_regenerates_the_projection(
+        self, counts, monkeypatch
+    ):
+        # Issue 11, item 5: with random_state=None nothing in the fitted object
+        # or its pickle can regenerate the clients' projection seed. Record the
+        # seed the fit really used, then scan the unpickled object for it.
+        import skfedcp.feature_selection._chi2 as chi2_module
+
+        used = []
+        real = chi2_module._projection_seed
+
+        def spy(random_state):
+            seed, rng = real(random_state)
+            used.append((seed, rng))
+            return seed, rng
+
+        monkeypatch.setattr(chi2_module, "_projection_seed", spy)
+        X, y, clients = counts
+        sel = FedChi2Selector().fit(X, y, client_ids=clients)
+        ((seed, _),) = used
+        blob = pickle.dumps(sel)
+        again = pickle.loads(blob)
+        P0 = stable_projection(seed, (0,), sel.n_projections_, 4)
+        assert _leaks(again, seed, P0) == []
+        for width in (16, 8):
+            assert seed.to_bytes(16, "little")[:width] not in blob
+        # The scan can fail: a planted seed, generator or matrix is found.
+        for planted in ({"nested": [seed]}, np.random.default_rng(0), P0.copy()):
+            again.planted_ = planted
+            assert _leaks(again, seed, P0) != []
+        # Fresh entropy: a second default fit draws another projection.
+        other = FedChi2Selector().fit(X, y, client_ids=clients)
+        assert used[1][0] != seed
+        assert not np.array_equal(other.sketch_, sel.sketch_)
+
+    def test_default_fit_ignores_numpy_global_state(self, counts):
+        X, y, clients = counts
+        # Were the seed drawn from NumPy's global state, re-seeding it would
+        # make the two fits identical.
+        state = np.random.get_state()  # noqa: NPY002
+        sketches = []
+        try:
+            for _ in range(2):
+                np.random.seed(123)  # noqa: NPY002
+                fitted = FedChi2Selector().fit(X, y, client_ids=clients)
+                sketches.append(fitted.sketch_)
+        finally:
+            np.random.set_state(state)  # noqa: NPY002
+        assert not np.array_equal(*sketches)
+
+    def test_single_client_warning_points_at_the_caller(self, counts):
+        X, y, _ = counts
+        with pytest.warns(SingleClientWarning, match="all rows form one client") as rec:
+            FedChi2Selector(random_state=0).fit(X, y)
+        assert rec[0].filename == __file__
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SingleClientWarning)
+            FedChi2Selector(method="plain").fit(X, y)  # plain: nothing to protect
 
     def test_fitted_attributes(self, counts):
         X, y, clients = counts
