@@ -103,18 +103,27 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         fixed-point messages. The masks cancel exactly, so all three give
         bit-identical results; ``"none"`` is fastest.
     frac_bits : int, default=None
-        Fixed-point fractional bits of the sketch (and of round-1 sums of
-        non-integer X). None: chosen per feature from public marginals so
-        that overflow needs an 8-sigma event (integers are summed exactly,
-        other round-1 values with 32 bits).
+        Fixed-point fractional bits of the sketch (and the most allowed for
+        the round-1 sums of non-integer X). None: the sketch's bits are
+        chosen per feature from the public marginals so that overflow needs
+        an 8-sigma event; round-1 sums of integer X are exact, those of
+        other X get up to 32 bits per coordinate, fewer when the announced
+        bounds need them (see Notes). A value that would let a sum wrap
+        around the 64-bit ring is refused with a ValueError.
     dropout : float or array-like, default=None
         Simulated clients lost in round two: a fraction of the clients drawn
         at random, or the labels of the clients that drop. With
         ``method="plain"`` the dropped clients miss the single round. Must
         leave at least one client.
     random_state : int, RandomState instance or None, default=None
-        Seeds the shared projection seed, the simulated mask seeds and the
-        dropout draw. Pass an int for reproducible results.
+        Source of the clients' shared projection seed, the simulated masks
+        and the dropout draw. None (default): fresh operating-system entropy,
+        used during ``fit`` only; nothing in the fitted object or its pickle
+        can regenerate the projection. An int gives reproducible results but
+        is a *simulation convenience*: whoever knows it (it is stored as a
+        parameter) regenerates every projection matrix and can solve the
+        sketch for the class-by-feature table. NumPy's global state is
+        never used.
 
     Attributes
     ----------
@@ -172,6 +181,21 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
     w_j`` for the class-wise sums of feature ``j``. This class runs every
     party in one process: the secure aggregation is a simulation of the
     protocol's arithmetic, not a cryptographic implementation.
+
+    *Fixed point.* Both secure sums work in the ring ``Z/2**64``. The plan
+    of each round is public: in round one every client announces a
+    power-of-two bound on each coordinate of its message (class counts,
+    feature totals); coordinate ``j`` gets ``min(32, floor(log2(2**62 /
+    (n_clients * bound_j))))`` fractional bits (0 for integer X), so that
+    the total cannot wrap around, and a client whose values exceed its
+    bound is refused before encoding (the server checks the decoded sums
+    against ``n_clients * bound``). If no scale can hold the totals, ``fit``
+    raises a ValueError naming X. Round two uses :func:`chi2_frac_bits`.
+
+    *Fitted state.* The fitted object holds what the server learns: the
+    marginals (``class_counts_``, ``feature_totals_`` or ``level_counts_``),
+    the summed sketch ``sketch_``, the scores and who dropped out; never the
+    projection seed, the masks or a generator that could regenerate them.
 
     *Bandwidth.* Round two sends ``n_projections * n_features`` words per
     client against ``n_classes * n_features`` for ``method="plain"``: with
