@@ -1,5 +1,6 @@
 """FedChi2Selector: oracle equality with sklearn, invariances, bad input."""
 
+import math
 import pickle
 import warnings
 
@@ -122,6 +123,42 @@ class TestPlainOracle:
         keep = ~np.isin(clients, [0, 3])
         np.testing.assert_allclose(sel.scores_, chi2(X[keep], y[keep])[0], rtol=1e-12)
         assert sel.dropped_clients_.tolist() == [0, 3]
+
+
+class TestLargeTotals:
+    """Issue 11: fixed point chosen from the public range, never a wrap."""
+
+    @pytest.mark.parametrize("clients", [1, 7])
+    def test_issue_case_matches_sklearn(self, clients):
+        # A feature of 2.362e6 + 0.25 on 1,000 rows: its total 2.36e9 wrapped
+        # with 32 fixed fractional bits (feature_totals_ -1.93e9, score -9.5e9).
+        rng = np.random.default_rng(0)
+        X = np.column_stack([np.full(1000, 2.362e6 + 0.25), rng.random(1000)])
+        y = rng.integers(0, 3, 1000)
+        ids = np.arange(1000) % clients
+        sel = FedChi2Selector(k="all", method="plain").fit(X, y, client_ids=ids)
+        assert sel.feature_totals_[0] == 2362000250.0  # exact
+        # sklearn's score of the constant feature is 0 up to its own rounding
+        # (~1e-21), hence the atol.
+        np.testing.assert_allclose(sel.scores_, chi2(X, y)[0], rtol=1e-9, atol=1e-9)
+        sketch = FedChi2Selector(k="all", random_state=0).fit(X, y, client_ids=ids)
+        assert sketch.feature_totals_[0] == 2362000250.0
+        assert np.all(sketch.scores_ >= 0)
+
+    @pytest.mark.parametrize("frac", [0.0, 0.25, 0.1])
+    @pytest.mark.parametrize("clients", [1, 20])
+    def test_totals_up_to_2_52_match_sklearn(self, frac, clients):
+        rng = np.random.default_rng(1)
+        n = 1000
+        y = rng.integers(0, 3, n)
+        big = np.floor((2.0**52 / n) * (0.3 + 0.7 * (y == 0))) + frac
+        X = np.column_stack([big, np.floor(big / 9) + frac, rng.random(n) * 1e3])
+        assert 2.0**51 < X[:, 0].sum() <= 2.0**52
+        ids = rng.integers(0, clients, n)
+        sel = FedChi2Selector(k="all", method="plain").fit(X, y, client_ids=ids)
+        np.testing.assert_allclose(sel.scores_, chi2(X, y)[0], rtol=1e-9)
+        exact = [math.fsum(X[:, j]) for j in range(X.shape[1])]
+        np.testing.assert_allclose(sel.feature_totals_, exact, rtol=1e-14)
 
 
 class TestSketch:
