@@ -59,7 +59,11 @@ def fixed_point_encode(x, frac_bits):
     Parameters
     ----------
     x : array-like of float
-        Values to encode. Must be finite.
+        Values to encode. Must be finite (a ValueError names ``x``
+        otherwise). Values so large that ``x * 2**f`` overflows float64 are
+        reduced modulo ``2**(64 - f)`` first, exactly. Which scale keeps a
+        *sum* from wrapping is the business of the public plan
+        (:func:`fixed_point_plan`).
     frac_bits : int or array-like of int
         Number of fractional bits ``f`` (broadcast against ``x``), between 0
         and 62. The rounding error is at most ``2**(-f - 1)`` per value.
