@@ -63,7 +63,7 @@ def fixed_point_encode(x, frac_bits):
         otherwise). Values so large that ``x * 2**f`` overflows float64 are
         reduced modulo ``2**(64 - f)`` first, exactly. Which scale keeps a
         *sum* from wrapping is the business of the public plan
-        (:func:`fixed_point_plan`).
+        (``fixed_point_plan``).
     frac_bits : int or array-like of int
         Number of fractional bits ``f`` (broadcast against ``x``), between 0
         and 62. The rounding error is at most ``2**(-f - 1)`` per value.
@@ -176,7 +176,7 @@ class FixedPointPlan(NamedTuple):
     value of every client's coordinate. The plan guarantees that the sum of
     ``n_clients`` values within ``bound`` can never wrap around the ring:
     ``n_clients * bound * 2**frac_bits <= 2**62``. Build it with
-    :func:`fixed_point_plan`.
+    ``fixed_point_plan``.
 
     Attributes
     ----------
