@@ -7,43 +7,45 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
-from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
+from ..exceptions import SingleClientWarning
 from ..federated._partition import ClientPartition
 from ..federated._secure_aggregation import (
-    _draw_seeds,
-    _remove_masks,
+    _masked_sum_simulation,
     fixed_point_decode,
     fixed_point_encode,
-    make_masking_setup,
-    mask_input,
+    fixed_point_plan,
+    secure_aggregation_graph,
 )
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._protocol import (
-    Chi2Marginals,
     _blocks,
     _class_counts,
     _client_tables,
     _dof,
     _exact_scores,
-    _finalize_scores,
     _frac_bits,
     _offsets,
     _project_block,
-    _residual_rows,
+    _residual_stack,
+    chi2_server_decode,
+    chi2_server_marginals,
 )
 from ._sketch import (
     _gaussian_projections,
-    estimate_frequency_moment,
+    _projection_seed,
     required_projection_dim,
 )
 
 __all__ = ["FedChi2Selector", "fed_chi2"]
 
-# Fixed-point precision of round-1 sums of non-integer X (A5).
+# Fixed-point precision of round-1 sums of non-integer X (A5): at most this
+# many fractional bits, fewer when the public bound on the totals needs them.
 _ROUND1_FRAC_BITS = 32
+# Client-by-feature entries of round two processed at once (bounds memory).
+_ROUND2_ENTRIES = 2**21
 
 
 class FedChi2Selector(SelectorMixin, BaseEstimator):
@@ -101,18 +103,27 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         fixed-point messages. The masks cancel exactly, so all three give
         bit-identical results; ``"none"`` is fastest.
     frac_bits : int, default=None
-        Fixed-point fractional bits of the sketch (and of round-1 sums of
-        non-integer X). None: chosen per feature from public marginals so
-        that overflow needs an 8-sigma event (integers are summed exactly,
-        other round-1 values with 32 bits).
+        Fixed-point fractional bits of the sketch (and the most allowed for
+        the round-1 sums of non-integer X). None: the sketch's bits are
+        chosen per feature from the public marginals so that overflow needs
+        an 8-sigma event; round-1 sums of integer X are exact, those of
+        other X get up to 32 bits per coordinate, fewer when the announced
+        bounds need them (see Notes). A value that would let a sum wrap
+        around the 64-bit ring is refused with a ValueError.
     dropout : float or array-like, default=None
         Simulated clients lost in round two: a fraction of the clients drawn
         at random, or the labels of the clients that drop. With
         ``method="plain"`` the dropped clients miss the single round. Must
         leave at least one client.
     random_state : int, RandomState instance or None, default=None
-        Seeds the shared projection seed, the simulated mask seeds and the
-        dropout draw. Pass an int for reproducible results.
+        Source of the clients' shared projection seed, the simulated masks
+        and the dropout draw. None (default): fresh operating-system entropy,
+        used during ``fit`` only; nothing in the fitted object or its pickle
+        can regenerate the projection. An int gives reproducible results but
+        is a *simulation convenience*: whoever knows it (it is stored as a
+        parameter) regenerates every projection matrix and can solve the
+        sketch for the class-by-feature table. NumPy's global state is
+        never used.
 
     Attributes
     ----------
@@ -170,6 +181,21 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
     w_j`` for the class-wise sums of feature ``j``. This class runs every
     party in one process: the secure aggregation is a simulation of the
     protocol's arithmetic, not a cryptographic implementation.
+
+    *Fixed point.* Both secure sums work in the ring ``Z/2**64``. The plan
+    of each round is public: in round one every client announces a
+    power-of-two bound on each coordinate of its message (class counts,
+    feature totals); coordinate ``j`` gets ``min(32, floor(log2(2**62 /
+    (n_clients * bound_j))))`` fractional bits (0 for integer X), so that
+    the total cannot wrap around, and a client whose values exceed its
+    bound is refused before encoding (the server checks the decoded sums
+    against ``n_clients * bound``). If no scale can hold the totals, ``fit``
+    raises a ValueError naming X. Round two uses :func:`chi2_frac_bits`.
+
+    *Fitted state.* The fitted object holds what the server learns: the
+    marginals (``class_counts_``, ``feature_totals_`` or ``level_counts_``),
+    the summed sketch ``sketch_``, the scores and who dropped out; never the
+    projection seed, the masks or a generator that could regenerate them.
 
     *Bandwidth.* Round two sends ``n_projections * n_features`` words per
     client against ``n_classes * n_features`` for ``method="plain"``: with
@@ -264,7 +290,15 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
                 f"k={self.k} is greater than n_features={X.shape[1]}. "
                 "All the features will be returned.",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
+            )
+        if client_ids is None and self.method != "plain":
+            warnings.warn(
+                "FedChi2Selector.fit got no client_ids: all rows form one client, "
+                "so the secure sums run over a single client and protect nothing. "
+                "Pass client_ids (the client holding each row).",
+                SingleClientWarning,
+                stacklevel=3,
             )
         X = (
             sp.csr_matrix(X, dtype=np.float64)
@@ -275,12 +309,12 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         part = ClientPartition(client_ids, X.shape[0])
         for stale in ("sketch_", "feature_totals_", "level_counts_", "categories_"):
             self.__dict__.pop(stale, None)  # a refit starts from scratch
-        rng = check_random_state(self.random_state)
         # A1: the clients' shared projection seed (uniform on [0, 2**128); the
-        # sum-of-shares exchange leaves it uniform and is not simulated). It
-        # stays local to this call: the fitted (server-side) object never
-        # holds it.
-        seed = _draw_seeds(rng, 1)[0]
+        # sum-of-shares exchange leaves it uniform and is not simulated) and
+        # the simulation's own stream (masks, dropout). Both stay local to
+        # this call: the fitted (server-side) object never holds them, and
+        # with random_state=None nothing it holds can regenerate them.
+        seed, rng = _projection_seed(self.random_state)
 
         self.classes_, y_codes = np.unique(y, return_inverse=True)
         n_classes = self.classes_.shape[0]
@@ -289,7 +323,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
                 "y has a single class: every chi-square score is NaN, as with "
                 "sklearn.feature_selection.chi2.",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         n_levels = None
         if self.statistic == "contingency":
@@ -303,34 +337,41 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         dropped = self._draw_dropout(rng, part.clients)
         self.dropped_clients_ = part.clients[dropped]
         survivors = np.setdiff1d(np.arange(n_clients), dropped)
+        edges = (
+            None
+            if self.secure_agg == "none"
+            else secure_aggregation_graph(
+                n_clients, graph=self.secure_agg, random_state=rng
+            )
+        )
 
         tables = _client_tables(X, y_codes, codes, n_clients, n_classes, n_levels)
         counts = _class_counts(y_codes, codes, n_clients, n_classes)
         round1 = np.concatenate([counts, tables.sum(axis=1)], axis=1)
-        f1 = (
-            0
-            if integer_x
-            else (_ROUND1_FRAC_BITS if self.frac_bits is None else self.frac_bits)
-        )
         if self.method == "plain":
             # One secure sum of the marginals and the tables, over survivors.
             message = np.concatenate([round1, tables.reshape(n_clients, -1)], axis=1)
-            total = self._secure_sum(message, survivors, f1, rng)
-            marginals = _split_marginals(total[: round1.shape[1]], n_classes, n_levels)
+            total = self._round_one(message, survivors, integer_x, edges, rng)
+            n_samples = int(part.sizes[survivors].sum())
+            marginals = self._marginals(
+                total[: round1.shape[1]], n_classes, n_levels, n_samples
+            )
             table = total[round1.shape[1] :].reshape(tables.shape[1:])
             result = _exact_scores(marginals, table)
             self.n_projections_ = None
         else:
-            total = self._secure_sum(round1, np.arange(n_clients), f1, rng)
-            marginals = _split_marginals(total, n_classes, n_levels)
+            everyone = np.arange(n_clients)
+            total = self._round_one(round1, everyone, integer_x, edges, rng)
+            n_samples = int(part.sizes.sum())
+            marginals = self._marginals(total, n_classes, n_levels, n_samples)
             self.sketch_ = self._round_two(
-                tables, counts, marginals, survivors, seed, ell, rng
+                tables, counts, marginals, survivors, seed, ell, edges, rng
             )
-            scores = estimate_frequency_moment(
-                self.sketch_, alpha=2.0, estimator=self.estimator, axis=0
+            result = chi2_server_decode(
+                self.sketch_, marginals, estimator=self.estimator, n_projections=ell
             )
-            result = _finalize_scores(scores, marginals)
             self.n_projections_ = ell
+        del seed, rng  # nothing that regenerates the projection outlives fit
         self.scores_, self.pvalues_ = result
         self.dof_ = _dof(marginals)
         self.class_counts_ = marginals.class_counts
@@ -405,66 +446,108 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
             )
         return dropped.astype(np.intp)
 
-    def _setup(self, n_clients, rng):
-        if self.secure_agg == "none":
-            return None
-        return make_masking_setup(n_clients, graph=self.secure_agg, random_state=rng)
+    def _secure_total(self, enc, survivors, n_clients, edges, rng):
+        """Secure sum of the survivors' rows ``enc`` (uint64), one per survivor."""
+        if edges is None:  # plain modular sum: the same bits, no masks
+            return np.sum(enc, axis=0, dtype=np.uint64)
+        return _masked_sum_simulation(enc, survivors, edges, rng, n_clients=n_clients)
 
-    def _secure_sum(self, messages, survivors, frac_bits, rng):
-        """Secure sum of per-client rows of ``messages`` over ``survivors``."""
-        setup = self._setup(messages.shape[0], rng)
-        if frac_bits == 0:
-            enc = np.rint(messages).astype(np.int64).view(np.uint64)
-        else:
-            enc = fixed_point_encode(messages, frac_bits)
-        total = np.zeros(messages.shape[1], dtype=np.uint64)
-        for i in survivors:
-            total += enc[i] if setup is None else mask_input(enc[i], i, setup)
-        if setup is not None:
-            total = _remove_masks(total, survivors, setup)
-        return fixed_point_decode(total, frac_bits)
+    def _round_one(self, messages, survivors, integer_x, edges, rng):
+        """Round 1: fixed-point plan from public bounds, then the secure sum.
 
-    def _round_two(self, tables, counts, marginals, survivors, seed, ell, rng):
-        """Simulate round two: encode, quantize, mask, sum, dequantize."""
-        n_clients, n_classes, _ = tables.shape
-        setup = self._setup(n_clients, rng)
-        bits = (
-            _frac_bits(marginals)
-            if self.frac_bits is None
-            else np.full(
-                marginals.row_totals.shape[0]
-                if marginals.n_levels is None
-                else marginals.n_levels.shape[0],
-                self.frac_bits,
-                dtype=np.int64,
+        Each client announces a power-of-two bound on the magnitude of each
+        coordinate of its message (the plan is public: the ring Z/2**64, the
+        fractional bits and the bounds); each coordinate gets the most
+        fractional bits, up to 32 (0 for integer X, summed exactly), with
+        which the total cannot wrap around.
+        """
+        n = int(survivors.shape[0])
+        top = np.max(np.abs(messages[survivors]), axis=0)
+        if not np.all(np.isfinite(top)):
+            raise ValueError(
+                "X: the column sums of X overflow float64 (the values are finite, "
+                "their sums are not); rescale X."
             )
+        with np.errstate(divide="ignore"):
+            bound = np.exp2(np.ceil(np.log2(np.where(top > 0, top, 1.0))))
+        bound = np.where(top > 0, np.maximum(bound, top), 0.0)
+        if integer_x:
+            cap = 0
+        elif self.frac_bits is None:
+            cap = _ROUND1_FRAC_BITS
+        else:
+            cap = self.frac_bits
+        try:
+            plan = fixed_point_plan(bound, n, max_frac_bits=cap, name="X")
+        except ValueError as exc:
+            raise ValueError(
+                f"X: the per-client sums of X reach {np.max(top):.4g}; with {n} "
+                "clients their total cannot be summed in the 64-bit ring "
+                "of the secure sum without wrapping around. Rescale X."
+            ) from exc
+        short = plan.frac_bits < cap
+        if self.frac_bits is not None and not integer_x and np.any(short):
+            raise ValueError(
+                f"frac_bits={self.frac_bits} is too fine for the round-one sums of "
+                f"X (per-client sums up to {np.max(top):.4g}, {n} clients): the "
+                "total would wrap around the 64-bit ring. Use frac_bits <= "
+                f"{int(plan.frac_bits.min())}, or None to choose it from the "
+                "data's range."
+            )
+        enc = plan.encode(messages[survivors], name="X")
+        total = self._secure_total(enc, survivors, messages.shape[0], edges, rng)
+        return plan.decode(total)
+
+    @staticmethod
+    def _marginals(total, n_classes, n_levels, n_samples):
+        return chi2_server_marginals(
+            total,
+            n_classes=n_classes,
+            n_levels=n_levels,
+            n_features=None if n_levels is not None else total.shape[0] - n_classes,
+            n_samples=n_samples,
         )
-        n_feat = bits.shape[0]
+
+    def _round_two(self, tables, counts, marginals, survivors, seed, ell, edges, rng):
+        """Simulate round two: encode, quantize, mask, sum, dequantize.
+
+        All survivors are processed together, feature block by feature block;
+        each client's numbers are those of :func:`chi2_client_encode`, bit for
+        bit (one matrix-vector product per client and feature).
+        """
+        n_clients, n_classes, _ = tables.shape
+        n_feat = (
+            marginals.row_totals.shape[0]
+            if marginals.n_levels is None
+            else marginals.n_levels.shape[0]
+        )
+        if self.frac_bits is None:
+            bits = _frac_bits(marginals)
+        else:
+            bits = np.full(n_feat, self.frac_bits, dtype=np.int64)
         offsets = _offsets(n_feat, marginals.n_levels)
+        n_surv = survivors.shape[0]
+        budget = max(1, _ROUND2_ENTRIES // n_surv)
         total = np.zeros(n_feat * ell, dtype=np.uint64)
-        for start, stop in _blocks(marginals, ell):
+        s_tables = tables[survivors]
+        s_counts = counts[survivors]
+        for start, stop in _blocks(marginals, ell, max_entries=budget):
             rows = slice(offsets[start], offsets[stop])
             width = (offsets[start + 1] - offsets[start]) * n_classes
             proj = _gaussian_projections(seed, range(start, stop), ell, width)
-            block = slice(start * ell, stop * ell)
-            f = bits[start:stop, None]
-            for i in survivors:
-                u = _residual_rows(
-                    tables[i, :, rows],
-                    counts[i],
-                    marginals,
-                    rows,
-                    self.expected_split,
-                    n_clients,
-                )
-                q = fixed_point_encode(_project_block(proj, u), f).ravel()
-                if setup is not None:
-                    q = mask_input(q, i, setup, offset=start * ell)
-                total[block] += q
-            if setup is not None:
-                total[block] = _remove_masks(
-                    total[block], survivors, setup, offset=start * ell
-                )
+            u = _residual_stack(
+                s_tables[:, :, rows],
+                s_counts,
+                marginals,
+                rows,
+                self.expected_split,
+                n_clients,
+            )
+            e = _project_block(proj, u.reshape(n_surv, stop - start, width))
+            q = fixed_point_encode(e, bits[None, start:stop, None])
+            total[start * ell : stop * ell] = self._secure_total(
+                q.reshape(n_surv, -1), survivors, n_clients, edges, rng
+            )
         z = fixed_point_decode(total.reshape(n_feat, ell), bits[:, None])
         return z.T.copy()
 
@@ -490,14 +573,14 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         return tags
 
 
-def _is_integer_valued(X):
+def _is_integer_valued(X, chunk=2**16):
+    # Row chunks: np.floor of the whole of X would double the peak memory.
     values = X.data if sp.issparse(X) else X
-    return bool(np.all(values == np.floor(values)))
-
-
-def _split_marginals(total, n_classes, n_levels):
-    total = np.asarray(total, dtype=np.float64)
-    return Chi2Marginals(total[:n_classes].copy(), total[n_classes:].copy(), n_levels)
+    for start in range(0, values.shape[0], chunk):
+        part = values[start : start + chunk]
+        if not np.all(part == np.floor(part)):
+            return False
+    return True
 
 
 def fed_chi2(X, y, client_ids=None, **options):

@@ -5,11 +5,9 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from sklearn.utils import check_random_state
 
 from ..federated._partition import ClientPartition
 from ..federated._secure_aggregation import (
-    _draw_seeds,
     _remove_masks,
     fixed_point_decode,
     fixed_point_encode,
@@ -20,6 +18,7 @@ from ._chi2 import FedChi2Selector
 from ._sketch import (
     _check_positive_int,
     _check_seed,
+    _projection_seed,
     _stable_rows,
     estimate_frequency_moment,
     required_projection_dim,
@@ -229,7 +228,8 @@ def fed_entropy(
     secure_agg : {"harary", "complete", "none"}, default="harary"
         Simulated masking graph, or a plain modular sum (same result).
     random_state : int, RandomState instance or None, default=None
-        Seeds the shared projection seed and the simulated masks.
+        Seeds the shared projection seed and the simulated masks. None:
+        fresh operating-system entropy (never NumPy's global state).
 
     Returns
     -------
@@ -265,8 +265,7 @@ def fed_entropy(
         )
     ell = _resolve_projections(n_projections, 1.0 - step)
     part = ClientPartition(client_ids, x.shape[0])
-    rng = check_random_state(random_state)
-    seed = _draw_seeds(rng, 1)[0]
+    seed, rng = _projection_seed(random_state)  # never NumPy's global state
     codes, uniques = pd.factorize(x, sort=True)
     if np.any(codes < 0):
         raise ValueError("x must not contain missing values.")
@@ -340,7 +339,8 @@ def fed_chi2_test(
     dropout : float or array-like, optional
         Clients lost in round two (fraction or labels).
     random_state : int, RandomState instance or None, default=None
-        Seeds the protocol's randomness.
+        Seeds the protocol's randomness. None: fresh operating-system
+        entropy (never NumPy's global state).
 
     Returns
     -------

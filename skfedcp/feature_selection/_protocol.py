@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import special
 
+from ..exceptions import InvalidMessageError
 from ._sketch import (
     _check_positive_int,
     _check_seed,
@@ -138,7 +139,28 @@ def _residual_rows(table, class_counts_i, marginals, rows, expected_split, n_cli
     return np.ascontiguousarray(u.T)
 
 
-def _blocks(marginals, n_projections):
+def _residual_stack(tables, class_counts, marginals, rows, expected_split, n_clients):
+    """:func:`_residual_rows` of several clients at once, bit for bit.
+
+    ``tables`` is ``(n, n_classes, n_rows)`` and ``class_counts`` ``(n,
+    n_classes)``; the result is ``(n, n_rows, n_classes)``. The arithmetic is
+    elementwise and identical to the one-client function.
+    """
+    counts = marginals.class_counts
+    n_total = counts.sum()
+    totals = marginals.row_totals[rows][None, :]
+    expected = (counts / n_total)[:, None] * totals
+    if expected_split == "class":
+        share = (class_counts / n_total)[:, :, None] * totals[None]
+    else:
+        share = (expected / n_clients)[None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = (tables - share) / np.sqrt(expected)[None]
+    u[:, expected == 0] = 0.0
+    return np.ascontiguousarray(u.transpose(0, 2, 1))
+
+
+def _blocks(marginals, n_projections, max_entries=None):
     """Feature blocks ``(start, stop)`` with equal level counts, bounded size."""
     n_classes = marginals.class_counts.shape[0]
     n_feat = _n_features(marginals)
@@ -151,6 +173,8 @@ def _blocks(marginals, n_projections):
     while start < n_feat:
         width = int(levels[start]) * n_classes
         size = max(1, _BLOCK_ENTRIES // max(n_projections * width, 1))
+        if max_entries is not None:
+            size = min(size, max(1, max_entries // max(n_projections, width, 1)))
         stop = start + 1
         while stop < n_feat and stop - start < size and levels[stop] == levels[start]:
             stop += 1
@@ -159,8 +183,14 @@ def _blocks(marginals, n_projections):
 
 
 def _project_block(proj, u_rows):
-    """``e_j = P_j u_j`` for a block of features: (J, l, M) x (J, M) -> (J, l)."""
-    u = np.ascontiguousarray(u_rows).reshape(proj.shape[0], proj.shape[2], 1)
+    """``e_j = P_j u_j`` for a block of features: (J, l, M) x (J, M) -> (J, l).
+
+    ``u_rows`` may also hold several clients, ``(n, J, M)`` -> ``(n, J, l)``:
+    one matrix-vector product per (client, feature), the same as one client
+    at a time.
+    """
+    lead = np.shape(u_rows)[:-2] if np.ndim(u_rows) == 3 else ()
+    u = np.ascontiguousarray(u_rows).reshape(*lead, proj.shape[0], proj.shape[2], 1)
     return np.matmul(proj, u)[..., 0]
 
 
@@ -179,8 +209,19 @@ def _frac_bits(marginals):
         nonzero = (marginals.row_totals > 0).astype(np.intp)
         m_eff = np.add.reduceat(nonzero, offsets[:-1]) if nonzero.size else nonzero
         bound = n_total * (np.minimum(m_eff, present.size) - 1.0)
-    bits = 62 - np.ceil(np.log2(8.0 * np.sqrt(2.0 * np.maximum(bound, 1.0))))
-    return np.clip(bits, 8, 52).astype(np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        bits = 62 - np.ceil(np.log2(8.0 * np.sqrt(2.0 * np.maximum(bound, 1.0))))
+    if not np.all(np.isfinite(bits)) or np.any(bits < 0):
+        j = int(np.flatnonzero(~(bits >= 0))[0])
+        raise ValueError(
+            f"X: the chi-square statistic of feature {j} may reach {bound[j]:.3g} "
+            "(from the public marginals), so its sketch cannot be carried by the "
+            "64-bit ring of the secure sum without risk of wrapping around; "
+            "rescale X (the statistic scales with it)."
+        )
+    # At least 8 fractional bits when that leaves the 8-sigma headroom; fewer
+    # (never a wrap-around) for statistics too large for 8.
+    return np.clip(bits, np.minimum(bits, 8), 52).astype(np.int64)
 
 
 def _dof(marginals):
@@ -324,8 +365,39 @@ def chi2_client_marginals(X, y, *, classes, n_levels=None):
     return np.concatenate([counts, table.sum(axis=0)])
 
 
-def chi2_server_marginals(total, *, n_classes, n_levels=None):
-    """Round 1, server step: split the securely summed marginals.
+def _message_array(value, *, field, client=None, ndim=1):
+    """A received vector as float64, or InvalidMessageError naming the field."""
+    who = "the secure sum" if client is None else f"client {client!r}"
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):
+        arr = np.asarray(value, dtype=object)
+    if arr.dtype.kind not in "biuf":
+        raise InvalidMessageError(
+            f"{who}: field {field!r} must hold real numbers; got dtype {arr.dtype}.",
+            client=client,
+            field=field,
+        )
+    if arr.ndim != ndim:
+        raise InvalidMessageError(
+            f"{who}: field {field!r} must be {ndim}-D; got shape {arr.shape}.",
+            client=client,
+            field=field,
+        )
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise InvalidMessageError(
+            f"{who}: field {field!r} holds NaN or infinite values.",
+            client=client,
+            field=field,
+        )
+    return arr
+
+
+def chi2_server_marginals(
+    total, *, n_classes, n_levels=None, n_features=None, n_samples=None, client=None
+):
+    """Round 1, server step: validate and split the securely summed marginals.
 
     Parameters
     ----------
@@ -335,6 +407,15 @@ def chi2_server_marginals(total, *, n_classes, n_levels=None):
         Number of classes.
     n_levels : array-like of shape (n_features,), optional
         Level counts of the categorical features (contingency statistic).
+    n_features : int, optional
+        Number of features announced in the plan (``statistic="sklearn"``);
+        None: whatever follows the class counts.
+    n_samples : int, optional
+        Total number of rows the clients announced; the class counts must add
+        up to it.
+    client : object, optional
+        Label of the sender when ``total`` is one client's message rather
+        than a secure sum (named in errors).
 
     Returns
     -------
@@ -342,23 +423,83 @@ def chi2_server_marginals(total, *, n_classes, n_levels=None):
         What the server broadcasts to every client. Classes with a zero count
         contribute nothing (their expected counts are 0).
 
+    Raises
+    ------
+    InvalidMessageError
+        If ``total`` is not a finite 1-D vector of the announced length, if a
+        class count is not a non-negative integer, if a row total is
+        negative, or if the class counts do not add up to ``n_samples``.
+
     Examples
     --------
     >>> chi2_server_marginals([3.0, 4.0, 10.0, 2.0], n_classes=2)
     Chi2Marginals(class_counts=array([3., 4.]), row_totals=array([10.,  2.]),
                   n_levels=None)
     """
-    total = np.asarray(total, dtype=np.float64).ravel()
     n_classes = _check_positive_int(n_classes, "n_classes")
-    counts, rows = total[:n_classes].copy(), total[n_classes:].copy()
+    total = _message_array(total, field="total", client=client)
+    who = "the secure sum" if client is None else f"client {client!r}"
     if n_levels is not None:
-        n_levels = np.asarray(n_levels, dtype=np.intp)
-        if int(n_levels.sum()) != rows.shape[0]:
-            raise ValueError("total does not hold sum(n_levels) level counts.")
-    if np.any(counts < 0) or np.any(rows < 0):
-        raise ValueError("Marginals must be non-negative.")
+        n_levels = np.asarray(n_levels)
+        if (
+            n_levels.ndim != 1
+            or n_levels.dtype.kind not in "iu"
+            or np.any(n_levels < 1)
+        ):
+            raise ValueError(
+                f"n_levels must be a 1-D array of positive ints; got {n_levels!r}."
+            )
+        n_levels = n_levels.astype(np.intp)
+        n_rows = int(n_levels.sum())
+    elif n_features is not None:
+        n_rows = _check_positive_int(n_features, "n_features")
+    else:
+        n_rows = total.shape[0] - n_classes
+    if n_rows < 1 or total.shape[0] != n_classes + n_rows:
+        raise InvalidMessageError(
+            f"{who}: field 'total' must hold n_classes + n_rows = {n_classes} + "
+            f"{max(n_rows, 1)} values; got {total.shape[0]}.",
+            client=client,
+            field="total",
+        )
+    counts, rows = total[:n_classes].copy(), total[n_classes:].copy()
+    if np.any(counts < 0) or np.any(counts != np.floor(counts)):
+        raise InvalidMessageError(
+            f"{who}: the class counts (field 'total'[:{n_classes}]) must be "
+            f"non-negative integers; got {counts!r}.",
+            client=client,
+            field="class_counts",
+        )
+    if np.any(rows < 0):
+        raise InvalidMessageError(
+            f"{who}: the row totals (field 'total'[{n_classes}:]) must be "
+            "non-negative; X is non-negative.",
+            client=client,
+            field="row_totals",
+        )
     if counts.sum() <= 0:
-        raise ValueError("The class counts sum to 0: no rows were aggregated.")
+        raise InvalidMessageError(
+            f"{who}: the class counts sum to 0: no rows were aggregated.",
+            client=client,
+            field="class_counts",
+        )
+    if n_samples is not None and counts.sum() != n_samples:
+        raise InvalidMessageError(
+            f"{who}: the class counts add up to {counts.sum():.0f} rows, but the "
+            f"clients announced {n_samples}.",
+            client=client,
+            field="class_counts",
+        )
+    if n_levels is not None:
+        offsets = _offsets(n_levels.shape[0], n_levels)
+        per_feature = np.add.reduceat(rows, offsets[:-1])
+        if np.any(rows != np.floor(rows)) or np.any(per_feature != counts.sum()):
+            raise InvalidMessageError(
+                f"{who}: the level counts of each feature must be integers adding "
+                "up to the number of rows.",
+                client=client,
+                field="row_totals",
+            )
     return Chi2Marginals(counts, rows, n_levels)
 
 
@@ -473,7 +614,7 @@ def chi2_client_encode(
     return np.ascontiguousarray(out.T)
 
 
-def chi2_server_decode(sketch, marginals, *, estimator="geometric"):
+def chi2_server_decode(sketch, marginals, *, estimator="geometric", n_projections=None):
     """Server step: estimate every feature's statistic from the summed sketch.
 
     Parameters
@@ -484,6 +625,9 @@ def chi2_server_decode(sketch, marginals, *, estimator="geometric"):
         The broadcast of round 1.
     estimator : {"geometric", "mean_square"}, default="geometric"
         Decoder, see :func:`estimate_frequency_moment`.
+    n_projections : int, optional
+        Sketch size announced in the plan; None: the number of rows of
+        ``sketch``.
 
     Returns
     -------
@@ -501,10 +645,20 @@ def chi2_server_decode(sketch, marginals, *, estimator="geometric"):
     array([0.5, 0.5])
     """
     marginals = _check_marginals(marginals)
-    sketch = np.asarray(sketch, dtype=np.float64)
-    if sketch.ndim != 2 or sketch.shape[1] != _n_features(marginals):
+    if estimator not in ("geometric", "mean_square", "median"):
         raise ValueError(
-            f"sketch must have shape (n_projections, n_features); got {sketch.shape}."
+            "estimator must be 'geometric', 'mean_square' or 'median'; got "
+            f"{estimator!r}."
+        )
+    sketch = _message_array(sketch, field="sketch", ndim=2)
+    n_feat = _n_features(marginals)
+    ell = sketch.shape[0] if n_projections is None else n_projections
+    ell = _check_positive_int(ell, "n_projections") if n_projections else ell
+    if sketch.shape != (ell, n_feat):
+        raise InvalidMessageError(
+            "the secure sum: sketch must have shape (n_projections, "
+            f"n_features) = ({ell}, {n_feat}); got {sketch.shape}.",
+            field="sketch",
         )
     scores = estimate_frequency_moment(sketch, alpha=2.0, estimator=estimator, axis=0)
     return _finalize_scores(scores, marginals)

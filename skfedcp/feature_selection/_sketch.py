@@ -24,6 +24,36 @@ def _check_seed(seed):
     return int(seed)
 
 
+def _projection_seed(random_state):
+    """The clients' shared projection seed and a generator for the simulation.
+
+    Returns ``(seed, rng)``: ``seed`` in ``[0, 2**128)`` (A1 of the spec) and
+    an independent :class:`numpy.random.Generator` spawned from the same
+    :class:`~numpy.random.SeedSequence` for the simulated masks and dropout.
+    ``random_state=None`` draws both from fresh operating-system entropy and
+    neither is kept anywhere: nothing that outlives the call can regenerate
+    the seed. An int is a simulation convenience that gives this up (anyone
+    holding the int regenerates the seed); it maps to the seed as
+    ``_draw_seeds(RandomState(random_state), 1)[0]``, so that deployments
+    configured with that seed match the simulation. NumPy's global state is
+    never used.
+    """
+    from ..federated._secure_aggregation import _draw_seeds
+    from ..utils._random import check_seed_sequence
+
+    root = check_seed_sequence(random_state, allow_secure=False)
+    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        seed = _draw_seeds(np.random.RandomState(int(random_state)), 1)[0]
+    else:
+        words = root.generate_state(4, np.uint32).astype(object)
+        seed = int(words[0] | (words[1] << 32) | (words[2] << 64) | (words[3] << 96))
+    fresh = np.random.SeedSequence(
+        root.entropy, spawn_key=root.spawn_key, pool_size=root.pool_size
+    )
+    (child,) = fresh.spawn(1)  # the caller's SeedSequence is left untouched
+    return seed, np.random.default_rng(child)
+
+
 def _raw(seed, key, size):
     # Stream-stable raw output: SeedSequence and PCG64 do not change across
     # numpy versions, unlike Generator's distribution methods.

@@ -26,12 +26,17 @@ from numbers import Integral
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.utils import check_random_state
+import scipy.sparse as sp
+
+from ..exceptions import InvalidMessageError
+from ..utils._random import check_seed_sequence
 
 __all__ = [
+    "FixedPointPlan",
     "MaskingSetup",
     "fixed_point_decode",
     "fixed_point_encode",
+    "fixed_point_plan",
     "make_masking_setup",
     "mask_input",
     "secure_aggregation_graph",
@@ -41,6 +46,7 @@ __all__ = [
 
 _TWO64 = 2.0**64
 _TWO63 = 2.0**63
+_MINUS_ONE = np.uint64(2**64 - 1)  # -1 in the ring
 
 
 def fixed_point_encode(x, frac_bits):
@@ -53,7 +59,11 @@ def fixed_point_encode(x, frac_bits):
     Parameters
     ----------
     x : array-like of float
-        Values to encode. Must be finite.
+        Values to encode. Must be finite (a ValueError names ``x``
+        otherwise). Values so large that ``x * 2**f`` overflows float64 are
+        reduced modulo ``2**(64 - f)`` first, exactly. Which scale keeps a
+        *sum* from wrapping is the business of the public plan
+        (``fixed_point_plan``).
     frac_bits : int or array-like of int
         Number of fractional bits ``f`` (broadcast against ``x``), between 0
         and 62. The rounding error is at most ``2**(-f - 1)`` per value.
@@ -75,15 +85,23 @@ def fixed_point_encode(x, frac_bits):
     >>> fixed_point_decode(q, 8)
     array([ 1.5 , -0.25])
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = _as_float_array(x, "x")
     frac_bits = _check_frac_bits(frac_bits)
     # Scaling by a power of two is exact; rounding is half to even.
-    scaled = np.rint(x * np.exp2(frac_bits.astype(np.float64)))
-    top = np.max(np.abs(scaled), initial=0.0)
+    scaled = np.asarray(np.multiply(x, np.exp2(frac_bits.astype(np.float64))))
+    np.rint(scaled, out=scaled)
+    top = max(np.max(scaled, initial=0.0), -np.min(scaled, initial=0.0))
     if top < _TWO63:  # common case (NaN fails the test): no wrap-around
         return np.asarray(scaled.astype(np.int64)).view(np.uint64)
     if not np.all(np.isfinite(x)):
-        raise ValueError("fixed_point_encode: x must be finite (no NaN or inf).")
+        raise ValueError(
+            "fixed_point_encode: x must be finite; got NaN or infinite values."
+        )
+    # Reduce modulo 2**(64 - f) *before* scaling (fmod is exact), so that a
+    # finite x whose x * 2**f overflows float64 still encodes exactly.
+    x, frac_bits = np.broadcast_arrays(x, frac_bits)
+    reduced = np.fmod(x, np.exp2((64 - frac_bits).astype(np.float64)))
+    scaled = np.rint(reduced * np.exp2(frac_bits.astype(np.float64)))
     scaled = np.fmod(scaled, _TWO64)  # exact
     scaled = np.where(scaled >= _TWO63, scaled - _TWO64, scaled)
     scaled = np.where(scaled < -_TWO63, scaled + _TWO64, scaled)
@@ -127,6 +145,222 @@ def _check_frac_bits(frac_bits):
     return f.astype(np.int64)
 
 
+def _as_float_array(x, name):
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:  # ragged nested sequences
+        raise ValueError(
+            f"{name} must be an array of real numbers; got {x!r}."
+        ) from exc
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{name} must be an array of real numbers; got dtype {arr.dtype}."
+        )
+    return arr.astype(np.float64, copy=False)
+
+
+# --------------------------------------------------------------------------
+# The public fixed-point plan
+
+# Honest totals stay below 2**62 in magnitude: one bit of headroom below the
+# int64 limit 2**63, so that rounding (at most n / 2 quanta) can never wrap.
+_PLAN_LIMIT = 2.0**62
+
+
+class FixedPointPlan(NamedTuple):
+    """Public plan of one fixed-point secure sum.
+
+    Everything here is announced before any value is encoded, and is the same
+    for the clients and the server: the ring ``Z/2**modulus_bits``, the
+    number of fractional bits of each coordinate and a bound on the absolute
+    value of every client's coordinate. The plan guarantees that the sum of
+    ``n_clients`` values within ``bound`` can never wrap around the ring:
+    ``n_clients * bound * 2**frac_bits <= 2**62``. Build it with
+    ``fixed_point_plan``.
+
+    Attributes
+    ----------
+    frac_bits : ndarray of int64
+        Fractional bits of each coordinate (or one value for all).
+    bound : ndarray of float64
+        Public bound on ``|x|`` of each coordinate of one client's vector.
+    n_clients : int
+        Number of clients whose vectors are summed.
+    modulus_bits : int
+        The ring is ``Z/2**modulus_bits`` (always 64 here).
+
+    Examples
+    --------
+    >>> plan = fixed_point_plan([1000.0, 2.0**40], n_clients=4, max_frac_bits=32)
+    >>> plan.frac_bits.tolist()
+    [32, 20]
+    >>> q = [plan.encode([3.25, 7.0]), plan.encode([1.5, 2.0**39])]
+    >>> plan.decode(q[0] + q[1]).tolist()
+    [4.75, 549755813895.0]
+    """
+
+    frac_bits: np.ndarray
+    bound: np.ndarray
+    n_clients: int
+    modulus_bits: int = 64
+
+    def encode(self, x, *, name="x"):
+        """Client step: check ``x`` against the announced bound and encode it.
+
+        Parameters
+        ----------
+        x : array-like of float
+            One client's vector, of the plan's length.
+        name : str, default="x"
+            Name used in error messages.
+
+        Returns
+        -------
+        q : ndarray of uint64
+        """
+        x = _as_float_array(x, name)
+        k = self.bound.ndim
+        if x.ndim < k or x.shape[x.ndim - k :] != self.bound.shape:
+            raise ValueError(
+                f"{name} must have shape {self.bound.shape} (the public plan), "
+                f"or a stack of such vectors; got {x.shape}."
+            )
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"{name} must be finite; got NaN or infinite values.")
+        over = np.abs(x) > self.bound
+        if np.any(over):
+            j = int(np.flatnonzero(over.ravel())[0])
+            b = np.broadcast_to(self.bound, x.shape).ravel()[j]
+            raise ValueError(
+                f"{name}: value {float(x.ravel()[j])!r} exceeds the announced bound "
+                f"{float(b)!r} "
+                "of the fixed-point plan: it could make the secure sum wrap around."
+            )
+        return fixed_point_encode(x, self.frac_bits)
+
+    def check_message(self, q, *, client=None, field="q"):
+        """Server step: validate one *unmasked* encoded vector.
+
+        Raises :class:`~skfedcp.exceptions.InvalidMessageError` unless ``q``
+        is a ``uint64`` array of the plan's shape whose values (read as
+        two's-complement integers) encode numbers within the bound.
+        """
+        q = _check_ring_message(q, self.bound.shape, client=client, field=field)
+        limit = np.ldexp(self.bound, self.frac_bits) + 0.5
+        if np.any(np.abs(q.view(np.int64).astype(np.float64)) > limit):
+            raise InvalidMessageError(
+                f"client {client!r}: field {field!r} encodes values beyond the "
+                "announced bound of the fixed-point plan.",
+                client=client,
+                field=field,
+            )
+        return q
+
+    def decode(self, total, *, field="total"):
+        """Server step: decode a secure sum and check it against the plan.
+
+        Raises :class:`~skfedcp.exceptions.InvalidMessageError` when the
+        decoded sum exceeds ``n_clients * bound``: some client sent values
+        beyond the announced bound (it cannot be named behind the masks).
+        """
+        total = _check_ring_message(total, self.bound.shape, client=None, field=field)
+        x = fixed_point_decode(total, self.frac_bits)
+        slack = self.n_clients * np.ldexp(1.0, -self.frac_bits)
+        if np.any(np.abs(x) > self.n_clients * self.bound + slack):
+            raise InvalidMessageError(
+                f"field {field!r}: the secure sum exceeds n_clients * bound; a "
+                "client sent values beyond the announced bound of the plan.",
+                client=None,
+                field=field,
+            )
+        return x
+
+
+def fixed_point_plan(bound, n_clients, *, max_frac_bits=52, name="bound"):
+    """Choose the fixed-point scale of a secure sum from public bounds.
+
+    Coordinate ``j`` gets ``f_j = min(max_frac_bits, floor(log2(2**62 /
+    (n_clients * bound_j))))`` fractional bits: the largest precision (up to
+    ``max_frac_bits``) with which the sum of ``n_clients`` values of
+    magnitude at most ``bound_j`` cannot wrap around ``Z/2**64``. When even
+    ``f = 0`` cannot hold such a sum the plan is refused.
+
+    Parameters
+    ----------
+    bound : float or array-like of float
+        Public bound on the absolute value of each coordinate of one client's
+        vector (non-negative, finite).
+    n_clients : int
+        Number of clients summed.
+    max_frac_bits : int or array-like of int, default=52
+        Upper limit on the fractional bits (``0`` for integers summed
+        exactly), between 0 and 62.
+    name : str, default="bound"
+        Name of the quantity the bound comes from, used in error messages.
+
+    Returns
+    -------
+    plan : FixedPointPlan
+
+    Raises
+    ------
+    ValueError
+        If a bound is negative or not finite, or if ``n_clients * bound``
+        reaches ``2**62``: such totals cannot be summed in a 64-bit ring.
+
+    Examples
+    --------
+    >>> fixed_point_plan(2.0**52, n_clients=8, max_frac_bits=32).frac_bits.tolist()
+    7
+    >>> fixed_point_plan(2.0**60, n_clients=8)
+    Traceback (most recent call last):
+    ...
+    ValueError: bound: n_clients * bound reaches 2**62 (coordinate 0: 8 * 1.15...e+18): such totals cannot be summed exactly in the 64-bit ring; rescale the data.
+    """  # noqa: E501
+    if isinstance(n_clients, bool) or not isinstance(n_clients, Integral | np.integer):
+        raise TypeError(f"n_clients must be an int >= 1; got {n_clients!r}.")
+    if n_clients < 1:
+        raise ValueError(f"n_clients must be >= 1; got {n_clients}.")
+    b = _as_float_array(bound, name)
+    if not np.all(np.isfinite(b)) or np.any(b < 0):
+        raise ValueError(f"{name} must be finite and non-negative; got {bound!r}.")
+    cap = _check_frac_bits(max_frac_bits)
+    reach = int(n_clients) * b
+    bad = reach >= _PLAN_LIMIT
+    if np.any(bad):
+        j = int(np.flatnonzero(bad.ravel())[0])
+        raise ValueError(
+            f"{name}: n_clients * bound reaches 2**62 (coordinate {j}: "
+            f"{int(n_clients)} * {b.ravel()[j]:.3g}): such totals cannot be summed "
+            "exactly in the 64-bit ring; rescale the data."
+        )
+    with np.errstate(divide="ignore"):
+        room = np.floor(np.log2(_PLAN_LIMIT / np.maximum(reach, 2.0**-60)))
+    f = np.minimum(cap, room).astype(np.int64)
+    # log2 rounding could leave n * bound * 2**f a hair above the limit.
+    f = np.where(np.ldexp(reach, f) > _PLAN_LIMIT, f - 1, f)
+    return FixedPointPlan(np.maximum(f, 0), b, int(n_clients))
+
+
+def _check_ring_message(q, shape, *, client, field):
+    arr = np.asarray(q)
+    if arr.dtype != np.uint64:
+        raise InvalidMessageError(
+            f"client {client!r}: field {field!r} must be an array of uint64 (ring "
+            f"elements); got dtype {arr.dtype}.",
+            client=client,
+            field=field,
+        )
+    if shape is not None and arr.shape != tuple(shape):
+        raise InvalidMessageError(
+            f"client {client!r}: field {field!r} must have shape {tuple(shape)}; "
+            f"got {arr.shape}.",
+            client=client,
+            field=field,
+        )
+    return arr
+
+
 def secure_aggregation_graph(
     n_clients, *, graph="complete", degree=None, random_state=None
 ):
@@ -145,8 +379,9 @@ def secure_aggregation_graph(
         Degree ``k`` of the Harary graph; by default ``2 * ceil(log2(n))``.
         Capped at ``n - 1`` (which gives the complete graph); must be even
         otherwise.
-    random_state : int, RandomState instance or None, default=None
-        Relabelling of the Harary graph.
+    random_state : None, int, SeedSequence, Generator or RandomState, default=None
+        Relabelling of the Harary graph; None draws fresh operating-system
+        entropy (never NumPy's global state).
 
     Returns
     -------
@@ -178,7 +413,7 @@ def secure_aggregation_graph(
         if k < n - 1:
             if k % 2:
                 raise ValueError(f"degree must be even (Harary graph); got {k}.")
-            rng = check_random_state(random_state)
+            rng = _as_generator(random_state)
             label = rng.permutation(n)
             a = np.repeat(np.arange(n), k // 2)
             b = (a + np.tile(np.arange(1, k // 2 + 1), n)) % n
@@ -235,13 +470,24 @@ def _edges_of(setup, client):
     return idx, np.where(a[idx] == client, b[idx], a[idx])
 
 
+def _as_generator(random_state):
+    """A Generator for ``random_state``; None means fresh OS entropy."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(check_seed_sequence(random_state))
+    return np.random.default_rng(check_seed_sequence(random_state, allow_secure=False))
+
+
 def _draw_seeds(rng, size):
-    # 128-bit integer seeds from four 32-bit words of the caller's generator.
-    words = rng.randint(0, 2**32, size=(size, 4), dtype=np.uint64)
-    return [
-        int(w[0]) | (int(w[1]) << 32) | (int(w[2]) << 64) | (int(w[3]) << 96)
-        for w in words
-    ]
+    # 128-bit integer seeds from four 32-bit words of the caller's generator
+    # (a Generator, or a RandomState instance: never the global state).
+    if isinstance(rng, np.random.RandomState):
+        words = rng.randint(0, 2**32, size=(size, 4), dtype=np.uint64)
+    else:
+        words = rng.integers(0, 2**32, size=(size, 4), dtype=np.uint64)
+    w = words.astype(object)
+    return list(w[:, 0] | (w[:, 1] << 32) | (w[:, 2] << 64) | (w[:, 3] << 96))
 
 
 def make_masking_setup(
@@ -260,8 +506,9 @@ def make_masking_setup(
     self_masks : bool, default=True
         Whether each client also adds a self mask ``PRG(b_i)`` (Bonawitz et
         al.), removed by the server for survivors.
-    random_state : int, RandomState instance or None, default=None
-        Source of the graph relabelling and of every seed.
+    random_state : None, int, SeedSequence, Generator or RandomState, default=None
+        Source of the graph relabelling and of every seed; None draws fresh
+        operating-system entropy (never NumPy's global state).
 
     Returns
     -------
@@ -273,7 +520,7 @@ def make_masking_setup(
     >>> setup.edges.shape, len(setup.self_seeds)
     ((40, 2), 10)
     """
-    rng = check_random_state(random_state)
+    rng = _as_generator(random_state)
     edges = secure_aggregation_graph(
         n_clients, graph=graph, degree=degree, random_state=rng
     )
@@ -430,14 +677,24 @@ def unmask_sum(masked_inputs, survivors, setup, *, offset=0):
     >>> unmask_sum(y, [0, 2], setup)
     array([4], dtype=uint64)
     """
-    surv = np.asarray(survivors, dtype=np.intp).ravel()
+    surv = np.asarray(survivors).ravel()
+    if surv.size and surv.dtype.kind not in "iu":
+        raise TypeError(
+            f"survivors must hold client indices (ints); got {survivors!r}."
+        )
+    surv = surv.astype(np.intp)
     checked = _check_survivors(surv, setup)
     if checked.size != surv.size:
         raise ValueError("survivors must not contain duplicates.")
-    rows = [_as_ring_vector(y, "masked_inputs").ravel() for y in masked_inputs]
+    rows = list(masked_inputs)
     if len(rows) != surv.size:
         raise ValueError(f"Got {len(rows)} masked vectors for {surv.size} survivors.")
-    total = np.sum(np.stack(rows), axis=0, dtype=np.uint64)
+    first = np.asarray(rows[0]).ravel().shape if rows else None
+    for i, y in zip(surv, rows, strict=True):
+        # Masked vectors are uniform on the ring: any uint64 value is valid,
+        # but the dtype and the length are part of the plan.
+        _check_ring_message(np.ravel(y), first, client=int(i), field="masked_inputs")
+    total = np.sum(np.stack([np.ravel(y) for y in rows]), axis=0, dtype=np.uint64)
     return _remove_masks(total, checked, setup, offset=offset)
 
 
@@ -476,7 +733,7 @@ def secure_sum(
         Degree of the Harary graph.
     self_masks : bool, default=True
         Whether clients add self masks.
-    random_state : int, RandomState instance or None, default=None
+    random_state : None, int, SeedSequence, Generator or RandomState, default=None
         Seeds of the masks (they cancel: the result does not depend on it).
 
     Returns
@@ -527,3 +784,109 @@ def secure_sum(
     if frac_bits is None:
         return total.view(np.int64)
     return fixed_point_decode(total, frac_bits)
+
+
+# --------------------------------------------------------------------------
+# Batched simulation (used by the in-process estimators)
+
+# Mask words expanded at once (32 MB of uint64): bounds memory, keeps the
+# arrays in cache-friendly chunks.
+_MASK_CHUNK_WORDS = 2**22
+
+
+def _masked_sum_simulation(
+    enc,
+    survivors,
+    edges,
+    rng,
+    *,
+    n_clients=None,
+    self_masks=True,
+    max_words=_MASK_CHUNK_WORDS,
+):
+    """Simulate one pairwise-masked secure sum of the rows of ``enc``.
+
+    Every survivor's message ``y_i = q_i + t_i + sum_{j > i} m_ij - sum_{j <
+    i} m_ij (mod 2**64)`` is materialized (it is the server's whole view);
+    the server adds the messages, then removes the survivors' self masks
+    ``t_i`` and the pairwise masks shared with dropped clients. The
+    arithmetic is that of :func:`mask_input` and :func:`unmask_sum`, batched
+    over clients: each mask is expanded once, column chunk by column chunk,
+    and used by both parties that know it (the two ends of an edge, or the
+    owner of a self mask and the server after recovery). The masks are
+    uniform draws of ``rng`` (a simulation: no key agreement).
+
+    Parameters
+    ----------
+    enc : ndarray of uint64, shape (n_clients, length) or (n_survivors, length)
+        Every client's encoded vector (rows of dropped clients are ignored),
+        or, when ``n_clients`` is given, the survivors' vectors only.
+    survivors : ndarray of int
+        Sorted indices of the clients whose messages arrive.
+    edges : ndarray of shape (n_edges, 2)
+        Masking graph, pairs ``(a, b)`` with ``a < b``.
+    rng : numpy.random.Generator
+        Source of the masks.
+    n_clients : int, optional
+        Number of clients; given, ``enc`` holds the survivors' rows only.
+    self_masks : bool, default=True
+        Whether clients add self masks.
+    max_words : int
+        Mask words expanded at once.
+
+    Returns
+    -------
+    total : ndarray of uint64, shape (length,)
+        ``sum_{i in survivors} enc[i] (mod 2**64)``, bit for bit.
+    """
+    surv = np.asarray(survivors, dtype=np.intp)
+    length = enc.shape[1]
+    if n_clients is None:
+        n_clients = enc.shape[0]
+        rows_of = surv
+    else:
+        rows_of = np.arange(surv.shape[0])
+    alive = np.zeros(n_clients, dtype=bool)
+    alive[surv] = True
+    a, b = edges[:, 0], edges[:, 1]
+    n_edges = a.shape[0]
+    # Each survivor's mask sum, as a (n_survivors x n_edges) incidence matrix
+    # over the ring: +1 where the survivor is the smaller end, -1 = 2**64 - 1
+    # where it is the larger one (uint64 products wrap modulo 2**64).
+    pos = np.full(n_clients, -1, dtype=np.intp)
+    pos[surv] = np.arange(surv.shape[0])
+    ends = np.concatenate([a, b])
+    keep = alive[ends]
+    sign = np.concatenate(
+        [np.ones(n_edges, dtype=np.uint64), np.full(n_edges, _MINUS_ONE)]
+    )
+    incidence = sp.csr_matrix(
+        (sign[keep], (pos[ends[keep]], np.tile(np.arange(n_edges), 2)[keep])),
+        shape=(surv.shape[0], n_edges),
+        dtype=np.uint64,
+    )
+    # Edges between a survivor and a dropped client: the server recovers them.
+    plus_fix = np.flatnonzero(alive[a] & ~alive[b])  # survivor added +m
+    minus_fix = np.flatnonzero(~alive[a] & alive[b])  # survivor added -m
+    bitgen = rng.bit_generator
+    width = max(1, int(max_words) // max(n_edges + surv.shape[0], 1))
+    total = np.empty(length, dtype=np.uint64)
+    for c0 in range(0, length, width):
+        c1 = min(c0 + width, length)
+        w = c1 - c0
+        y = enc[rows_of, c0:c1]  # a copy: the messages
+        if self_masks:
+            t = bitgen.random_raw((surv.shape[0], w))
+            y += t
+        if n_edges:
+            m = bitgen.random_raw((n_edges, w))
+            y += incidence @ m
+        # ---- server: only y, the dropped set and recovered masks ----
+        z = np.sum(y, axis=0, dtype=np.uint64)
+        if self_masks:
+            z -= np.sum(t, axis=0, dtype=np.uint64)
+        if n_edges:
+            z -= np.sum(m[plus_fix], axis=0, dtype=np.uint64)
+            z += np.sum(m[minus_fix], axis=0, dtype=np.uint64)
+        total[c0:c1] = z
+    return total

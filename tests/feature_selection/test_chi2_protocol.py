@@ -169,12 +169,21 @@ class TestClientServerSteps:
         assert np.all(np.isnan(chi2_server_decode(np.ones((10, 2)), single).scores))
 
     def test_frac_bits_bounds(self):
-        # f = clip(62 - ceil(log2(8 sqrt(2 max(B, 1)))), 8, 52)
-        m = chi2_server_marginals([1.0, 1e6, 1e30, 1e9, 0.0], n_classes=2)
+        # f = clip(62 - ceil(log2(8 sqrt(2 max(B, 1)))), 8, 52), except that a
+        # statistic too large for 8 bits gets fewer (never a wrap-around), and
+        # one too large for 0 bits is refused (issue 11: never silently wrong;
+        # this test used to expect the clip to 8 for B = 1e36, a silent wrap).
+        m = chi2_server_marginals([1.0, 1e6, 1e27, 1e9, 0.0], n_classes=2)
         f = chi2_frac_bits(m)
-        bound = np.array([1e30, 1e9]) * 1e6
+        bound = np.array([1e27, 1e9]) * 1e6
         expect = 62 - np.ceil(np.log2(8 * np.sqrt(2 * bound)))
-        assert f.tolist() == [8, int(expect[1]), 52]
+        assert expect[0] < 8
+        assert f.tolist() == [int(expect[0]), int(expect[1]), 52]
+        huge = chi2_server_marginals([1.0, 1e6, 1e30, 1.0], n_classes=2)
+        with pytest.raises(
+            ValueError, match="X: the chi-square statistic of feature 0"
+        ):
+            chi2_frac_bits(huge)
 
     def test_errors(self, count_data):
         X, y, _ = count_data

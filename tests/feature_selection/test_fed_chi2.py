@@ -1,6 +1,8 @@
 """FedChi2Selector: oracle equality with sklearn, invariances, bad input."""
 
+import math
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -16,13 +18,59 @@ from sklearn.naive_bayes import MultinomialNB
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.utils import check_random_state
 
+from skfedcp.exceptions import SingleClientWarning
 from skfedcp.feature_selection import (
     FedChi2Selector,
     fed_chi2,
     fed_chi2_test,
     required_projection_dim,
+    stable_projection,
 )
 from skfedcp.federated._secure_aggregation import _draw_seeds
+
+
+def _leaks(obj, seed, projection, path="sel", seen=None):
+    """Paths under ``obj`` that hold the seed, a random generator or ``P``."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return []
+    seen.add(id(obj))
+    words = {seed, seed & (2**64 - 1), seed >> 64}
+    words |= {(seed >> s) & (2**32 - 1) for s in (0, 32, 64, 96)}
+    found = []
+    if isinstance(
+        obj,
+        np.random.SeedSequence
+        | np.random.Generator
+        | np.random.BitGenerator
+        | np.random.RandomState,
+    ):
+        return [path]
+    if isinstance(obj, int | np.integer) and not isinstance(obj, bool):
+        return [path] if int(obj) in words else []
+    if isinstance(obj, bytes | bytearray):
+        return [path] if seed.to_bytes(16, "little")[:8] in obj else []
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "iu" and np.isin(obj.astype(object), list(words)).any():
+            found.append(path)
+        if obj.dtype.kind == "f" and obj.shape == projection.shape:
+            if np.allclose(obj, projection):
+                found.append(path)
+        if obj.dtype == object:
+            for i, v in enumerate(obj.ravel()):
+                found += _leaks(v, seed, projection, f"{path}[{i}]", seen)
+        return found
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found += _leaks(v, seed, projection, f"{path}[{k!r}]", seen)
+        return found
+    if isinstance(obj, list | tuple | set):
+        for i, v in enumerate(obj):
+            found += _leaks(v, seed, projection, f"{path}[{i}]", seen)
+        return found
+    if hasattr(obj, "__dict__"):
+        found += _leaks(vars(obj), seed, projection, f"{path}.__dict__", seen)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +123,42 @@ class TestPlainOracle:
         keep = ~np.isin(clients, [0, 3])
         np.testing.assert_allclose(sel.scores_, chi2(X[keep], y[keep])[0], rtol=1e-12)
         assert sel.dropped_clients_.tolist() == [0, 3]
+
+
+class TestLargeTotals:
+    """Issue 11: fixed point chosen from the public range, never a wrap."""
+
+    @pytest.mark.parametrize("clients", [1, 7])
+    def test_issue_case_matches_sklearn(self, clients):
+        # A feature of 2.362e6 + 0.25 on 1,000 rows: its total 2.36e9 wrapped
+        # with 32 fixed fractional bits (feature_totals_ -1.93e9, score -9.5e9).
+        rng = np.random.default_rng(0)
+        X = np.column_stack([np.full(1000, 2.362e6 + 0.25), rng.random(1000)])
+        y = rng.integers(0, 3, 1000)
+        ids = np.arange(1000) % clients
+        sel = FedChi2Selector(k="all", method="plain").fit(X, y, client_ids=ids)
+        assert sel.feature_totals_[0] == 2362000250.0  # exact
+        # sklearn's score of the constant feature is 0 up to its own rounding
+        # (~1e-21), hence the atol.
+        np.testing.assert_allclose(sel.scores_, chi2(X, y)[0], rtol=1e-9, atol=1e-9)
+        sketch = FedChi2Selector(k="all", random_state=0).fit(X, y, client_ids=ids)
+        assert sketch.feature_totals_[0] == 2362000250.0
+        assert np.all(sketch.scores_ >= 0)
+
+    @pytest.mark.parametrize("frac", [0.0, 0.25, 0.1])
+    @pytest.mark.parametrize("clients", [1, 20])
+    def test_totals_up_to_2_52_match_sklearn(self, frac, clients):
+        rng = np.random.default_rng(1)
+        n = 1000
+        y = rng.integers(0, 3, n)
+        big = np.floor((2.0**52 / n) * (0.3 + 0.7 * (y == 0))) + frac
+        X = np.column_stack([big, np.floor(big / 9) + frac, rng.random(n) * 1e3])
+        assert 2.0**51 < X[:, 0].sum() <= 2.0**52
+        ids = rng.integers(0, clients, n)
+        sel = FedChi2Selector(k="all", method="plain").fit(X, y, client_ids=ids)
+        np.testing.assert_allclose(sel.scores_, chi2(X, y)[0], rtol=1e-9)
+        exact = [math.fsum(X[:, j]) for j in range(X.shape[1])]
+        np.testing.assert_allclose(sel.feature_totals_, exact, rtol=1e-14)
 
 
 class TestSketch:
@@ -198,6 +282,65 @@ class TestSketch:
         for width in (16, 8):
             assert secret.to_bytes(16, "little")[:width] not in blob
         assert all(v != secret for v in vars(sel).values() if isinstance(v, int))
+
+    def test_default_fit_holds_nothing_that_regenerates_the_projection(
+        self, counts, monkeypatch
+    ):
+        # Issue 11, item 5: with random_state=None nothing in the fitted object
+        # or its pickle can regenerate the clients' projection seed. Record the
+        # seed the fit really used, then scan the unpickled object for it.
+        import skfedcp.feature_selection._chi2 as chi2_module
+
+        used = []
+        real = chi2_module._projection_seed
+
+        def spy(random_state):
+            seed, rng = real(random_state)
+            used.append((seed, rng))
+            return seed, rng
+
+        monkeypatch.setattr(chi2_module, "_projection_seed", spy)
+        X, y, clients = counts
+        sel = FedChi2Selector().fit(X, y, client_ids=clients)
+        ((seed, _),) = used
+        blob = pickle.dumps(sel)
+        again = pickle.loads(blob)
+        P0 = stable_projection(seed, (0,), sel.n_projections_, 4)
+        assert _leaks(again, seed, P0) == []
+        for width in (16, 8):
+            assert seed.to_bytes(16, "little")[:width] not in blob
+        # The scan can fail: a planted seed, generator or matrix is found.
+        for planted in ({"nested": [seed]}, np.random.default_rng(0), P0.copy()):
+            again.planted_ = planted
+            assert _leaks(again, seed, P0) != []
+        # Fresh entropy: a second default fit draws another projection.
+        other = FedChi2Selector().fit(X, y, client_ids=clients)
+        assert used[1][0] != seed
+        assert not np.array_equal(other.sketch_, sel.sketch_)
+
+    def test_default_fit_ignores_numpy_global_state(self, counts):
+        X, y, clients = counts
+        # Were the seed drawn from NumPy's global state, re-seeding it would
+        # make the two fits identical.
+        state = np.random.get_state()  # noqa: NPY002
+        sketches = []
+        try:
+            for _ in range(2):
+                np.random.seed(123)  # noqa: NPY002
+                fitted = FedChi2Selector().fit(X, y, client_ids=clients)
+                sketches.append(fitted.sketch_)
+        finally:
+            np.random.set_state(state)  # noqa: NPY002
+        assert not np.array_equal(*sketches)
+
+    def test_single_client_warning_points_at_the_caller(self, counts):
+        X, y, _ = counts
+        with pytest.warns(SingleClientWarning, match="all rows form one client") as rec:
+            FedChi2Selector(random_state=0).fit(X, y)
+        assert rec[0].filename == __file__
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SingleClientWarning)
+            FedChi2Selector(method="plain").fit(X, y)  # plain: nothing to protect
 
     def test_fitted_attributes(self, counts):
         X, y, clients = counts

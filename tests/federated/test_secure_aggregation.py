@@ -1,11 +1,14 @@
 """Simulated secure aggregation: fixed point, masks, dropout recovery."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from skfedcp.exceptions import InvalidMessageError
 from skfedcp.federated import (
     fixed_point_decode,
     fixed_point_encode,
@@ -14,6 +17,10 @@ from skfedcp.federated import (
     secure_aggregation_graph,
     secure_sum,
     unmask_sum,
+)
+from skfedcp.federated._secure_aggregation import (
+    _masked_sum_simulation,
+    fixed_point_plan,
 )
 
 
@@ -203,3 +210,70 @@ class TestSecureSum:
             secure_sum([[1], [1, 2]])
         with pytest.raises(ValueError, match="empty"):
             secure_sum([])
+
+
+class TestFixedPointPlan:
+    @settings(max_examples=100, deadline=None)
+    @given(data=st.data())
+    def test_sums_within_the_bounds_never_wrap(self, data):
+        n = data.draw(st.integers(1, 200), label="n_clients")
+        exp = data.draw(st.integers(-10, 60 - n.bit_length()), label="log2 bound")
+        cap = data.draw(st.integers(0, 52), label="max_frac_bits")
+        bound = 2.0**exp
+        plan = fixed_point_plan([bound], n_clients=n, max_frac_bits=cap)
+        f = int(plan.frac_bits[0])
+        assert n * bound * 2.0**f <= 2.0**62
+        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+        x = np.random.default_rng(seed).uniform(-bound, bound, (n, 1))
+        x[0, 0] = bound  # the extreme is allowed
+        total = _ring_sum(list(plan.encode(x)))
+        back = plan.decode(total)
+        # Rounding: at most half a quantum per client, plus the float64 of the
+        # decoded total; math.fsum is the correctly rounded reference.
+        exact = math.fsum(x[:, 0])
+        assert abs(back[0] - exact) <= n * 2.0 ** (-f - 1) + abs(exact) * 2.0**-52
+
+    def test_most_bits_below_the_cap(self):
+        plan = fixed_point_plan([1.0, 2.0**30, 0.0], n_clients=4, max_frac_bits=40)
+        assert plan.frac_bits.tolist() == [40, 30, 40]
+
+    def test_server_catches_a_client_beyond_its_bound(self):
+        plan = fixed_point_plan([1.0, 1.0], n_clients=2)
+        honest = plan.encode([1.0, -1.0])
+        # A dishonest client encodes 5.0 without the client-side check.
+        cheat = fixed_point_encode([5.0, 0.0], plan.frac_bits)
+        with pytest.raises(InvalidMessageError, match="client 1") as info:
+            plan.check_message(cheat, client=1, field="marginals")
+        assert info.value.field == "marginals"
+        with pytest.raises(InvalidMessageError, match="exceeds n_clients"):
+            plan.decode(honest + cheat)
+        assert plan.decode(honest + plan.encode([0.5, 0.5])).tolist() == [1.5, -0.5]
+
+
+class TestBatchedSimulation:
+    @settings(max_examples=60, deadline=None)
+    @given(data=st.data())
+    def test_bit_exact_with_any_dropout(self, data):
+        n = data.draw(st.integers(1, 40), label="n_clients")
+        length = data.draw(st.integers(1, 30), label="length")
+        graph = data.draw(st.sampled_from(["complete", "harary"]), label="graph")
+        self_masks = data.draw(st.booleans(), label="self_masks")
+        n_drop = data.draw(st.integers(0, n - 1), label="n_dropped")
+        words = data.draw(st.integers(1, 400), label="max_words")
+        survivors_only = data.draw(st.booleans(), label="survivors_only")
+        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+        rng = np.random.default_rng(seed)
+        enc = rng.integers(0, 2**64, (n, length), dtype=np.uint64)
+        surv = np.sort(rng.choice(n, n - n_drop, replace=False))
+        edges = secure_aggregation_graph(n, graph=graph, random_state=seed)
+        rows = enc[surv] if survivors_only else enc
+        z = _masked_sum_simulation(
+            rows,
+            surv,
+            edges,
+            np.random.default_rng(seed + 1),
+            n_clients=n if survivors_only else None,
+            self_masks=self_masks,
+            max_words=words,
+        )
+        assert np.array_equal(z, _ring_sum(list(enc[surv])))
