@@ -51,6 +51,7 @@ from ._qq_coverage import (
     _conditional_tails,
     _coverage_quad,
     _coverage_screen,
+    _coverage_unequal_batch,
     _coverage_unequal_quad,
     _coverage_unequal_screen,
 )
@@ -284,11 +285,226 @@ def _select_unequal(sizes, ranks, alpha):
     return hi, value(hi)
 
 
+# --------------------------------------------------------------------------
+# Unequal sizes: joint search over one common level c and k
+# --------------------------------------------------------------------------
+# Family: l_j(c) = ceil(c (n_j + 1)) for c in (0, 1) (c = 1 - alpha is the
+# fixed rule of Appendix A.1), and any k.  l(c) only changes at the levels
+# r / (n_j + 1), so the distinct members are those levels ("breakpoints");
+# they are sorted, and every rank vector is computed from the fraction in
+# integer arithmetic.  M is non-decreasing in every l_j (the estimate is
+# pointwise non-decreasing in each local rank) and strictly increasing in k,
+# so i_k, the first breakpoint with M(i, k) >= 1 - alpha, is non-increasing
+# in k and the optimum is min_k M(i_k, k).  The i_k are found by a divide and
+# conquer over k (the ends first, then midpoints, each bracketed by its
+# computed neighbours, every level one batched bisection), screening with a
+# coarse rule and its error estimate; a decision within 10 estimated errors
+# (+1e-12) of the threshold is re-evaluated accurately (~1e-14), and so are
+# all candidates near the screened minimum.
+
+
+def _fraction_ranks(num, den, sizes, clip):
+    """ceil(num / den * (n + 1)) for every size, exactly (integers)."""
+    num = np.asarray(num, dtype=np.int64)[:, None]
+    den = np.asarray(den, dtype=np.int64)[:, None]
+    ranks = -(-(num * (sizes[None, :] + 1)) // den)
+    if clip:
+        ranks = np.minimum(ranks, sizes[None, :])
+    return ranks
+
+
+def _level_breakpoints(sizes, c_low):
+    """Sorted distinct levels r / (n + 1) > c_low with 1 <= r <= n."""
+    nums, dens = [], []
+    for n in sizes.tolist():
+        r0 = int(math.floor(c_low * (n + 1))) + 1
+        r = np.arange(max(r0, 1), n + 1, dtype=np.int64)
+        nums.append(r)
+        dens.append(np.full(r.shape[0], n + 1, dtype=np.int64))
+    num = np.concatenate(nums)
+    den = np.concatenate(dens)
+    if num.size == 0:
+        return num, den
+    g = np.gcd(num, den)
+    num, den = num // g, den // g
+    code = num * (int(den.max()) + 1) + den
+    _, first = np.unique(code, return_index=True)
+    num, den = num[first], den[first]
+    order = np.argsort(num / den, kind="stable")
+    return num[order], den[order]
+
+
+class _JointCoverage:
+    """M(breakpoint i, k) for fixed sizes: coarse screen, accurate near decisions."""
+
+    def __init__(self, sizes, counts, num, den, clip, threshold):
+        self.sizes, self.counts = sizes, counts
+        self.num, self.den, self.clip = num, den, clip
+        self.threshold = threshold
+        self.m = int(counts.sum())
+        self._accurate = {}
+        self._screened = {}
+
+    def ranks(self, idx):
+        idx = np.asarray(idx, dtype=np.int64)
+        top = idx >= self.num.shape[0]  # sentinel: every client sends +inf
+        safe = np.where(top, 0, idx)
+        ranks = _fraction_ranks(self.num[safe], self.den[safe], self.sizes, self.clip)
+        ranks[top] = self.sizes + 1
+        return ranks
+
+    def accurate(self, idx, ks):
+        idx = np.asarray(idx, dtype=np.int64)
+        ks = np.asarray(ks, dtype=np.int64)
+        keys = list(zip(idx.tolist(), ks.tolist(), strict=True))
+        todo = [j for j, key in enumerate(keys) if key not in self._accurate]
+        if todo:
+            todo = np.asarray(todo)
+            values = _coverage_unequal_batch(
+                self.sizes, self.counts, self.ranks(idx[todo]), ks[todo]
+            )
+            for j, v in zip(todo.tolist(), values.tolist(), strict=True):
+                self._accurate[keys[j]] = v
+        return np.array([self._accurate[key] for key in keys])
+
+    def feasible(self, idx, ks):
+        idx = np.asarray(idx, dtype=np.int64)
+        ks = np.asarray(ks, dtype=np.int64)
+        values, errors = _coverage_unequal_batch(
+            self.sizes, self.counts, self.ranks(idx), ks, coarse=True
+        )
+        for j, (v, e) in enumerate(zip(values.tolist(), errors.tolist(), strict=True)):
+            self._screened[(int(idx[j]), int(ks[j]))] = (v, e)
+        close = np.abs(values - self.threshold) <= 10.0 * errors + 1e-12
+        if close.any():
+            values[close] = self.accurate(idx[close], ks[close])
+        return values >= self.threshold
+
+
+def _bisect_index(is_feasible, ks, lo, hi):
+    """Smallest feasible breakpoint in (lo, hi] for each k (batched)."""
+    lo = np.array(lo, dtype=np.int64)
+    hi = np.array(hi, dtype=np.int64)
+    active = np.flatnonzero(hi - lo > 1)
+    while active.size:
+        mid = (lo[active] + hi[active]) // 2
+        ok = is_feasible(mid, ks[active])
+        hi[active] = np.where(ok, mid, hi[active])
+        lo[active] = np.where(ok, lo[active], mid)
+        active = active[hi[active] - lo[active] > 1]
+    return hi
+
+
+def _select_joint(sizes_tuple, alpha, clip):
+    """Joint search over (c, k); returns (ranks, k, M) or None."""
+    sizes_all = np.asarray(sizes_tuple, dtype=np.int64)
+    sizes, counts = np.unique(sizes_all, return_counts=True)
+    m = int(counts.sum())
+    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+    # Lower end of the useful levels: bisection on real c with k = m (if
+    # M(l(c), m) < 1 - alpha no pair at level c is valid).
+
+    def valid_at(c):
+        num, den = float(c).as_integer_ratio()
+        ranks = _fraction_ranks([num], [den], sizes, clip)
+        values, errors = _coverage_unequal_batch(sizes, counts, ranks, [m], coarse=True)
+        if abs(values[0] - threshold) <= 10.0 * errors[0] + 1e-12:
+            values = _coverage_unequal_batch(sizes, counts, ranks, [m])
+        return values[0] >= threshold
+
+    c_lo, c_hi = 0.0, 1.0
+    while c_hi - c_lo > 1.0 / (4.0 * (int(sizes.max()) + 1)):
+        c_mid = 0.5 * (c_lo + c_hi)
+        if valid_at(c_mid):
+            c_hi = c_mid
+        else:
+            c_lo = c_mid
+    num, den = _level_breakpoints(sizes, c_lo)
+    if num.size == 0:
+        return None
+    cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
+    B = num.shape[0]  # index B: the sentinel "every client sends +inf", M = 1
+    # k range: from the smallest valid k at the top breakpoint up to m.
+    k_top = _bisect_k(
+        lambda _, k: cov.feasible(np.full(k.size, B - 1), k),
+        np.zeros(1, dtype=np.int64),
+        [0],
+        [m + 1],
+    )[0]
+    k_lo = int(min(k_top, m))
+    ks = np.arange(k_lo, m + 1)
+    ik = np.full(ks.shape[0], -1, dtype=np.int64)
+    ends = np.unique([0, ks.shape[0] - 1])
+    ik[ends] = _bisect_index(
+        cov.feasible, ks[ends], np.full(ends.size, -1), np.full(ends.size, B)
+    )
+    segments = [(0, ks.shape[0] - 1)] if ks.shape[0] > 2 else []
+    while segments:
+        mids, los, his, nxt = [], [], [], []
+        for a, b in segments:
+            if ik[a] == ik[b]:
+                ik[a + 1 : b] = ik[a]
+                continue
+            c = (a + b) // 2
+            mids.append(c)
+            los.append(ik[b] - 1)  # i_k non-increasing in k
+            his.append(ik[a])
+            nxt.extend(s for s in ((a, c), (c, b)) if s[1] - s[0] > 1)
+        if mids:
+            mids = np.asarray(mids)
+            ik[mids] = _bisect_index(cov.feasible, ks[mids], los, his)
+        segments = nxt
+    # Valid candidates: a finite threshold needs k <= #clients with l_j <= n_j.
+    ok = ik < B
+    ranks = cov.ranks(np.minimum(ik, B - 1))
+    m_active = ((ranks <= sizes[None, :]) * counts[None, :]).sum(axis=1)
+    ok &= ks <= m_active
+    if not ok.any():
+        return None
+    cand_i, cand_k = ik[ok], ks[ok]
+    screened = np.array(
+        [
+            cov._screened.get((int(i), int(k)), (np.nan, 0.0))
+            for i, k in zip(cand_i, cand_k, strict=True)
+        ]
+    )
+    screened, errors = screened[:, 0], screened[:, 1]
+    missing = np.isnan(screened)
+    if missing.any():
+        screened[missing] = cov.accurate(cand_i[missing], cand_k[missing])
+    j_min = int(np.argmin(screened))
+    near = screened <= screened[j_min] + 10.0 * (errors + errors[j_min]) + 1e-12
+    values = cov.accurate(cand_i[near], cand_k[near])
+    values = np.where(values >= threshold, values, np.inf)
+    best = np.min(values)
+    if not np.isfinite(best):
+        return None
+    tied = np.flatnonzero(values <= best + _TIE_TOL)
+    # Tie rule: the largest level (largest ranks), then the smallest k.
+    order = sorted(tied.tolist(), key=lambda j: (-cand_i[near][j], cand_k[near][j]))
+    j = order[0]
+    i_best, k_best = int(cand_i[near][j]), int(cand_k[near][j])
+    level_ranks = dict(
+        zip(sizes.tolist(), cov.ranks([i_best])[0].tolist(), strict=True)
+    )
+    return tuple(level_ranks[n] for n in sizes_tuple), k_best, float(values[j])
+
+
 @functools.lru_cache(maxsize=256)
 def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta):
     m = len(sizes)
     equal = len(set(sizes)) == 1
     if local_rank == "auto" and equal:
+        ranks = None
+    elif local_rank == "joint" and not equal:
+        result = _select_joint(sizes, alpha, clip_local_rank)
+        if result is None:
+            return _INFEASIBLE
+        ranks, k_best, value = result
+        return QQSelection(
+            tuple(int(r) for r in ranks), int(k_best), float(value), True
+        )
+    elif local_rank == "joint":  # equal sizes: the full search contains the family
         ranks = None
     elif local_rank in ("auto", "fixed"):
         ranks = tuple(conformal_rank(n_j, alpha) for n_j in sizes)
@@ -410,9 +626,9 @@ def select_qq_ranks(
     sizes = _check_sizes(n_per_client)
     alpha = check_alpha(alpha)
     if isinstance(local_rank, str):
-        if local_rank not in ("auto", "fixed"):
+        if local_rank not in ("auto", "fixed", "joint"):
             raise ValueError(
-                'local_rank must be "auto", "fixed" or an int >= 1; '
+                'local_rank must be "auto", "fixed", "joint" or an int >= 1; '
                 f"got {local_rank!r}."
             )
     else:
