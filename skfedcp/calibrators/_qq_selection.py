@@ -380,6 +380,19 @@ class _JointCoverage:
             values[close] = self.accurate(idx[close], ks[close])
         return values >= self.threshold
 
+    def decide(self, idx, ks):
+        """Feasibility of each pair and its (screened or accurate) value."""
+        idx = np.asarray(idx, dtype=np.int64)
+        ks = np.asarray(ks, dtype=np.int64)
+        ok = self.feasible(idx, ks)
+        values = np.array(
+            [
+                self._accurate.get(key, self._screened[key][0])
+                for key in zip(idx.tolist(), ks.tolist(), strict=True)
+            ]
+        )
+        return ok, values
+
 
 def _bisect_index(is_feasible, ks, lo, hi):
     """Smallest feasible breakpoint in (lo, hi] for each k (batched)."""
@@ -395,15 +408,58 @@ def _bisect_index(is_feasible, ks, lo, hi):
     return hi
 
 
+def _first_feasible(cov, ks, levels):
+    """i_k, the first feasible breakpoint for each k, by safeguarded interpolation.
+
+    M(i, k) is monotone in i and close to a smooth function of the level
+    c_i, so the crossing of 1 - alpha is first predicted by interpolating M
+    linearly in c between the bracket ends (regula falsi); a round that does
+    not halve a bracket is followed by a bisection step. Every k runs in the
+    same batch. Returns B (no feasible breakpoint) where M(B - 1, k) fails.
+    """
+    B = levels.shape[0]
+    n_k = ks.shape[0]
+    ends = np.concatenate([np.zeros(n_k, np.int64), np.full(n_k, B - 1)])
+    ok, vals = cov.decide(ends, np.concatenate([ks, ks]))
+    ok_lo, ok_hi = ok[:n_k], ok[n_k:]
+    lo = np.where(ok_lo, -1, 0)
+    hi = np.where(ok_hi, B - 1, B)
+    hi = np.where(ok_lo, 0, hi)
+    v_lo, v_hi = vals[:n_k].copy(), vals[n_k:].copy()
+    bisect = np.zeros(n_k, dtype=bool)
+    threshold = cov.threshold
+    active = np.flatnonzero((hi - lo > 1) & (hi < B))
+    while active.size:
+        l, h = lo[active], hi[active]
+        c_l, c_h = levels[l], levels[h]
+        span = v_hi[active] - v_lo[active]
+        frac = np.where(
+            span > 0, (threshold - v_lo[active]) / np.where(span > 0, span, 1), 0.5
+        )
+        target = c_l + np.clip(frac, 0.0, 1.0) * (c_h - c_l)
+        probe = np.searchsorted(levels, target, side="left")
+        probe = np.where(bisect[active], (l + h) // 2, probe)
+        probe = np.clip(probe, l + 1, h - 1)
+        ok, vals = cov.decide(probe, ks[active])
+        width = h - l
+        lo[active] = np.where(ok, l, probe)
+        hi[active] = np.where(ok, probe, h)
+        v_lo[active] = np.where(ok, v_lo[active], vals)
+        v_hi[active] = np.where(ok, vals, v_hi[active])
+        bisect[active] = (hi[active] - lo[active]) * 2 > width
+        active = active[hi[active] - lo[active] > 1]
+    return hi
+
+
 def _select_joint(sizes_tuple, alpha, clip):
     """Joint search over (c, k); returns (ranks, k, M) or None."""
     sizes_all = np.asarray(sizes_tuple, dtype=np.int64)
     sizes, counts = np.unique(sizes_all, return_counts=True)
     m = int(counts.sum())
     threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+
     # Lower end of the useful levels: bisection on real c with k = m (if
     # M(l(c), m) < 1 - alpha no pair at level c is valid).
-
     def valid_at(c):
         num, den = float(c).as_integer_ratio()
         ranks = _fraction_ranks([num], [den], sizes, clip)
@@ -423,37 +479,9 @@ def _select_joint(sizes_tuple, alpha, clip):
     if num.size == 0:
         return None
     cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
-    B = num.shape[0]  # index B: the sentinel "every client sends +inf", M = 1
-    # k range: from the smallest valid k at the top breakpoint up to m.
-    k_top = _bisect_k(
-        lambda _, k: cov.feasible(np.full(k.size, B - 1), k),
-        np.zeros(1, dtype=np.int64),
-        [0],
-        [m + 1],
-    )[0]
-    k_lo = int(min(k_top, m))
-    ks = np.arange(k_lo, m + 1)
-    ik = np.full(ks.shape[0], -1, dtype=np.int64)
-    ends = np.unique([0, ks.shape[0] - 1])
-    ik[ends] = _bisect_index(
-        cov.feasible, ks[ends], np.full(ends.size, -1), np.full(ends.size, B)
-    )
-    segments = [(0, ks.shape[0] - 1)] if ks.shape[0] > 2 else []
-    while segments:
-        mids, los, his, nxt = [], [], [], []
-        for a, b in segments:
-            if ik[a] == ik[b]:
-                ik[a + 1 : b] = ik[a]
-                continue
-            c = (a + b) // 2
-            mids.append(c)
-            los.append(ik[b] - 1)  # i_k non-increasing in k
-            his.append(ik[a])
-            nxt.extend(s for s in ((a, c), (c, b)) if s[1] - s[0] > 1)
-        if mids:
-            mids = np.asarray(mids)
-            ik[mids] = _bisect_index(cov.feasible, ks[mids], los, his)
-        segments = nxt
+    B = num.shape[0]
+    ks = np.arange(1, m + 1)
+    ik = _first_feasible(cov, ks, num / den)
     # Valid candidates: a finite threshold needs k <= #clients with l_j <= n_j.
     ok = ik < B
     ranks = cov.ranks(np.minimum(ik, B - 1))
