@@ -29,11 +29,18 @@
 # quad calls (see benchmarks/bench_qq_selection.py), against ~n + m quad
 # calls for a plain staircase walk.
 #
-# Unequal sizes (or fixed ranks).  Only k is searched, by bisection.  The
-# Poisson-binomial integrand has no closed-form quantiles, so the screen is a
-# composite 16-node Gauss-Legendre rule on the window, the panel count doubled
-# until two passes agree to 1e-14, with every node pushed through the
-# convolution DP at once; close decisions and the returned coverage use "quad".
+# Unequal sizes (or fixed ranks).  Only k is searched.  Up to 64 clients, one
+# Poisson-binomial DP per quadrature pass gives M for every k at once
+# (composite Gauss-Legendre over the union of the k-windows, panels doubled
+# until every k agrees to 5e-14); the first valid k is read off, and only a
+# value within 1e-11 of the threshold is re-evaluated with "quad".  Beyond 64
+# clients k is bisected: the screen is a composite 16-node Gauss-Legendre rule
+# on a window trimmed by monotonicity, the panel count doubled until two
+# passes agree, with every node pushed through the DP at once; close
+# decisions and the returned coverage use "quad".
+#
+# Unequal sizes, local_rank="joint": one common level c and k (see the
+# comment above _select_joint).
 
 import functools
 import math
@@ -51,6 +58,7 @@ from ._qq_coverage import (
     _conditional_tails,
     _coverage_quad,
     _coverage_screen,
+    _coverage_unequal_all_k,
     _coverage_unequal_batch,
     _coverage_unequal_quad,
     _coverage_unequal_screen,
@@ -67,6 +75,9 @@ _TIE_TOL = 1e-13
 _SCREEN_MARGIN = 1e-11
 # Slack on the exact training-conditional tail, tail <= delta + _TAIL_TOL.
 _TAIL_TOL = 1e-12
+# Fixed ranks with up to this many clients: one Poisson-binomial DP gives M
+# for every k at once (_coverage_unequal_all_k) instead of a bisection on k.
+_ALL_K_MAX_CLIENTS = 64
 
 
 class QQSelection(NamedTuple):
@@ -272,6 +283,16 @@ def _select_unequal(sizes, ranks, alpha):
             return value(k) >= threshold
         return screened[k] >= threshold
 
+    if m_active <= _ALL_K_MAX_CLIENTS:
+        values = _coverage_unequal_all_k(groups)
+        if values is not None:
+            ok = values >= threshold
+            for i in np.flatnonzero(np.abs(values - threshold) < _SCREEN_MARGIN):
+                ok[i] = value(int(i) + 1) >= threshold
+            if not ok.any():
+                return None
+            k = int(np.argmax(ok)) + 1  # M increases with k: the first valid k
+            return k, accurate.get(k, float(values[k - 1]))
     # Only k <= m_active gives a finite threshold; beyond, M = 1 trivially.
     if not feasible(m_active):
         return None
