@@ -29,15 +29,17 @@
 # quad calls (see benchmarks/bench_qq_selection.py), against ~n + m quad
 # calls for a plain staircase walk.
 #
-# Unequal sizes (or fixed ranks).  Only k is searched.  Up to 64 clients, one
+# Unequal sizes (or fixed ranks).  Only k is searched.  While the DP is small
+# (m x distinct groups <= 12,000, e.g. 100 clients of distinct sizes), one
 # Poisson-binomial DP per quadrature pass gives M for every k at once
 # (composite Gauss-Legendre over the union of the k-windows, panels doubled
 # until every k agrees to 5e-14); the first valid k is read off, and only a
-# value within 1e-11 of the threshold is re-evaluated with "quad".  Beyond 64
-# clients k is bisected: the screen is a composite 16-node Gauss-Legendre rule
-# on a window trimmed by monotonicity, the panel count doubled until two
-# passes agree, with every node pushed through the DP at once; close
-# decisions and the returned coverage use "quad".
+# value within 1e-11 of the threshold is re-evaluated with "quad".  Beyond,
+# or if that quadrature does not settle, k is bisected: the screen is a
+# composite 16-node Gauss-Legendre rule on a window trimmed by
+# monotonicity, the panel count doubled until two passes agree, with every
+# node pushed through the DP at once; close decisions and the returned
+# coverage use "quad".
 #
 # Unequal sizes, local_rank="joint": one common level c and k (see the
 # comment above _select_joint).
@@ -75,9 +77,10 @@ _TIE_TOL = 1e-13
 _SCREEN_MARGIN = 1e-11
 # Slack on the exact training-conditional tail, tail <= delta + _TAIL_TOL.
 _TAIL_TOL = 1e-12
-# Fixed ranks with up to this many clients: one Poisson-binomial DP gives M
-# for every k at once (_coverage_unequal_all_k) instead of a bisection on k.
-_ALL_K_MAX_CLIENTS = 64
+# Fixed ranks: one Poisson-binomial DP gives M for every k at once
+# (_coverage_unequal_all_k) instead of a bisection on k while the DP is small,
+# m_active x (number of distinct (n_j, l_j)) <= this.
+_ALL_K_MAX_WORK = 12_000
 
 
 class QQSelection(NamedTuple):
@@ -283,7 +286,7 @@ def _select_unequal(sizes, ranks, alpha):
             return value(k) >= threshold
         return screened[k] >= threshold
 
-    if m_active <= _ALL_K_MAX_CLIENTS:
+    if m_active * len(groups) <= _ALL_K_MAX_WORK:
         values = _coverage_unequal_all_k(groups)
         if values is not None:
             ok = values >= threshold

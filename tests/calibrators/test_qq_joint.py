@@ -63,7 +63,11 @@ def brute_force_joint(sizes, alpha, coverage, clip=False):
         for k in range(1, finite + 1):
             value = coverage(sizes, ranks, k)
             if value >= target:
-                if best is None or value < best[0] or (value == best[0] and c > best[1]):
+                if (
+                    best is None
+                    or value < best[0]
+                    or (value == best[0] and c > best[1])
+                ):
                     best = (value, c, ranks, k)
                 break  # M increases with k: larger k are worse at this level
     return best
