@@ -595,8 +595,10 @@ def select_qq_ranks(
 
     With equal client sizes and ``local_rank="auto"`` this is eq. (6) of
     [1]_: the pair with the smallest exact coverage ``M(l, k) >= 1 - alpha``
-    over the full grid ``[1..n] x [1..m]``. Otherwise the local ranks are
-    fixed and the smallest valid ``k`` is returned. The result depends only
+    over the full grid ``[1..n] x [1..m]``. With ``local_rank="joint"`` and
+    unequal sizes it is the same argmin over the ranks of one common level
+    and ``k``. Otherwise the local ranks are fixed and the smallest valid
+    ``k`` is returned. The result depends only
     on the sizes and ``alpha`` (never on scores) and is cached.
 
     Parameters
@@ -605,14 +607,21 @@ def select_qq_ranks(
         Calibration size ``n_j >= 1`` of each client (``m`` entries).
     alpha : float
         Target miscoverage in (0, 1).
-    local_rank : "auto", "fixed" or int, default="auto"
+    local_rank : "auto", "fixed", "joint" or int, default="auto"
         ``"auto"``: full search when all sizes are equal, the ``"fixed"`` rule
         otherwise (Appendix A.1 of [1]_). ``"fixed"``:
         ``l_j = ceil((1 - alpha)(n_j + 1))`` (float-safe); a client with
-        ``l_j > n_j`` sends ``+inf``. An int: the same ``l`` for every client.
+        ``l_j > n_j`` sends ``+inf``. ``"joint"`` (skfedcp extension): with
+        unequal sizes, search one common level ``c`` in (0, 1),
+        ``l_j = ceil(c (n_j + 1))``, jointly with ``k`` for the smallest exact
+        coverage ``>= 1 - alpha`` over that family (it contains the fixed
+        rule, ``c = 1 - alpha``); seconds from about 20 clients on, so not
+        the default; with equal sizes the same as ``"auto"``. An int: the
+        same ``l`` for every client.
     clip_local_rank : bool, default=False
-        With fixed or integer ranks, use ``min(l_j, n_j)`` so every client
-        sends a finite value; the coverage is recomputed, so it stays exact.
+        With fixed, joint or integer ranks, use ``min(l_j, n_j)`` so every
+        client sends a finite value; the coverage is recomputed, so it stays
+        exact.
     conditional : bool or "exact", default=False
         ``True``: training-conditional pairs of Theorem 3.3 of [1]_,
         ``l k >= ceil((1 - alpha_delta) N)`` with
@@ -672,6 +681,9 @@ def select_qq_ranks(
     ((10, 10, 10, 10, 10), 3, 0.925626)
     >>> select_qq_ranks([5, 10, 20, 40, 15, 8, 30, 12], 0.1).k
     3
+    >>> sel = select_qq_ranks([5, 10, 20, 40, 15, 8, 30, 12], 0.1, local_rank="joint")
+    >>> sel.local_ranks, sel.k, round(sel.coverage, 5)
+    ((5, 9, 18, 34, 14, 8, 26, 11), 6, 0.90029)
     >>> select_qq_ranks([2, 2], 0.1).feasible
     False
     """
