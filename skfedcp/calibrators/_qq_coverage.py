@@ -86,7 +86,7 @@ def _check_sizes(n_per_client, name="n_per_client"):
         if n_per_client.ndim == 1 and n_per_client.size and n_per_client.min() >= 1:
             return tuple(n_per_client.tolist())
     sizes = list(n_per_client)
-    if sizes and all(type(s) is int for s in sizes) and min(sizes) >= 1:
+    if sizes and set(map(type, sizes)) == {int} and min(sizes) >= 1:
         return tuple(sizes)
     if not sizes:
         raise ValueError(f"{name} must list at least one client.")
