@@ -11,8 +11,15 @@ time budget (default 60 s):
 * "staircase + quad": the O(n + m) staircase walk of the spec (section 2.4) with
   one scalar ``scipy.integrate.quad`` call per coverage.
 
-Prints a table (machines are noisy: compare ratios, not seconds) and writes a
-JSON record to ``benchmarks/results/bench_qq_selection.json``. Run:
+A second table covers clients of unequal sizes (issue 14, item 1): for the
+reference sizes [5, 10, 20, 40, 15, 8, 30, 12] and for m clients with sizes
+drawn uniformly from 10..1,000 (seed 0), the fixed rule of Appendix A.1
+(``local_rank="fixed"``, the default) and the joint search over one common
+level c and k (``local_rank="joint"``), each timed once from a cold cache in
+a child process with the same budget, with the coverage M each reaches.
+
+Prints the tables (machines are noisy: compare ratios, not seconds) and
+writes a JSON record to ``benchmarks/results/bench_qq_selection.json``. Run:
 ``python benchmarks/bench_qq_selection.py [--quick] [--budget SECONDS]``.
 """
 
@@ -75,9 +82,17 @@ BASELINES = {
 }
 
 
+def _unequal(rule, sizes, alpha):
+    sel = select_qq_ranks(list(sizes), alpha, local_rank=rule)
+    return (sel.k, sel.coverage) if sel.feasible else None
+
+
 def _child(name, m, n, alpha, queue):
     start = time.perf_counter()
-    result = BASELINES[name](m, n, alpha)
+    if name in ("fixed", "joint"):  # m is the tuple of sizes here
+        result = _unequal(name, m, alpha)
+    else:
+        result = BASELINES[name](m, n, alpha)
     queue.put((time.perf_counter() - start, result))
 
 
@@ -158,6 +173,8 @@ def main(argv=None):
         )
         rows.append(row)
 
+    unequal_rows = unequal_table(args.alpha, budget, args.quick)
+
     RESULTS.mkdir(exist_ok=True)
     record = {
         "benchmark": "bench_qq_selection",
@@ -173,10 +190,50 @@ def main(argv=None):
         "budget_s": budget,
         "sizes": sizes,
         "results": rows,
+        "unequal": unequal_rows,
     }
     path = RESULTS / "bench_qq_selection.json"
     path.write_text(json.dumps(record, indent=2))
     print(f"wrote {path}")
+
+
+def unequal_table(alpha, budget, quick):
+    """Fixed rule (A.1) vs joint (c, k) search for unequal client sizes."""
+    rng = np.random.default_rng(0)
+    cases = [("reference", (5, 10, 20, 40, 15, 8, 30, 12))]
+    for m in [10, 20] if quick else [10, 20, 50, 1000]:
+        cases.append((f"{m} x U(10..1000)", tuple(rng.integers(10, 1001, m).tolist())))
+    header = (
+        f"{'clients':>18} | {'fixed (A.1)':>11} {'k':>5} {'M':>10} | "
+        f"{'joint':>11} {'k':>5} {'M':>10} | {'M gained':>9}"
+    )
+    print(f"\nunequal sizes, alpha = {alpha}, budget {budget:g} s per rule")
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for label, sizes in cases:
+        row = {"case": label, "sizes": list(sizes)}
+        cells = []
+        for rule in ("fixed", "joint"):
+            seconds, result = run_with_budget(rule, sizes, None, alpha, budget)
+            row[f"{rule}_s"] = seconds
+            row[f"{rule}_k"], row[f"{rule}_coverage"] = result or (None, None)
+            if seconds is None:
+                cells.append(
+                    f"{'> ' + format(budget, 'g') + ' s':>11} {'-':>5} {'-':>10}"
+                )
+            elif result is None:
+                cells.append(f"{seconds:>9.3g} s {'-':>5} {'infeas.':>10}")
+            else:
+                cells.append(f"{seconds:>9.3g} s {result[0]:>5} {result[1]:>10.6f}")
+        gain = (
+            f"{row['fixed_coverage'] - row['joint_coverage']:>9.2e}"
+            if row["fixed_coverage"] is not None and row["joint_coverage"] is not None
+            else f"{'-':>9}"
+        )
+        print(f"{label:>18} | {cells[0]} | {cells[1]} | {gain}")
+        rows.append(row)
+    return rows
 
 
 if __name__ == "__main__":

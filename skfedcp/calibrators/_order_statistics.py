@@ -25,7 +25,11 @@ def local_order_statistics(groups, ranks, *, scores=None):
     values : ndarray of shape (n_clients,)
     """
     ranks = np.asarray(ranks, dtype=np.intp)
+    # Shuffled rows are gathered into a fresh array by the partition: that
+    # copy may be partitioned in place (the caller's scores never are).
+    in_place = False
     if isinstance(groups, ClientPartition):
+        in_place = not groups.is_grouped
         matrix = groups.as_matrix(scores)
         if (
             matrix is not None
@@ -34,10 +38,18 @@ def local_order_statistics(groups, ranks, *, scores=None):
         ):
             # Equal sizes and ranks: one partition along the rows.
             r = ranks[0] - 1
-            return np.partition(matrix, r, axis=1)[:, r].astype(np.float64)
+            if in_place:
+                matrix.partition(r, axis=1)
+            else:
+                matrix = np.partition(matrix, r, axis=1)
+            return matrix[:, r].astype(np.float64)
         groups = groups.split(scores)
     values = np.full(len(groups), np.inf)
     for j, (g, r) in enumerate(zip(groups, ranks, strict=True)):
         if r <= g.shape[0]:
-            values[j] = np.partition(g, r - 1)[r - 1]
+            if in_place:
+                g.partition(r - 1)
+            else:
+                g = np.partition(g, r - 1)
+            values[j] = g[r - 1]
     return values

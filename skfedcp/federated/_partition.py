@@ -3,6 +3,11 @@
 import numpy as np
 import pandas as pd
 
+try:  # pandas' O(n) counting sort (what groupby uses); argsort otherwise
+    from pandas._libs.algos import groupsort_indexer as _groupsort_indexer
+except ImportError:  # pragma: no cover - private pandas API
+    _groupsort_indexer = None
+
 from ..utils._validation import check_client_ids
 
 __all__ = ["ClientPartition", "split_by_client"]
@@ -57,11 +62,15 @@ class ClientPartition:
             self.clients = np.asarray(uniques)
             code_dtype = np.int16 if len(uniques) < 2**15 else np.intp
             self.codes = codes.astype(code_dtype, copy=False)
-            self._order = np.argsort(self.codes, kind="stable")
-            counts = np.bincount(self.codes, minlength=len(uniques))
+            self._order, counts = _group_order(codes, len(uniques))
             self._bounds = np.concatenate(([0], np.cumsum(counts)))
         self.sizes = np.diff(self._bounds)
         self._ids = ids
+
+    @property
+    def is_grouped(self):
+        """Whether the rows arrived grouped (``grouped`` then returns a view)."""
+        return self._order is None
 
     @property
     def n_clients(self):
@@ -77,7 +86,7 @@ class ClientPartition:
     def grouped(self, values):
         """Return ``values`` reordered so that each client's rows are contiguous."""
         values = np.asarray(values)
-        return values if self._order is None else values[self._order]
+        return values if self._order is None else values.take(self._order, axis=0)
 
     def split(self, values):
         """Split a per-row array into one array per client (views when possible)."""
@@ -92,15 +101,31 @@ class ClientPartition:
         return self.grouped(values).reshape(self.n_clients, self.sizes[0])
 
 
+def _group_order(codes, n_groups):
+    """A stable permutation grouping rows by code, and the group sizes.
+
+    A counting sort (O(n), pandas' ``groupsort_indexer``) when available,
+    else a stable argsort of the small-int codes.
+    """
+    if _groupsort_indexer is not None:
+        order, counts = _groupsort_indexer(np.asarray(codes, dtype=np.intp), n_groups)
+        return order, counts[1:]  # counts[0] counts the code -1 (none here)
+    order = np.argsort(codes, kind="stable")
+    return order, np.bincount(codes, minlength=n_groups)
+
+
 def _factorize(ids):
     """Codes into the sorted unique labels (a lookup table for small int ranges)."""
     if ids.dtype.kind in "iu" and ids.shape[0] > 0:
         lo, hi = int(ids.min()), int(ids.max())
         if hi - lo < 2 * ids.shape[0] + 1024:
-            present = np.bincount(ids - lo, minlength=hi - lo + 1) > 0
+            shifted = ids - lo if lo else ids
+            present = np.bincount(shifted, minlength=hi - lo + 1) > 0
             uniques = np.flatnonzero(present) + lo
+            if present.all():  # labels lo..hi all used: the codes are ids - lo
+                return shifted.astype(np.intp, copy=False), uniques.astype(ids.dtype)
             lookup = np.cumsum(present) - 1
-            return lookup[ids - lo], uniques.astype(ids.dtype)
+            return lookup[shifted], uniques.astype(ids.dtype)
     return pd.factorize(ids, sort=True)
 
 

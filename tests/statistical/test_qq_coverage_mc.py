@@ -180,6 +180,25 @@ def test_unequal_sizes(seed):
 
 
 @pytest.mark.slow
+def test_unequal_sizes_joint_search(seed):
+    # Issue 14, item 1: the joint (c, k) search picks l = [5, 9, 18, 34, 14,
+    # 8, 26, 11], k = 6, M = 0.90029. Its empirical coverage over REPS data
+    # sets must match M within 4.5 binomial SE (module docstring) and clear
+    # 1 - alpha by the same margin; M(k = 5) < 0.9 shows the test has power.
+    sizes = [5, 10, 20, 40, 15, 8, 30, 12]
+    rng = np.random.default_rng([seed, 126])
+    sel = select_qq_ranks(sizes, 0.1, local_rank="joint")
+    assert sel.k == 6 and sel.coverage >= 0.9
+    freq = mc_coverage_unequal(rng, sizes, sel.local_ranks, sel.k, REPS)
+    tol = binomial_tolerance(sel.coverage, REPS)
+    assert abs(freq - sel.coverage) <= tol
+    assert freq >= 0.9 - tol
+    M5 = qq_coverage_unequal(sizes, sel.local_ranks, 5)
+    freq5 = mc_coverage_unequal(rng, sizes, sel.local_ranks, 5, REPS)
+    assert abs(freq5 - M5) <= binomial_tolerance(M5, REPS)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("m", "n", "l", "k", "alpha"),
     [(10, 20, 19, 5, 0.1), (10, 20, 18, 8, 0.1), (5, 10, 9, 3, 0.2)],
