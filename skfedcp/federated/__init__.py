@@ -5,9 +5,11 @@ The Flower adapter lives in :mod:`skfedcp.flower`.
 
 from ._partition import ClientPartition, split_by_client
 from ._secure_aggregation import (
+    FixedPointPlan,
     MaskingSetup,
     fixed_point_decode,
     fixed_point_encode,
+    fixed_point_plan,
     make_masking_setup,
     mask_input,
     secure_aggregation_graph,
@@ -17,9 +19,11 @@ from ._secure_aggregation import (
 
 __all__ = [
     "ClientPartition",
+    "FixedPointPlan",
     "MaskingSetup",
     "fixed_point_decode",
     "fixed_point_encode",
+    "fixed_point_plan",
     "make_masking_setup",
     "mask_input",
     "secure_aggregation_graph",
