@@ -20,10 +20,10 @@ extensions = [
 ]
 autosummary_generate = True
 numpydoc_show_class_members = False
-templates_path = []
+templates_path = ["_templates"]
 exclude_patterns = ["_build", "auto_examples/*.ipynb"]
 html_theme = "pydata_sphinx_theme"
-html_static_path = ["_static"]
+html_static_path = []
 
 sphinx_gallery_conf = {
     "examples_dirs": ["../examples"],
