@@ -195,6 +195,13 @@ class PrivateCentralCalibrator(BaseCalibrator):
         Share of ``alpha`` spent on the mechanism's failure, in (0, 1).
         ``"auto"``: the minimiser of ``q~``
         (:func:`~skfedcp.privacy.private_conformal_gamma`).
+    rule : {"paper", "tight"}, default="paper"
+        ``"paper"``: the level ``q~`` of eq. (3). ``"tight"`` (skfedcp
+        extension): the smallest level whose exact worst-case tail bound
+        (:func:`~skfedcp.privacy.private_quantile_rank_tail`) guarantees
+        ``1 - alpha``, for any score law; same mechanism and privacy, lower
+        levels (e.g. 0.910 instead of 0.925 at ``N = 1000``, ``epsilon =
+        1``); ``gamma`` is unused. See the user guide, "Tight corrections".
 
     Attributes
     ----------
@@ -578,6 +585,16 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         coverage ``M(l_gamma + l_cor, k_gamma)`` of the corrected ranks, ties
         to the smaller ``gamma`` (the rule of [1]_; the grid is a skfedcp
         choice).
+    rule : {"paper", "tight"}, default="paper"
+        ``"paper"``: the corrections of [1]_ above. ``"tight"`` (skfedcp
+        extension, equal client sizes): every client runs the mechanism at
+        the level ``t / n`` and the server keeps the ``k``-th smallest
+        release, with ``(t, k)`` the pair whose guaranteed coverage, from
+        the exact worst-case tail of the mechanism at every rank, is the
+        smallest value ``>= 1 - alpha``; same mechanism, messages and
+        privacy, coverage closer to ``1 - alpha`` (0.914 instead of 0.929
+        at 5 x 200 scores, ``epsilon = 10``); ``gamma`` is unused. See the
+        user guide, "Tight corrections".
 
     Attributes
     ----------
