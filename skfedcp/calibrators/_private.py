@@ -1176,6 +1176,8 @@ def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
 _GAUSS_EXACT_MAX_N = 4000
 # Slack on the numerical bound when the quadrature is not exact.
 _QUADRATURE_SLACK = 1e-10
+# A bound must exceed 1 - alpha by this much (float rounding of the sums).
+_BOUND_MARGIN = 1e-12
 
 
 def _rank_cdf_on(t, n, ranks, pmf):
@@ -1241,7 +1243,7 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins):
             f'not implemented); got sizes {_describe(sizes)}. Use rule="paper".'
         )
     n = sizes[0]
-    target = 1.0 - alpha
+    target = 1.0 - alpha + _BOUND_MARGIN
 
     def bound(t, k):
         return _tight_lower_bound(m, n, max(t / n, 0.5), k, epsilon, n_bins)

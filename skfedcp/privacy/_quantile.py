@@ -707,12 +707,13 @@ def _tight_central(n, alpha, epsilon, n_bins):
         tail = _rank_tail(n, level, epsilon, n_bins)
         return float(np.sum(1.0 - tail[1 : n + 1]) / (n + 1))
 
-    if n == 0 or coverage(n) < 1.0 - alpha:
+    target = 1.0 - alpha + 1e-12  # a margin for the rounding of the sum
+    if n == 0 or coverage(n) < target:
         return None
-    lo, hi = 0, n  # coverage(lo) < 1 - alpha <= coverage(hi), lo "virtual"
+    lo, hi = 0, n  # coverage(lo) < target <= coverage(hi), lo "virtual"
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if coverage(mid) >= 1.0 - alpha:
+        if coverage(mid) >= target:
             hi = mid
         else:
             lo = mid
