@@ -10,6 +10,14 @@ Also, the FedCP²-QQ analogue (Humbert et al., Fig. 2): the exact coverage
 ``M(l_gamma + l_cor, k_gamma)`` of the corrected ranks for m = 10 clients,
 B = 100 bins, beside the reference values of the spec (section 7).
 
+Then ``rule="paper"`` versus ``rule="tight"`` (the skfedcp extension of the
+user guide, "Tight corrections"): the exact coverage ``E[F(threshold)]`` of
+both rules, from the exact law of the threshold (``threshold_probabilities``)
+averaged over ``R`` calibration draws (± its Monte Carlo standard error), for
+FedCP²-QQ (5 clients x 200 scores, B = 100, the paper's setting) and
+dp-central (n = 1,000, automatic bins), on several score laws: continuous
+(uniform, skewed), atoms, ties on bin edges and a two-point law.
+
 Run: ``python benchmarks/bench_private_level_curves.py [--quick]``.
 """
 
@@ -19,7 +27,10 @@ import time
 import _common  # noqa: F401
 import numpy as np
 
-from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator
+from skfedcp.calibrators import (
+    PrivateCentralCalibrator,
+    PrivateQuantileOfQuantilesCalibrator,
+)
 from skfedcp.privacy import (
     private_conformal_gamma,
     private_conformal_level,
@@ -59,6 +70,93 @@ def qq_curves(sizes, epsilons):
     return table
 
 
+# Score laws: a sampler and the CDF F(t) = P(S <= t) (t may be +inf).
+LAWS = {
+    "uniform": (lambda rng, n: rng.uniform(size=n), lambda t: np.minimum(t, 1.0)),
+    "beta(5,1)": (
+        lambda rng, n: rng.beta(5, 1, size=n),
+        lambda t: np.minimum(t, 1) ** 5,
+    ),
+    "atom 85% at 0": (
+        lambda rng, n: np.where(rng.random(n) < 0.85, 0.0, rng.uniform(size=n)),
+        lambda t: 0.85 + 0.15 * np.minimum(t, 1.0),
+    ),
+    "edges (ties)": (
+        lambda rng, n: rng.integers(1, 101, size=n) / 100.0,
+        lambda t: np.floor(np.minimum(t, 1.0) * 100 + 1e-9) / 100.0,
+    ),
+    "two-point": (
+        lambda rng, n: np.where(rng.random(n) < 0.9, 0.004, 0.996),
+        lambda t: np.where(t >= 0.996, 1.0, np.where(t >= 0.004, 0.9, 0.0)),
+    ),
+}
+
+
+def exact_coverage(calibrator, m, n, law, reps, seed=0):
+    """Mean and SE over ``reps`` data sets of ``E[F(threshold) | data]``."""
+    draw, cdf = LAWS[law]
+    rng = np.random.default_rng(seed)
+    ids = np.repeat(np.arange(m), n) if m > 1 else None
+    cov = np.empty(reps)
+    for r in range(reps):
+        law_ = calibrator.threshold_probabilities(draw(rng, m * n), ids, alpha=ALPHA)
+        cov[r] = law_.probabilities @ cdf(law_.values)
+    return cov.mean(), cov.std(ddof=1) / np.sqrt(reps)
+
+
+def coverage_tables(reps, epsilons=(10.0, 5.0, 1.0)):
+    rows = []
+    for name, (m, n), make in [
+        (
+            "dp-qq 5 x 200, B=100",
+            (5, 200),
+            lambda e, rule: PrivateQuantileOfQuantilesCalibrator(
+                epsilon=e, score_bounds=(0, 1), rule=rule
+            ),
+        ),
+        (
+            "dp-central n=1000",
+            (1, 1000),
+            lambda e, rule: PrivateCentralCalibrator(
+                epsilon=e, score_bounds=(0, 1), rule=rule
+            ),
+        ),
+    ]:
+        print(f"\n{name}: exact coverage (mean ± SE over {reps} data sets)")
+        print(
+            f"{'law':>14s} {'eps':>4s} {'paper':>17s} {'tight':>17s} "
+            f"{'excess removed':>15s} {'bound (tight)':>14s}"
+        )
+        for law in LAWS:
+            for eps in epsilons:
+                out = {}
+                for rule in ("paper", "tight"):
+                    cal = make(eps, rule)
+                    out[rule] = exact_coverage(cal, m, n, law, reps)
+                lower = make(eps, "tight").plan([n] * m, ALPHA)
+                bound = lower.get("coverage_lower", float("nan"))
+                (p, p_se), (t, t_se) = out["paper"], out["tight"]
+                removed = (p - t) / (p - (1 - ALPHA)) if p > 1 - ALPHA else np.nan
+                print(
+                    f"{law:>14s} {eps:4g} {p:8.4f} ± {p_se:.4f} {t:8.4f} ± {t_se:.4f} "
+                    f"{removed:14.0%} {bound:14.4f}",
+                    flush=True,
+                )
+                rows.append(
+                    {
+                        "setting": name,
+                        "law": law,
+                        "epsilon": eps,
+                        "paper": p,
+                        "paper_se": p_se,
+                        "tight": t,
+                        "tight_se": t_se,
+                        "tight_bound": bound,
+                    }
+                )
+    return rows
+
+
 def _cell(value):
     return f"{'>= 1':>8s}" if value >= 1 else f"{value:8.4f}"
 
@@ -66,7 +164,18 @@ def _cell(value):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a coarse n grid")
+    parser.add_argument(
+        "--reps", type=int, default=None, help="data sets per coverage cell"
+    )
+    parser.add_argument(
+        "--coverage-only", action="store_true", help="only paper vs tight"
+    )
     args = parser.parse_args(argv)
+    reps = args.reps or (100 if args.quick else 1000)
+    if args.coverage_only:
+        rows = coverage_tables(reps)
+        _common.save_record("private_tight_coverage", {"alpha": ALPHA, "rows": rows})
+        return
     if args.quick:
         sizes = [100, 1000, 10_000]
         epsilons = [1.0, 10.0]
@@ -102,6 +211,7 @@ def main(argv=None):
             theirs = "infeasible" if ref is None else f"{ref:.4f}"
             cells.append(f"{ours:>10s} ({theirs:>6s})")
         print(f"{n:8d} " + " ".join(f"{c:>18s}" for c in cells))
+    rows = coverage_tables(reps)
     seconds = time.perf_counter() - start
     _common.save_record(
         "private_level_curves",
@@ -116,6 +226,7 @@ def main(argv=None):
                 {"n": n, "epsilon": e, "score": s, "reference": QQ_REFERENCE.get(e)}
                 for (e, n), s in qq.items()
             ],
+            "tight_coverage": rows,
         },
     )
 

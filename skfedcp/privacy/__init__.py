@@ -14,8 +14,10 @@ from ._quantile import (
     private_conformal_gamma,
     private_conformal_level,
     private_conformal_n_bins,
+    private_conformal_tight_coverage,
     private_quantile,
     private_quantile_probabilities,
+    private_quantile_rank_tail,
 )
 from ._randomized_response import (
     binary_randomized_response,
@@ -42,6 +44,8 @@ __all__ = [
     "private_conformal_gamma",
     "private_conformal_level",
     "private_conformal_n_bins",
+    "private_conformal_tight_coverage",
     "private_quantile",
     "private_quantile_probabilities",
+    "private_quantile_rank_tail",
 ]
