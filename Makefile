@@ -66,11 +66,12 @@ coverage: $(VENV)/.installed-dev
 	$(BIN)/python -m pip install --quiet pytest-cov
 	$(BIN)/python -m pytest -q --cov=skfedcp --cov-report=term-missing
 
+# -W: a warning fails the build (CI runs it); --keep-going lists them all.
 docs: $(VENV)/.installed-docs
-	$(BIN)/sphinx-build -q -b html docs docs/_build/html
+	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
 
 docs-noplot: $(VENV)/.installed-docs
-	$(BIN)/sphinx-build -q -b html -D plot_gallery=0 docs docs/_build/html
+	$(BIN)/sphinx-build -q -W --keep-going -b html -D plot_gallery=0 docs docs/_build/html
 
 # A real Flower deployment on 127.0.0.1: a SuperLink, SuperNodes, flwr run.
 $(VENV)/.installed-flower: pyproject.toml $(VENV)/.installed-dev
