@@ -113,7 +113,7 @@ def check_client_sizes(n_per_client, *, name="n_per_client"):
             f"{name} must hold non-negative integers; got dtype {sizes.dtype} "
             f"({sizes.tolist()[:5]}...)."
         )
-    sizes = sizes.astype(np.int64)
+    sizes = sizes.astype(np.int64, copy=False)  # an int64 array is kept as is
     if (sizes < 0).any():
         raise ValueError(
             f"{name} must hold non-negative integers; got {sizes.tolist()}."
