@@ -108,7 +108,9 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         "calibrator": [StrOptions(set(CALIBRATORS)), BaseCalibrator],
         "calibration_size": [Interval(Real, 0, 1, closed="neither")],
         "random_state": [
-            "random_state",
+            None,
+            Interval(Integral, 0, None, closed="left"),  # full-width seeds
+            np.random.RandomState,
             StrOptions({SECURE}),
             np.random.SeedSequence,
             np.random.Generator,
