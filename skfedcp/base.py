@@ -227,6 +227,7 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         array otherwise (also when a frozen pipeline takes mixed-type frames).
         Sparse and NaN input follow the inner model's tags.
         """
+        _check_y_matches_X(X, y, y_numeric=y_numeric)
         tags = get_tags(self).input_tags
         X_checked, y = validate_data(
             self,
@@ -288,6 +289,39 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         self.messages_ = calibrator.messages_
         self.epsilon_spent_ = float(getattr(calibrator, "epsilon_spent_", math.inf))
         return calibrator
+
+
+def _n_rows(a):
+    """Number of rows of an array-like, or None when it has none."""
+    shape = getattr(a, "shape", None)
+    if shape is not None:
+        return shape[0] if len(shape) else None
+    if isinstance(a, str | bytes) or not hasattr(a, "__len__"):
+        return None
+    return len(a)
+
+
+def _check_y_matches_X(X, y, *, y_numeric):
+    """Errors that name ``y`` before scikit-learn's generic ones."""
+    if y is None:
+        raise ValueError("y is None: fit needs one target per row of X.")
+    n_X, n_y = _n_rows(X), _n_rows(y)
+    if n_X is None or n_y is None:
+        return  # let validate_data name the bad argument
+    if n_X != n_y:
+        raise ValueError(
+            f"X has {n_X} rows but y has {n_y}; give one target per row of X."
+        )
+    if y_numeric:
+        values = np.asarray(y)
+        if values.dtype.kind in "OUS":
+            try:
+                values.astype(np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    "y must hold numbers (regression targets); got values such as "
+                    f"{values.ravel()[:3].tolist()}."
+                ) from None
 
 
 def _forward_privacy_params(calibrator, *, epsilon, score_bounds, natural_bounds):

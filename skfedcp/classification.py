@@ -249,7 +249,14 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         X_use, y, client_ids = self._validate_fit_data(
             X, y, client_ids, y_numeric=False
         )
-        check_classification_targets(y)
+        if y.dtype.kind in "fO" and pd.isna(y).any():
+            raise ValueError(
+                "y contains missing labels (NaN or None); every row needs a label."
+            )
+        try:
+            check_classification_targets(y)
+        except ValueError as exc:
+            raise ValueError(f"y must hold class labels: {exc}") from None
         calibrator_seed, streams = self._fit_randomness()
         score = resolve_classification_score(self.conformity_score)
         prefit = is_prefit(inner)

@@ -43,6 +43,7 @@ class BaseRegressionScore(BaseEstimator):
     """
 
     requires_fit = False
+    _parameter_constraints: dict = {}
 
     def fit(self, X, y, y_pred):
         """Learn what the score needs from training rows (default: nothing).

@@ -68,6 +68,7 @@ class BaseClassificationScore(BaseEstimator):
 
     #: Natural range of the score (public: it does not depend on data).
     bounds = (0.0, 1.0)
+    _parameter_constraints: dict = {}
 
     def label_scores(self, proba, *, random_state=None):
         """Return the score of every label, shape ``(n_samples, n_classes)``.
@@ -233,10 +234,19 @@ def resolve_classification_score(score):
     """
     if isinstance(score, str):
         try:
-            return CLASSIFICATION_SCORES[score]()
+            score = CLASSIFICATION_SCORES[score]()
         except KeyError:
             raise ValueError(
-                f"conformity_score must be one of {sorted(CLASSIFICATION_SCORES)} "
-                f"or a BaseClassificationScore; got {score!r}."
+                f"conformity_score must be one of {sorted(CLASSIFICATION_SCORES)} or a "
+                f"BaseClassificationScore instance; got {score!r}."
             ) from None
-    return clone(score)
+    elif isinstance(score, BaseClassificationScore):
+        score = clone(score)
+    else:
+        raise TypeError(
+            "conformity_score must be a string or a BaseClassificationScore instance; "
+            f"got {type(score).__name__}."
+        )
+    # The wrappers' own validation does not reach the score's parameters.
+    score._validate_params()
+    return score

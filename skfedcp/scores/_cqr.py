@@ -40,6 +40,7 @@ class BaseCQRScore(BaseEstimator):
     """
 
     n_thresholds = 1
+    _parameter_constraints: dict = {}
 
     def conformity_score(self, y, y_pred, X=None):
         """Return the score of each row (larger = worse fit)."""
@@ -205,15 +206,19 @@ def resolve_cqr_score(score):
     """
     if isinstance(score, str):
         try:
-            return CQR_SCORES[score]()
+            score = CQR_SCORES[score]()
         except KeyError:
             raise ValueError(
                 f"conformity_score must be one of {sorted(CQR_SCORES)} or a "
                 f"BaseCQRScore instance; got {score!r}."
             ) from None
-    if isinstance(score, BaseCQRScore):
-        return clone(score)
-    raise TypeError(
-        "conformity_score must be a string or a BaseCQRScore instance; got "
-        f"{type(score).__name__}."
-    )
+    elif isinstance(score, BaseCQRScore):
+        score = clone(score)
+    else:
+        raise TypeError(
+            "conformity_score must be a string or a BaseCQRScore instance; "
+            f"got {type(score).__name__}."
+        )
+    # The wrappers' own validation does not reach the score's parameters.
+    score._validate_params()
+    return score

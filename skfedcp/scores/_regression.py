@@ -150,15 +150,19 @@ def resolve_regression_score(score):
     """
     if isinstance(score, str):
         try:
-            return REGRESSION_SCORES[score]()
+            score = REGRESSION_SCORES[score]()
         except KeyError:
             raise ValueError(
                 f"conformity_score must be one of {sorted(REGRESSION_SCORES)} or a "
                 f"BaseRegressionScore instance; got {score!r}."
             ) from None
-    if isinstance(score, BaseRegressionScore):
-        return clone(score)
-    raise TypeError(
-        "conformity_score must be a string or a BaseRegressionScore instance; "
-        f"got {type(score).__name__}."
-    )
+    elif isinstance(score, BaseRegressionScore):
+        score = clone(score)
+    else:
+        raise TypeError(
+            "conformity_score must be a string or a BaseRegressionScore instance; "
+            f"got {type(score).__name__}."
+        )
+    # The wrappers' own validation does not reach the score's parameters.
+    score._validate_params()
+    return score
