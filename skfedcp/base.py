@@ -304,13 +304,14 @@ def _n_rows(a):
 def _check_y_matches_X(X, y, *, y_numeric):
     """Errors that name ``y`` before scikit-learn's generic ones."""
     if y is None:
-        raise ValueError("y is None: fit needs one target per row of X.")
+        return  # scikit-learn's "requires y to be passed" error names y
     n_X, n_y = _n_rows(X), _n_rows(y)
     if n_X is None or n_y is None:
         return  # let validate_data name the bad argument
     if n_X != n_y:
         raise ValueError(
-            f"X has {n_X} rows but y has {n_y}; give one target per row of X."
+            f"X has {n_X} rows but y has {n_y} (inconsistent numbers of "
+            "samples); give one target per row of X."
         )
     if y_numeric:
         values = np.asarray(y)

@@ -196,7 +196,7 @@ CASES = [
         "y must hold numbers",
     ),
     ("reg-y-short", lambda: R().fit(X, y[:-1]), ValueError, "y has 119"),
-    ("reg-y-none", lambda: R().fit(X, None), ValueError, "y is None"),
+    ("reg-y-none", lambda: R().fit(X, None), ValueError, "target y is None"),
     ("reg-client_ids-short", lambda: R().fit(X, y, ids[:-1]), ValueError, "client_ids"),
     (
         "reg-client_ids-nan",
