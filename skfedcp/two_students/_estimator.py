@@ -30,10 +30,25 @@ def _seeded(estimator, rng):
         for key in estimator.get_params(deep=True)
         if key == "random_state" or key.endswith("__random_state")
     )
-    seeds = rng.integers(2**32, size=len(keys), dtype=np.uint64)
+    seeds = rng.randint(np.iinfo(np.int32).max, size=len(keys))
     if keys:
         estimator.set_params(**{k: int(s) for k, s in zip(keys, seeds, strict=True)})
     return estimator
+
+
+def _check_rng(random_state):
+    """The fit's RandomState; never NumPy's global one.
+
+    An int or a RandomState is used as scikit-learn would (so seeded fits are
+    unchanged); anything else goes through a SeedSequence, ``None`` drawing
+    fresh operating-system entropy instead of the global state.
+    """
+    if isinstance(random_state, np.random.RandomState):
+        return random_state
+    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        return np.random.RandomState(int(random_state))
+    seed = check_seed_sequence(random_state, allow_secure=False)
+    return np.random.RandomState(np.random.MT19937(seed))
 
 
 def _fit(estimator, X, y):
@@ -137,9 +152,10 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         ``fit`` (the paper's code draws fresh rows each round).
     random_state : None, int, SeedSequence, Generator or RandomState, \
             default=None
-        Seeds the teachers, the students and the shards, through one
-        :class:`~numpy.random.SeedSequence`: ``None`` draws fresh
-        operating-system entropy (NumPy's global state is never used).
+        Seeds the teachers, the students and the shards. An int or a
+        ``RandomState`` seeds as in scikit-learn; ``None`` draws fresh
+        operating-system entropy (NumPy's global state is never used); a
+        ``SeedSequence`` or ``Generator`` seeds through a SeedSequence.
         ``"secure"`` is refused: nothing here is a privacy mechanism. All
         randomness is consumed in ``fit``.
     n_jobs : int, default=None
@@ -377,11 +393,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         teacher, mean_template, uq_template = self._templates()
         multi_round = self.n_rounds > 1
         self._check_round_setup(multi_round, teacher, mean_template, client_models)
-        # One generator from the SeedSequence of random_state: None is fresh
-        # OS entropy, never NumPy's global state.
-        rng = np.random.default_rng(
-            check_seed_sequence(self.random_state, allow_secure=False)
-        )
+        rng = _check_rng(self.random_state)
 
         if single_holder:
             n = X.shape[0]
