@@ -13,9 +13,9 @@ from scipy.sparse import issparse
 from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
-from sklearn.utils import assert_all_finite, check_random_state, get_tags
+from sklearn.utils import assert_all_finite, get_tags
 
-from .base import BaseFedConformal, is_prefit
+from .base import _MODEL, _SPLIT, BaseFedConformal, is_prefit
 from .exceptions import CrossingQuantilesWarning
 from .scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
 from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
@@ -162,9 +162,17 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
     calibration_size : float, default=0.5
         Fraction of each client's rows that calibrate when a model must be
         fitted; the rest trains.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the internal split, the default forest and any randomness of
-        the calibrator. All randomness is consumed in ``fit``.
+    random_state : None, int, SeedSequence, Generator, RandomState or \
+            "secure", default=None
+        Root of all randomness of ``fit``: one
+        :class:`~numpy.random.SeedSequence` whose independent children seed
+        the per-client split, the default forest and the calibrator(s).
+        ``None`` draws fresh operating-system entropy (NumPy's global state
+        is never used); an int makes fits reproducible (simulations).
+        ``"secure"`` (private calibrators only) draws the mechanism's noise
+        from the operating system's secure generator; the split and the
+        forest then use fresh OS entropy. All randomness is consumed in
+        ``fit``.
     n_jobs : int, default=None
         Passed to the default quantile forest and to the calibrator (which
         may use it to simulate clients in parallel).
@@ -195,6 +203,12 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         Sorted client labels seen in calibration.
     n_clients_ : int
         Number of calibrating clients.
+    epsilon_spent_ : float
+        Privacy loss of the calibration rows from this fit, ``2 * epsilon``
+        for the asymmetric variant; ``inf`` for non-private calibrators. It
+        covers the calibration only: rows that train unfitted quantile
+        models are not protected (``fit`` then warns with
+        :class:`~skfedcp.exceptions.PrivacyLeakWarning`).
     crossing_fraction_ : float
         Share of calibration rows where ``f_lo(x) > f_hi(x)``; above 5% fit
         warns with :class:`~skfedcp.exceptions.CrossingQuantilesWarning` (a
@@ -234,10 +248,15 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
     ``(f_lo + f_hi) / 2``, a point prediction for ``score`` and pipelines,
     not part of the guarantee.
 
-    **Crossing quantiles.** When ``f_lo(x) > f_hi(x)`` the interval may be
-    narrow or empty (lower bound above the upper); it is returned as
-    computed, and coverage still holds on average. The normalized score
-    floors the width at ``min_width``, so inverted bands give large scores.
+    **Intervals never cross.** The conformal set ``[f_lo(x) - q, f_hi(x) +
+    q]`` is empty where the models' quantiles cross (``f_lo(x) > f_hi(x)``)
+    or where a negative ``q`` exceeds half the band. Such a row is returned
+    as the interval between the two computed bounds, ``[min, max]``: a
+    superset of the empty set, so the guarantee above still holds (coverage
+    can only increase), ``lower <= upper`` on every row, and the width is
+    ``|f_hi(x) - f_lo(x) + 2q|``, as MAPIE and puncc measure it. The
+    normalized score floors the width at ``min_width``, so inverted bands
+    give large scores.
 
     References
     ----------
@@ -419,7 +438,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         levels = self._resolve_levels()
         X_use, y, client_ids = self._validate_fit_data(X, y, client_ids, y_numeric=True)
         y = np.asarray(y, dtype=np.float64)
-        rng = check_random_state(self.random_state)
+        calibrator_seed, streams = self._fit_randomness()
         score = resolve_cqr_score(self.conformity_score)
 
         if self._is_pair():
@@ -434,35 +453,38 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
             for name, model in models.items()
         }
         train_idx, cal_idx = self._calibration_split(
-            client_ids, all(prefit.values()), rng
+            client_ids, all(prefit.values()), streams[_SPLIT]
         )
         if train_idx.size:
+            self._warn_training_not_private("the quantile models")
             X_train, y_train = self._rows(X_use, train_idx), y[train_idx]
-            self._fit_models(models, prefit, levels, X_train, y_train, rng)
+            self._fit_models(models, prefit, levels, X_train, y_train, streams[_MODEL])
             X_cal, y_cal = self._rows(X_use, cal_idx), y[cal_idx]
             ids_cal = client_ids[cal_idx]
         else:  # all prefit: every row calibrates, no copy
-            self._fit_models(models, prefit, levels, None, None, rng)
+            self._fit_models(models, prefit, levels, None, None, streams[_MODEL])
             X_cal, y_cal, ids_cal = X_use, y, client_ids
         bounds = self._predict_bounds(X_cal)
         self._warn_crossing(bounds)
         self.conformity_score_ = score
         scores = score.conformity_score(y_cal, bounds, X_cal)
         if score.n_thresholds == 1:
-            self._fit_calibrator(scores, ids_cal, rng)
+            self._fit_calibrator(scores, ids_cal, calibrator_seed)
         else:
-            self._fit_two_calibrators(scores, ids_cal, rng)
+            self._fit_two_calibrators(scores, ids_cal, calibrator_seed)
         return self
 
-    def _fit_models(self, models, prefit, levels, X_train, y_train, rng):
-        """Set the fitted models and ``quantile_levels_``; prefit ones as is."""
+    def _fit_models(self, models, prefit, levels, X_train, y_train, seed):
+        """Set the fitted models and ``quantile_levels_``; prefit ones as is.
+
+        ``seed`` (a SeedSequence) seeds the default forest.
+        """
         if "estimator" in models:
             if prefit["estimator"]:
                 self.estimator_ = self.estimator
             elif self.estimator is None:
-                seed = rng.randint(np.iinfo(np.int32).max)
                 forest = RandomForestQuantileRegressor(
-                    random_state=seed, n_jobs=self.n_jobs
+                    random_state=int(seed.generate_state(1)[0]), n_jobs=self.n_jobs
                 )
                 self.estimator_ = forest.fit(X_train, y_train)
             else:
@@ -480,11 +502,16 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         self.estimator_lower_, self.estimator_upper_ = fitted
         self.quantile_levels_ = np.array(used_levels)
 
-    def _fit_two_calibrators(self, scores, client_ids, rng):
-        """One fresh calibrator per side, each at ``alpha / 2``."""
+    def _fit_two_calibrators(self, scores, client_ids, seed):
+        """One fresh calibrator per side, each at ``alpha / 2``.
+
+        The two sides draw from independent children of ``seed`` (both
+        ``"secure"`` when it is).
+        """
+        seeds = [seed] * 2 if isinstance(seed, str) else seed.spawn(2)
         sides = {
             side: self._fit_calibrator(
-                scores[:, j], client_ids, rng, alpha=self.alpha / 2
+                scores[:, j], client_ids, seeds[j], alpha=self.alpha / 2
             )
             for j, side in enumerate(("lower", "upper"))
         }
@@ -493,6 +520,11 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         self.threshold_ = np.array([lower.threshold_, upper.threshold_])
         self.clients_ = lower.clients_
         self.n_clients_ = lower.n_clients_
+        # Two releases per client: sequential composition.
+        self.epsilon_spent_ = float(
+            getattr(lower, "epsilon_spent_", np.inf)
+            + getattr(upper, "epsilon_spent_", np.inf)
+        )
         self.messages_ = {"client": lower.messages_["client"]}
         for side, calibrator in sides.items():
             for key, value in calibrator.messages_.items():
@@ -507,8 +539,8 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
                 f"The lower quantile model predicts above the upper one on "
                 f"{self.crossing_fraction_:.1%} of the calibration rows. Coverage "
                 "stays valid (the calibration sees these rows' scores), but some "
-                "intervals may be narrow or empty: check the quantile models "
-                "and quantile_levels.",
+                "intervals may be narrow or returned as the span of crossed "
+                "bounds: check the quantile models and quantile_levels.",
                 CrossingQuantilesWarning,
                 stacklevel=3,
             )
@@ -588,9 +620,9 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         Returns
         -------
         intervals : ndarray of shape (n_samples, 2)
-            Lower and upper bounds; infinite where ``threshold_`` is. A row
-            may have lower > upper (an empty interval) when ``threshold_`` is
-            negative or the quantiles cross.
+            Lower and upper bounds, ``lower <= upper`` on every row (see
+            Notes: an empty conformal set is returned as the interval between
+            its crossed bounds); infinite where ``threshold_`` is.
         """
         self._check_predict_X(X)
         return self.conformity_score_.interval(

@@ -1,5 +1,6 @@
 """Shared machinery of the conformal wrappers: frozen models, splits, calibrators."""
 
+import math
 import warnings
 from numbers import Integral, Real
 
@@ -11,8 +12,9 @@ from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .calibrators import CALIBRATORS, BaseCalibrator, get_calibrator
-from .exceptions import PrefitEstimatorWarning
+from .exceptions import PrefitEstimatorWarning, PrivacyLeakWarning
 from .federated import ClientPartition
+from .utils._random import SECURE, check_seed_sequence
 from .utils._sklearn_compat import (
     Interval,
     StrOptions,
@@ -23,6 +25,56 @@ from .utils._sklearn_compat import (
 from .utils._validation import check_client_ids
 
 __all__ = ["BaseFedConformal"]
+
+# The independent random streams of one wrapper fit, spawned in this order
+# from the SeedSequence of ``random_state`` (adding a stream at the end keeps
+# the others unchanged).
+_SPLIT, _CALIBRATOR, _SCORE, _MODEL = range(4)
+_N_STREAMS = 4
+
+
+def fit_streams(random_state):
+    """Independent seeds of one fit: ``(calibrator_seed, [SeedSequence] * 4)``.
+
+    All randomness of a wrapper fit derives from one
+    :class:`~numpy.random.SeedSequence` built by
+    :func:`~skfedcp.utils._random.check_seed_sequence` (``None``: fresh
+    operating-system entropy; NumPy's global state is never read). Its
+    spawned children seed the per-client split (``_SPLIT``), the calibrator
+    (``_CALIBRATOR``), the randomized scores' calibration draws (``_SCORE``)
+    and a default model (``_MODEL``). With ``"secure"`` the calibrator seed is
+    ``"secure"`` (the operating system's secure generator) and the other
+    streams are seeded from fresh operating-system entropy: they protect
+    nothing (the split and the model's training are not private), so they
+    need no cryptographic source, and they are not reproducible.
+    """
+    seed = check_seed_sequence(random_state)
+    if isinstance(seed, str):
+        return SECURE, [np.random.SeedSequence() for _ in range(_N_STREAMS)]
+    # Spawn from a copy: a SeedSequence passed by the user is left as it was,
+    # so two fits with the same random_state give the same streams.
+    root = np.random.SeedSequence(
+        seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size
+    )
+    children = root.spawn(_N_STREAMS)
+    return children[_CALIBRATOR], children
+
+
+def calibrator_random_state(seed):
+    """What the calibrator's ``fit`` receives for a stream seed (or "secure").
+
+    A ``RandomState`` on a ``MT19937`` seeded by the child SeedSequence: the
+    calibrators accept it (as they accept a SeedSequence), and it is never
+    NumPy's global generator.
+    """
+    if isinstance(seed, str):
+        return seed
+    return np.random.RandomState(np.random.MT19937(seed))
+
+
+def is_private_calibrator(calibrator):
+    """Whether ``calibrator`` (alias or instance) is a private (DP) strategy."""
+    return "epsilon" in get_calibrator(calibrator).get_params(deep=False)
 
 
 def is_prefit(estimator):
@@ -55,14 +107,55 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         "alpha": [Interval(Real, 0, 1, closed="neither")],
         "calibrator": [StrOptions(set(CALIBRATORS)), BaseCalibrator],
         "calibration_size": [Interval(Real, 0, 1, closed="neither")],
-        "random_state": ["random_state"],
+        "random_state": [
+            None,
+            Interval(Integral, 0, None, closed="left"),  # full-width seeds
+            np.random.RandomState,
+            StrOptions({SECURE}),
+            np.random.SeedSequence,
+            np.random.Generator,
+        ],
         "n_jobs": [Integral, None],
     }
+
+    def _fit_randomness(self):
+        """Check ``random_state`` against the calibrator; return ``fit_streams``.
+
+        ``"secure"`` is accepted only with a private calibrator, whose
+        mechanism it feeds; a non-private calibrator draws no noise.
+        """
+        if isinstance(self.random_state, str) and not is_private_calibrator(
+            self.calibrator
+        ):
+            name = (
+                self.calibrator
+                if isinstance(self.calibrator, str)
+                else type(self.calibrator).__name__
+            )
+            raise ValueError(
+                f'random_state="secure" feeds the noise of a private calibrator '
+                f"(e.g. 'dp-qq', 'dp-central'); calibrator={name!r} draws no noise. "
+                "Pass an int or None."
+            )
+        return fit_streams(self.random_state)
+
+    def _warn_training_not_private(self, what):
+        """Warn that rows train a model outside the privacy guarantee."""
+        if is_private_calibrator(self.calibrator):
+            warnings.warn(
+                f"{type(self).__name__} trains {what} on part of the rows given to "
+                "fit, without any privacy protection: epsilon_spent_ covers the "
+                "calibration rows only. Train the model on other (public or "
+                "privately trained) data and pass it as FrozenEstimator.",
+                PrivacyLeakWarning,
+                stacklevel=4,
+            )
 
     def _calibration_split(self, client_ids, prefit, rng):
         """Return ``(train_idx, cal_idx)``, a random split made within each client.
 
-        With a prefit model every row calibrates and ``train_idx`` is empty.
+        ``rng`` is the split's SeedSequence (see :func:`fit_streams`). With a
+        prefit model every row calibrates and ``train_idx`` is empty.
         """
         n = client_ids.shape[0]
         if prefit:
@@ -80,7 +173,7 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
                 f"{int(np.ceil(1 / self.calibration_size))} rows, raise "
                 "calibration_size, or pass a fitted model as FrozenEstimator."
             )
-        order = np.lexsort((rng.random_sample(n), codes))
+        order = np.lexsort((np.random.default_rng(rng).random(n), codes))
         starts = np.concatenate(([0], np.cumsum(part.sizes)[:-1]))
         sorted_codes = codes[order]
         position = np.arange(n) - starts[sorted_codes]
@@ -134,6 +227,7 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         array otherwise (also when a frozen pipeline takes mixed-type frames).
         Sparse and NaN input follow the inner model's tags.
         """
+        _check_y_matches_X(X, y, y_numeric=y_numeric)
         tags = get_tags(self).input_tags
         X_checked, y = validate_data(
             self,
@@ -168,7 +262,10 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         neither the wrapper nor the calibrator gives. ``alpha`` overrides
         ``self.alpha`` (e.g. ``alpha / 2`` per side of an asymmetric interval).
         ``labels`` go to calibrators with ``requires_score_matrix`` (then
-        ``scores`` is the score matrix of every label).
+        ``scores`` is the score matrix of every label). ``rng`` is the
+        calibrator's SeedSequence or ``"secure"`` (see :func:`fit_streams`).
+        Sets ``epsilon_spent_``: the calibrator's privacy loss of the
+        calibration rows, ``inf`` for a non-private calibrator.
         """
         calibrator = get_calibrator(self.calibrator)
         _forward_privacy_params(
@@ -181,7 +278,7 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
             scores,
             client_ids,
             alpha=self.alpha if alpha is None else alpha,
-            random_state=rng,
+            random_state=calibrator_random_state(rng),
             n_jobs=getattr(self, "n_jobs", None),
             **({} if labels is None else {"labels": labels}),
         )
@@ -190,7 +287,42 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         self.clients_ = calibrator.clients_
         self.n_clients_ = calibrator.n_clients_
         self.messages_ = calibrator.messages_
+        self.epsilon_spent_ = float(getattr(calibrator, "epsilon_spent_", math.inf))
         return calibrator
+
+
+def _n_rows(a):
+    """Number of rows of an array-like, or None when it has none."""
+    shape = getattr(a, "shape", None)
+    if shape is not None:
+        return shape[0] if len(shape) else None
+    if isinstance(a, str | bytes) or not hasattr(a, "__len__"):
+        return None
+    return len(a)
+
+
+def _check_y_matches_X(X, y, *, y_numeric):
+    """Errors that name ``y`` before scikit-learn's generic ones."""
+    if y is None:
+        return  # scikit-learn's "requires y to be passed" error names y
+    n_X, n_y = _n_rows(X), _n_rows(y)
+    if n_X is None or n_y is None:
+        return  # let validate_data name the bad argument
+    if n_X != n_y:
+        raise ValueError(
+            f"X has {n_X} rows but y has {n_y} (inconsistent numbers of "
+            "samples); give one target per row of X."
+        )
+    if y_numeric:
+        values = np.asarray(y)
+        if values.dtype.kind in "OUS":
+            try:
+                values.astype(np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    "y must hold numbers (regression targets); got values such as "
+                    f"{values.ravel()[:3].tolist()}."
+                ) from None
 
 
 def _forward_privacy_params(calibrator, *, epsilon, score_bounds, natural_bounds):

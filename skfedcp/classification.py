@@ -1,16 +1,15 @@
 """PrivateConformalClassifier: prediction sets with private, federated calibration."""
 
-import math
 from numbers import Real
 
 import numpy as np
 import pandas as pd
 from sklearn.base import ClassifierMixin, clone
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils import check_random_state, get_tags
+from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
 
-from .base import BaseFedConformal, is_prefit
+from .base import _SCORE, _SPLIT, BaseFedConformal, is_prefit
 from .calibrators import get_calibrator
 from .scores import (
     CLASSIFICATION_SCORES,
@@ -78,11 +77,19 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
     calibration_size : float, default=0.5
         Fraction of each client's rows used for calibration when the model
         must be fitted; the rest trains.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the internal split, randomized scores and the privacy
-        mechanism. All randomness is consumed in ``fit``. NumPy generators
-        are fine for research; a deployment should run the calibrators'
-        ``client_step`` / ``server_step`` with ``random_state="secure"``.
+    random_state : None, int, SeedSequence, Generator, RandomState or \
+            "secure", default=None
+        Root of all randomness of ``fit``: one
+        :class:`~numpy.random.SeedSequence` whose independent children seed
+        the per-client split, the calibration draws of a randomized score and
+        the privacy mechanism. ``None`` draws fresh operating-system entropy
+        (NumPy's global state is never used); an int makes fits reproducible,
+        which suits research and CI only: whoever knows the seed can undo the
+        noise. ``"secure"`` (private calibrators only) draws the mechanism's
+        noise from the operating system's secure generator, the option for a
+        deployment; the split and score draws then use fresh OS entropy.
+        Prediction sets of a randomized score draw at each ``predict_set``
+        call (see there).
     n_jobs : int, default=None
         Run the clients' steps of strategies without a vectorised simulation
         in parallel.
@@ -103,10 +110,10 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
     epsilon_spent_ : float
         Privacy loss of the calibration data from this fit (per client for
         ``"dp-qq"``); 0 when the trivial threshold was returned without
-        reading the data; ``inf`` for non-private calibrators.
-    tie_break_seed_ : int or None
-        Seed of the uniform variables of a randomized score at prediction
-        (drawn in ``fit``); ``None`` for deterministic scores.
+        reading the data; ``inf`` for non-private calibrators. It covers the
+        calibration only: the rows that train an unfitted ``estimator`` are
+        not protected (``fit`` then warns with
+        :class:`~skfedcp.exceptions.PrivacyLeakWarning`).
     messages_ : dict of ndarray
         What the server received from each client.
     clients_ : ndarray of shape (n_clients,)
@@ -139,9 +146,19 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
     ``epsilon``-DP per record, given a trusted curator. ``"dp-qq"``:
     ``epsilon``-DP per client data set, no trusted party. The model itself
     is not privatised: train it on other data, privately if needed (the
-    overall guarantee then composes). Each fit spends ``epsilon`` again, and
-    tuning ``alpha`` or ``epsilon`` by validation on private data spends
-    budget: search on public or simulated data.
+    overall guarantee then composes), and pass it as
+    :class:`~sklearn.frozen.FrozenEstimator`. An unfitted ``estimator`` is
+    trained on part of the rows given to ``fit`` with no privacy at all;
+    ``fit`` then warns (:class:`~skfedcp.exceptions.PrivacyLeakWarning`) and
+    ``epsilon_spent_`` still counts the calibration only. Each fit spends
+    ``epsilon`` again, and tuning ``alpha`` or ``epsilon`` by validation on
+    private data spends budget: search on public or simulated data.
+
+    **Randomized APS at serving time.** The uniforms of the test rows are
+    drawn afresh at every ``predict_set`` call, independent of the batch a
+    row arrives in; a fixed seed drawn at ``fit`` would give every
+    single-row request the same draw, and coverage served one row at a time
+    would then depend on that one draw.
 
     References
     ----------
@@ -232,14 +249,24 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         X_use, y, client_ids = self._validate_fit_data(
             X, y, client_ids, y_numeric=False
         )
-        check_classification_targets(y)
-        rng = check_random_state(self.random_state)
+        if y.dtype.kind in "fO" and pd.isna(y).any():
+            raise ValueError(
+                "y contains missing labels (NaN or None); every row needs a label."
+            )
+        try:
+            check_classification_targets(y)
+        except ValueError as exc:
+            raise ValueError(f"y must hold class labels: {exc}") from None
+        calibrator_seed, streams = self._fit_randomness()
         score = resolve_classification_score(self.conformity_score)
         prefit = is_prefit(inner)
-        train_idx, cal_idx = self._calibration_split(client_ids, prefit, rng)
+        train_idx, cal_idx = self._calibration_split(
+            client_ids, prefit, streams[_SPLIT]
+        )
         if prefit:
             self.estimator_ = inner
         else:
+            self._warn_training_not_private("the estimator")
             self.estimator_ = clone(inner).fit(
                 self._rows(X_use, train_idx), y[train_idx]
             )
@@ -248,25 +275,18 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         proba = self.estimator_.predict_proba(self._rows(X_use, cal_idx))
         # LDP-L scores every label of every row (users send x and a noisy y).
         needs_matrix = get_calibrator(self.calibrator).requires_score_matrix
+        score_rng = np.random.default_rng(streams[_SCORE])
         if needs_matrix:
-            scores = score.label_scores(proba, random_state=rng)
+            scores = score.label_scores(proba, random_state=score_rng)
         else:
-            scores = score.conformity_score(y_encoded, proba, random_state=rng)
+            scores = score.conformity_score(y_encoded, proba, random_state=score_rng)
         self.conformity_score_ = score
-        self.tie_break_seed_ = (
-            int(rng.randint(np.iinfo(np.int32).max))
-            if getattr(score, "randomized", False)
-            else None
-        )
         self._fit_calibrator(
             scores,
             client_ids[cal_idx],
-            rng,
+            calibrator_seed,
             natural_bounds=score.bounds,
             labels=y_encoded if needs_matrix else None,
-        )
-        self.epsilon_spent_ = float(
-            getattr(self.calibrator_, "epsilon_spent_", math.inf)
         )
         return self
 
@@ -313,16 +333,26 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         self._check_predict_X(X)
         return self.estimator_.predict_proba(X)
 
-    def predict_set(self, X):
+    def predict_set(self, X, *, random_state=None):
         """Return conformal prediction sets as a boolean membership matrix.
 
-        Deterministic: no noise is drawn at prediction (a randomized score
-        uses ``tie_break_seed_``).
+        Deterministic for deterministic scores (LAC, APS). A randomized
+        score (``APSScore(randomized=True)``) draws one fresh uniform per row
+        at every call, as the calibration rows had theirs drawn in ``fit``:
+        a row's draw does not depend on its position in the batch, so
+        serving one row at a time covers exactly as well as serving a batch,
+        and calling twice on the same row may give two different sets.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Inputs.
+        random_state : None, int, SeedSequence, Generator or RandomState, \
+                default=None
+            Source of the uniforms of a randomized score: ``None`` draws
+            fresh operating-system entropy at each call (NumPy's global state
+            is never used); an int or a generator makes the sets
+            reproducible. Ignored by deterministic scores.
 
         Returns
         -------
@@ -333,5 +363,5 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         self._check_predict_X(X)
         proba = self.estimator_.predict_proba(X)
         return self.conformity_score_.predict_set(
-            proba, self.threshold_, random_state=self.tie_break_seed_
+            proba, self.threshold_, random_state=random_state
         )

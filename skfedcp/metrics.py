@@ -3,7 +3,7 @@
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.utils.validation import check_consistent_length
+import pandas as pd
 
 from .federated import ClientPartition
 from .utils._validation import check_alpha
@@ -19,21 +19,65 @@ __all__ = [
 ]
 
 
-def _check_intervals(y_true, y_intervals):
-    y_true = np.asarray(y_true, dtype=np.float64)
-    y_intervals = np.asarray(y_intervals, dtype=np.float64)
-    if y_true.ndim != 1:
-        raise ValueError(f"y_true must be 1-D; got shape {y_true.shape}.")
+def _as_float_array(value, name):
+    """``value`` as a float64 array, or a TypeError naming the argument."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{name} must be an array of numbers; got {type(value).__name__} "
+            "that cannot be converted to float."
+        ) from None
+
+
+def _check_y_intervals(y_intervals):
+    y_intervals = _as_float_array(y_intervals, "y_intervals")
     if y_intervals.ndim != 2 or y_intervals.shape[1] != 2:
         raise ValueError(
             f"y_intervals must have shape (n_samples, 2); got {y_intervals.shape}."
         )
-    check_consistent_length(y_true, y_intervals)
+    if y_intervals.shape[0] == 0:
+        raise ValueError("y_intervals is empty: at least one interval is needed.")
+    if np.isnan(y_intervals).any():
+        rows = np.flatnonzero(np.isnan(y_intervals).any(axis=1))
+        raise ValueError(
+            f"y_intervals contains NaN (rows {rows[:5].tolist()}); a NaN bound "
+            "is neither a hit nor a miss. Infinite bounds are allowed."
+        )
+    return y_intervals
+
+
+def _check_y_true_numeric(y_true):
+    y_true = _as_float_array(y_true, "y_true")
+    if y_true.ndim != 1:
+        raise ValueError(f"y_true must be 1-D; got shape {y_true.shape}.")
+    if not np.isfinite(y_true).all():
+        rows = np.flatnonzero(~np.isfinite(y_true))
+        raise ValueError(
+            f"y_true contains NaN or infinity (rows {rows[:5].tolist()}); true "
+            "targets must be finite."
+        )
+    return y_true
+
+
+def _check_intervals(y_true, y_intervals):
+    y_true = _check_y_true_numeric(y_true)
+    y_intervals = _check_y_intervals(y_intervals)
+    if y_true.shape[0] != y_intervals.shape[0]:
+        raise ValueError(
+            f"y_true and y_intervals must have the same number of rows; got "
+            f"{y_true.shape[0]} and {y_intervals.shape[0]}."
+        )
     return y_true, y_intervals
 
 
 def _covered(y_true, y_intervals):
     return (y_intervals[:, 0] <= y_true) & (y_true <= y_intervals[:, 1])
+
+
+def _widths(y_intervals):
+    """``|upper - lower|`` per row: a crossed interval has a positive width."""
+    return np.abs(y_intervals[:, 1] - y_intervals[:, 0])
 
 
 def coverage_score(y_true, y_intervals):
@@ -60,7 +104,10 @@ def coverage_score(y_true, y_intervals):
 
 
 def mean_width_score(y_intervals):
-    """Mean interval width ``upper - lower`` (``inf`` if any interval is infinite).
+    """Mean interval width ``|upper - lower|`` (``inf`` if any is infinite).
+
+    A crossed interval (lower above upper) counts with its absolute width,
+    as in MAPIE and puncc; skfedcp's estimators never return one.
 
     Parameters
     ----------
@@ -75,13 +122,10 @@ def mean_width_score(y_intervals):
     --------
     >>> mean_width_score([[0.0, 2.0], [1.0, 2.0]])
     1.5
+    >>> mean_width_score([[2.0, 0.0]])
+    2.0
     """
-    y_intervals = np.asarray(y_intervals, dtype=np.float64)
-    if y_intervals.ndim != 2 or y_intervals.shape[1] != 2:
-        raise ValueError(
-            f"y_intervals must have shape (n_samples, 2); got {y_intervals.shape}."
-        )
-    return float(np.mean(y_intervals[:, 1] - y_intervals[:, 0]))
+    return float(np.mean(_widths(_check_y_intervals(y_intervals))))
 
 
 def interval_score(y_true, y_intervals, *, alpha):
@@ -89,7 +133,8 @@ def interval_score(y_true, y_intervals, *, alpha):
 
     ``width + (2/alpha)·(lower - y)·1[y < lower] + (2/alpha)·(y - upper)·1[y > upper]``,
     a proper scoring rule for the central ``1 - alpha`` interval
-    (Gneiting & Raftery, 2007).
+    (Gneiting & Raftery, 2007). ``width`` is ``|upper - lower|`` (see
+    :func:`mean_width_score`).
 
     Parameters
     ----------
@@ -114,7 +159,7 @@ def interval_score(y_true, y_intervals, *, alpha):
     lower, upper = y_intervals[:, 0], y_intervals[:, 1]
     below = np.maximum(lower - y_true, 0.0)
     above = np.maximum(y_true - upper, 0.0)
-    return float(np.mean(upper - lower + (2.0 / alpha) * (below + above)))
+    return float(np.mean(_widths(y_intervals) + (2.0 / alpha) * (below + above)))
 
 
 class PerClientCoverage(NamedTuple):
@@ -260,13 +305,23 @@ def get_interval_scorer(name):
 
 def _check_sets(y_sets):
     y_sets = np.asarray(y_sets)
-    if y_sets.ndim != 2:
+    if y_sets.ndim != 2 or y_sets.shape[1] == 0:
         raise ValueError(
             f"y_sets must have shape (n_samples, n_classes); got {y_sets.shape}."
         )
+    if y_sets.shape[0] == 0:
+        raise ValueError("y_sets is empty: at least one prediction set is needed.")
     if y_sets.dtype != bool:
-        if not np.isin(y_sets, (0, 1)).all():
-            raise ValueError("y_sets must be boolean (or 0/1) membership indicators.")
+        if y_sets.dtype.kind == "f" and np.isnan(y_sets).any():
+            raise ValueError(
+                "y_sets contains NaN; sets must be boolean (or 0/1) membership "
+                "indicators."
+            )
+        if y_sets.dtype.kind not in "biuf" or not np.isin(y_sets, (0, 1)).all():
+            raise ValueError(
+                "y_sets must be boolean (or 0/1) membership indicators; got "
+                f"dtype {y_sets.dtype} with other values."
+            )
         y_sets = y_sets.astype(bool)
     return y_sets
 
@@ -277,7 +332,17 @@ def _set_hits(y_true, y_sets, classes):
     y_true = np.asarray(y_true)
     if y_true.ndim != 1:
         raise ValueError(f"y_true must be 1-D; got shape {y_true.shape}.")
-    check_consistent_length(y_true, y_sets)
+    if y_true.shape[0] != y_sets.shape[0]:
+        raise ValueError(
+            f"y_true and y_sets must have the same number of rows; got "
+            f"{y_true.shape[0]} and {y_sets.shape[0]}."
+        )
+    if y_true.dtype.kind in "fcO" and pd.isna(y_true).any():
+        rows = np.flatnonzero(pd.isna(y_true))
+        raise ValueError(
+            f"y_true contains NaN or None (rows {rows[:5].tolist()}); every row "
+            "needs a true label."
+        )
     n_classes = y_sets.shape[1]
     if classes is None:
         if y_true.dtype.kind not in "iu":

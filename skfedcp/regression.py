@@ -6,10 +6,10 @@ import numpy as np
 from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
-from sklearn.utils import check_random_state, get_tags
+from sklearn.utils import get_tags
 from sklearn.utils.validation import has_fit_parameter
 
-from .base import BaseFedConformal, is_prefit
+from .base import _SPLIT, BaseFedConformal, is_prefit
 from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
 from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 
@@ -68,9 +68,16 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
     calibration_size : float, default=0.5
         Fraction of each client's rows used for calibration when something
         must be fitted (an unfrozen estimator or score); the rest trains.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the internal split and any randomness of the calibrator. All
-        randomness is consumed in ``fit``.
+    random_state : None, int, SeedSequence, Generator, RandomState or \
+            "secure", default=None
+        Root of all randomness of ``fit``: one
+        :class:`~numpy.random.SeedSequence` whose independent children seed
+        the per-client split and the calibrator. ``None`` draws fresh
+        operating-system entropy (NumPy's global state is never used); an
+        int makes fits reproducible (simulations). ``"secure"`` (private
+        calibrators only) draws the mechanism's noise from the operating
+        system's secure generator; the split then uses fresh OS entropy.
+        All randomness is consumed in ``fit``.
     n_jobs : int, default=None
         Reserved for parallel client simulation; the built-in strategies are
         vectorised and ignore it.
@@ -91,6 +98,12 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         Sorted client labels seen in calibration.
     n_clients_ : int
         Number of calibrating clients.
+    epsilon_spent_ : float
+        Privacy loss of the calibration rows from this fit (per client for
+        ``"dp-qq"``); ``inf`` for non-private calibrators. It covers the
+        calibration only: rows that train an unfitted model or scale model
+        are not protected (fit then warns with
+        :class:`~skfedcp.exceptions.PrivacyLeakWarning`).
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -200,14 +213,12 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         """
         inner = self._inner()
         X_use, y, client_ids = self._validate_fit_data(X, y, client_ids, y_numeric=True)
-        rng = check_random_state(self.random_state)
+        calibrator_seed, streams = self._fit_randomness()
         score = resolve_regression_score(self.conformity_score)
         prefit = is_prefit(inner)
-        needs_training = (not prefit) or (
-            score.requires_fit and not _score_is_frozen(score)
-        )
+        fits_scale = score.requires_fit and not _score_is_frozen(score)
         train_idx, cal_idx = self._calibration_split(
-            client_ids, not needs_training, rng
+            client_ids, prefit and not fits_scale, streams[_SPLIT]
         )
         if prefit:
             if fit_params:
@@ -217,14 +228,19 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
                 )
             self.estimator_ = inner
         else:
+            self._warn_training_not_private("the estimator")
             if has_fit_parameter(inner, "client_ids"):
                 fit_params = {**fit_params, "client_ids": client_ids[train_idx]}
             self.estimator_ = clone(inner).fit(
                 self._rows(X_use, train_idx), y[train_idx], **fit_params
             )
-        if score.requires_fit:
+        if fits_scale:
+            if prefit:
+                self._warn_training_not_private("the conformity score's scale model")
             X_train = self._rows(X_use, train_idx)
             score.fit(X_train, y[train_idx], self.estimator_.predict(X_train))
+        elif score.requires_fit:  # frozen scale model: nothing to learn
+            score.fit(None, None, None)
         if getattr(score, "requires_estimator", False):
             score.set_estimator(self.estimator_)  # scores reading the model's std
         self.conformity_score_ = score
@@ -232,7 +248,7 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         scores = score.conformity_score(
             y[cal_idx], self.estimator_.predict(X_cal), X_cal
         )
-        self._fit_calibrator(scores, client_ids[cal_idx], rng)
+        self._fit_calibrator(scores, client_ids[cal_idx], calibrator_seed)
         return self
 
     def predict(self, X):

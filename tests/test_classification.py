@@ -95,7 +95,9 @@ class TestFrozenPath:
         expected = 1.0 - inner.predict_proba(X_test) <= clf.threshold_
         np.testing.assert_array_equal(sets, expected)
 
-    def test_predict_set_is_deterministic(self, digits):
+    def test_randomized_predict_set_draws_per_call(self, digits):
+        # Issue 11 item 7: fresh uniforms at every call (OS entropy by
+        # default), reproducible when predict_set gets a random_state.
         model, X, y, _, X_test, _ = digits
         clf = PrivateConformalClassifier(
             model,
@@ -103,7 +105,17 @@ class TestFrozenPath:
             epsilon=5.0,
             random_state=0,
         ).fit(X, y)
-        assert isinstance(clf.tie_break_seed_, int)
+        assert not hasattr(clf, "tie_break_seed_")
+        np.testing.assert_array_equal(
+            clf.predict_set(X_test, random_state=1),
+            clf.predict_set(X_test, random_state=1),
+        )
+        a, b = clf.predict_set(X_test), clf.predict_set(X_test)
+        assert (a != b).any()
+
+    def test_deterministic_predict_set(self, digits):
+        model, X, y, _, X_test, _ = digits
+        clf = PrivateConformalClassifier(model, epsilon=5.0, random_state=0).fit(X, y)
         np.testing.assert_array_equal(clf.predict_set(X_test), clf.predict_set(X_test))
 
     def test_refit_is_reproducible(self, digits):

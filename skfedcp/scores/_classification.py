@@ -2,7 +2,8 @@
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.utils import check_random_state
+
+from ..utils._random import check_seed_sequence
 
 __all__ = [
     "CLASSIFICATION_SCORES",
@@ -22,6 +23,18 @@ def _check_proba(proba):
     if not np.isfinite(proba).all():
         raise ValueError("proba must be finite (no NaN or inf).")
     return proba
+
+
+def _uniform_source(random_state):
+    """Generator of the uniforms of a randomized score; never NumPy's global state.
+
+    ``None`` is fresh operating-system entropy; a NumPy ``Generator`` or
+    ``RandomState`` is drawn from (and advances); an int or ``SeedSequence``
+    seeds a new generator.
+    """
+    if isinstance(random_state, np.random.Generator | np.random.RandomState):
+        return random_state
+    return np.random.default_rng(check_seed_sequence(random_state, allow_secure=False))
 
 
 def _check_labels(y_encoded, proba):
@@ -55,6 +68,7 @@ class BaseClassificationScore(BaseEstimator):
 
     #: Natural range of the score (public: it does not depend on data).
     bounds = (0.0, 1.0)
+    _parameter_constraints: dict = {}
 
     def label_scores(self, proba, *, random_state=None):
         """Return the score of every label, shape ``(n_samples, n_classes)``.
@@ -63,8 +77,11 @@ class BaseClassificationScore(BaseEstimator):
         ----------
         proba : array-like of shape (n_samples, n_classes)
             Predicted class probabilities (columns aligned with ``classes_``).
-        random_state : int, RandomState instance or None, default=None
+        random_state : None, int, SeedSequence, Generator or RandomState, \
+                default=None
             Randomness of randomized scores; ignored by deterministic ones.
+            ``None`` draws fresh operating-system entropy (never NumPy's
+            global state).
 
         Returns
         -------
@@ -81,8 +98,11 @@ class BaseClassificationScore(BaseEstimator):
             Column index of each row's label in ``proba``.
         proba : array-like of shape (n_samples, n_classes)
             Predicted class probabilities.
-        random_state : int, RandomState instance or None, default=None
+        random_state : None, int, SeedSequence, Generator or RandomState, \
+                default=None
             Randomness of randomized scores; ignored by deterministic ones.
+            ``None`` draws fresh operating-system entropy (never NumPy's
+            global state).
 
         Returns
         -------
@@ -102,8 +122,11 @@ class BaseClassificationScore(BaseEstimator):
             Predicted class probabilities.
         threshold : float
             Calibrated threshold; ``+inf`` gives every label.
-        random_state : int, RandomState instance or None, default=None
+        random_state : None, int, SeedSequence, Generator or RandomState, \
+                default=None
             Randomness of randomized scores; ignored by deterministic ones.
+            ``None`` draws fresh operating-system entropy (never NumPy's
+            global state).
 
         Returns
         -------
@@ -150,9 +173,11 @@ class APSScore(BaseClassificationScore):
     ----------
     randomized : bool, default=False
         Draw ``U`` uniformly (from the ``random_state`` of each call) instead
-        of ``U = 1``. Wrappers draw calibration ``U`` in ``fit`` and reuse a
-        seed drawn there at prediction, so ``predict_set`` stays
-        deterministic.
+        of ``U = 1``. The calibration ``U`` are drawn in ``fit``; every call
+        of ``predict_set`` draws fresh ``U`` for its rows (fresh
+        operating-system entropy unless a ``random_state`` is passed), so a
+        row's draw does not depend on its position in the batch and serving
+        one row at a time covers as well as serving a batch (as in MAPIE).
 
     Notes
     -----
@@ -187,7 +212,7 @@ class APSScore(BaseClassificationScore):
         sorted_p = np.take_along_axis(proba, order, axis=1)
         before = np.cumsum(sorted_p, axis=1) - sorted_p
         if self.randomized:
-            u = check_random_state(random_state).uniform(size=(n, 1))
+            u = _uniform_source(random_state).uniform(size=(n, 1))
         else:
             u = 1.0
         sorted_scores = before + u * sorted_p
@@ -209,10 +234,19 @@ def resolve_classification_score(score):
     """
     if isinstance(score, str):
         try:
-            return CLASSIFICATION_SCORES[score]()
+            score = CLASSIFICATION_SCORES[score]()
         except KeyError:
             raise ValueError(
-                f"conformity_score must be one of {sorted(CLASSIFICATION_SCORES)} "
-                f"or a BaseClassificationScore; got {score!r}."
+                f"conformity_score must be one of {sorted(CLASSIFICATION_SCORES)} or a "
+                f"BaseClassificationScore instance; got {score!r}."
             ) from None
-    return clone(score)
+    elif isinstance(score, BaseClassificationScore):
+        score = clone(score)
+    else:
+        raise TypeError(
+            "conformity_score must be a string or a BaseClassificationScore instance; "
+            f"got {type(score).__name__}."
+        )
+    # The wrappers' own validation does not reach the score's parameters.
+    score._validate_params()
+    return score

@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from ..utils._sklearn_compat import Interval
+from ._base import ordered_interval
 
 __all__ = [
     "CQR_SCORES",
@@ -39,6 +40,7 @@ class BaseCQRScore(BaseEstimator):
     """
 
     n_thresholds = 1
+    _parameter_constraints: dict = {}
 
     def conformity_score(self, y, y_pred, X=None):
         """Return the score of each row (larger = worse fit)."""
@@ -72,12 +74,15 @@ class CQRScore(BaseCQRScore):
         return np.maximum(lower - y, y - upper)
 
     def interval(self, y_pred, threshold, X=None):
-        """Return ``[f_lo - threshold, f_hi + threshold]``."""
+        """Return ``[f_lo - threshold, f_hi + threshold]``, never crossed.
+
+        Where the bounds cross (a negative ``threshold`` larger than half the
+        band, or crossing quantile models) the conformal set is empty; the
+        interval between the two bounds is returned instead, a superset of
+        the set, so coverage can only increase.
+        """
         lower, upper = _check_bounds(y_pred)
-        out = np.empty((lower.shape[0], 2))
-        np.subtract(lower, threshold, out=out[:, 0])
-        np.add(upper, threshold, out=out[:, 1])
-        return out
+        return ordered_interval(lower - threshold, upper + threshold)
 
 
 class AsymmetricCQRScore(BaseCQRScore):
@@ -109,13 +114,10 @@ class AsymmetricCQRScore(BaseCQRScore):
         return np.column_stack([lower - y, y - upper])
 
     def interval(self, y_pred, threshold, X=None):
-        """Return ``[f_lo - threshold[0], f_hi + threshold[1]]``."""
+        """Return ``[f_lo - threshold[0], f_hi + threshold[1]]``, never crossed."""
         lower, upper = _check_bounds(y_pred)
         q_lo, q_hi = _check_pair(threshold)
-        out = np.empty((lower.shape[0], 2))
-        np.subtract(lower, q_lo, out=out[:, 0])
-        np.add(upper, q_hi, out=out[:, 1])
-        return out
+        return ordered_interval(lower - q_lo, upper + q_hi)
 
 
 def _check_pair(threshold):
@@ -170,10 +172,10 @@ class NormalizedCQRScore(BaseCQRScore):
         return np.maximum(lower - y, y - upper) / self._width(lower, upper)
 
     def interval(self, y_pred, threshold, X=None):
-        """Return ``[f_lo - threshold * w, f_hi + threshold * w]``."""
+        """Return ``[f_lo - threshold * w, f_hi + threshold * w]``, never crossed."""
         lower, upper = _check_bounds(y_pred)
         half = threshold * self._width(lower, upper)
-        return np.column_stack([lower - half, upper + half])
+        return ordered_interval(lower - half, upper + half)
 
 
 #: Registry name -> CQR score class (the ``conformity_score`` options of
@@ -204,15 +206,19 @@ def resolve_cqr_score(score):
     """
     if isinstance(score, str):
         try:
-            return CQR_SCORES[score]()
+            score = CQR_SCORES[score]()
         except KeyError:
             raise ValueError(
                 f"conformity_score must be one of {sorted(CQR_SCORES)} or a "
                 f"BaseCQRScore instance; got {score!r}."
             ) from None
-    if isinstance(score, BaseCQRScore):
-        return clone(score)
-    raise TypeError(
-        "conformity_score must be a string or a BaseCQRScore instance; got "
-        f"{type(score).__name__}."
-    )
+    elif isinstance(score, BaseCQRScore):
+        score = clone(score)
+    else:
+        raise TypeError(
+            "conformity_score must be a string or a BaseCQRScore instance; "
+            f"got {type(score).__name__}."
+        )
+    # The wrappers' own validation does not reach the score's parameters.
+    score._validate_params()
+    return score

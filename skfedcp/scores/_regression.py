@@ -3,11 +3,13 @@
 from numbers import Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.frozen import FrozenEstimator
 
 from ..utils._sklearn_compat import HasMethods, Interval
+from ._base import BaseRegressionScore, ordered_interval
+from ._two_students import TwoStudentsOffsetScore, TwoStudentsScore
 
 __all__ = [
     "AbsoluteResidualScore",
@@ -15,45 +17,6 @@ __all__ = [
     "NormalizedResidualScore",
     "resolve_regression_score",
 ]
-
-
-class BaseRegressionScore(BaseEstimator):
-    """A regression conformity score and the interval it implies.
-
-    A score maps ``(y, y_pred)`` to a number, larger meaning a worse fit; the
-    prediction set for a threshold ``q`` is ``{y : score(y, y_pred) <= q}``,
-    which :meth:`interval` returns as ``(n_samples, 2)`` bounds.
-    Subclasses that learn something (e.g. a scale model) set
-    ``requires_fit = True`` and implement :meth:`fit`.
-    """
-
-    requires_fit = False
-
-    def fit(self, X, y, y_pred):
-        """Learn what the score needs from training rows (default: nothing).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training inputs.
-        y : array-like of shape (n_samples,)
-            Training targets.
-        y_pred : ndarray of shape (n_samples,)
-            The fitted model's predictions on ``X``.
-
-        Returns
-        -------
-        self : object
-        """
-        return self
-
-    def conformity_score(self, y, y_pred, X=None):
-        """Return one score per row (larger = worse fit)."""
-        raise NotImplementedError
-
-    def interval(self, y_pred, threshold, X=None):
-        """Return the ``(n_samples, 2)`` interval ``{y : score <= threshold}``."""
-        raise NotImplementedError
 
 
 class AbsoluteResidualScore(BaseRegressionScore):
@@ -74,13 +37,19 @@ class AbsoluteResidualScore(BaseRegressionScore):
         return np.abs(np.asarray(y, dtype=np.float64) - np.asarray(y_pred, np.float64))
 
     def interval(self, y_pred, threshold, X=None):
-        """Return ``[y_pred - threshold, y_pred + threshold]``."""
+        """Return ``[y_pred - |threshold|, y_pred + |threshold|]``.
+
+        A negative threshold gives an empty conformal set; the interval
+        between the two computed bounds is returned instead (never crossed,
+        see :func:`ordered_interval`).
+        """
         y_pred = np.asarray(y_pred, dtype=np.float64)
+        half = np.abs(threshold)
         # Written row by row (contiguous), returned as its (n_samples, 2)
         # transpose: half the memory traffic of writing two strided columns.
         out = np.empty((2, y_pred.shape[0]))
-        np.subtract(y_pred, threshold, out=out[0])
-        np.add(y_pred, threshold, out=out[1])
+        np.subtract(y_pred, half, out=out[0])
+        np.add(y_pred, half, out=out[1])
         return out.T
 
 
@@ -130,7 +99,11 @@ class NormalizedResidualScore(BaseRegressionScore):
         self.min_scale = min_scale
 
     def fit(self, X, y, y_pred):
-        """Fit the scale model on ``|y - y_pred|`` (skipped if it is frozen)."""
+        """Fit the scale model on ``|y - y_pred|`` (skipped if it is frozen).
+
+        A frozen scale model reads nothing: ``X``, ``y`` and ``y_pred`` may
+        then be None (as when the point model is frozen too).
+        """
         est = self.scale_estimator
         if isinstance(est, FrozenEstimator):
             self.scale_estimator_ = est
@@ -153,28 +126,43 @@ class NormalizedResidualScore(BaseRegressionScore):
         return residual / self._scale(X)
 
     def interval(self, y_pred, threshold, X=None):
-        """Return ``y_pred ± threshold * sigma(X)``."""
+        """Return ``y_pred ± threshold * sigma(X)``, lower bound first."""
         y_pred = np.asarray(y_pred, dtype=np.float64)
         half = threshold * self._scale(X)
-        return np.column_stack([y_pred - half, y_pred + half])
+        return ordered_interval(y_pred - half, y_pred + half)
 
 
 REGRESSION_SCORES = {
     "absolute": AbsoluteResidualScore,
     "normalized": NormalizedResidualScore,
+    "two_students": TwoStudentsScore,
+    "two_students_offset": TwoStudentsOffsetScore,
 }
 
 
 def resolve_regression_score(score):
-    """Return a fresh score object from a registry name or a score instance."""
+    """Return a fresh score object from a registry name or a score instance.
+
+    Examples
+    --------
+    >>> resolve_regression_score("normalized")
+    NormalizedResidualScore()
+    """
     if isinstance(score, str):
-        return REGRESSION_SCORES[score]()
-    return clone(score)
-
-
-# Scores that read the model's own uncertainty (Two Students); imported last
-# because they subclass BaseRegressionScore.
-from ._two_students import TwoStudentsOffsetScore, TwoStudentsScore  # noqa: E402
-
-REGRESSION_SCORES["two_students"] = TwoStudentsScore
-REGRESSION_SCORES["two_students_offset"] = TwoStudentsOffsetScore
+        try:
+            score = REGRESSION_SCORES[score]()
+        except KeyError:
+            raise ValueError(
+                f"conformity_score must be one of {sorted(REGRESSION_SCORES)} or a "
+                f"BaseRegressionScore instance; got {score!r}."
+            ) from None
+    elif isinstance(score, BaseRegressionScore):
+        score = clone(score)
+    else:
+        raise TypeError(
+            "conformity_score must be a string or a BaseRegressionScore instance; "
+            f"got {type(score).__name__}."
+        )
+    # The wrappers' own validation does not reach the score's parameters.
+    score._validate_params()
+    return score

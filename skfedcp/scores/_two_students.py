@@ -5,7 +5,7 @@ from numbers import Real
 import numpy as np
 
 from ..utils._sklearn_compat import Interval, StrOptions
-from ._regression import BaseRegressionScore
+from ._base import BaseRegressionScore, ordered_interval
 
 __all__ = ["TwoStudentsOffsetScore", "TwoStudentsScore"]
 
@@ -140,7 +140,7 @@ class TwoStudentsScore(BaseRegressionScore):
         """Return ``y_pred ± threshold * (sigma(X) + beta)``."""
         y_pred = np.asarray(y_pred, dtype=np.float64)
         half = threshold * self._scale(X)
-        return np.column_stack([y_pred - half, y_pred + half])
+        return ordered_interval(y_pred - half, y_pred + half)
 
 
 class TwoStudentsOffsetScore(TwoStudentsScore):

@@ -11,10 +11,11 @@ from scipy.stats import norm
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
 from sklearn.multioutput import MultiOutputRegressor
-from sklearn.utils import check_random_state, get_tags
+from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..exceptions import DistillationWarning, PrivacyLeakWarning, TeacherFilterWarning
+from ..utils._random import check_seed_sequence
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 from ..utils._validation import check_alpha, check_client_ids
 from ._filter import _in_band, ensemble_stats, truncation_filter
@@ -33,6 +34,21 @@ def _seeded(estimator, rng):
     if keys:
         estimator.set_params(**{k: int(s) for k, s in zip(keys, seeds, strict=True)})
     return estimator
+
+
+def _check_rng(random_state):
+    """The fit's RandomState; never NumPy's global one.
+
+    An int or a RandomState is used as scikit-learn would (so seeded fits are
+    unchanged); anything else goes through a SeedSequence, ``None`` drawing
+    fresh operating-system entropy instead of the global state.
+    """
+    if isinstance(random_state, np.random.RandomState):
+        return random_state
+    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        return np.random.RandomState(int(random_state))
+    seed = check_seed_sequence(random_state, allow_secure=False)
+    return np.random.RandomState(np.random.MT19937(seed))
 
 
 def _fit(estimator, X, y):
@@ -134,9 +150,14 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         cumulative ensemble, and both students are distilled again from a
         fresh initialisation. Every round reuses the clients' rows given to
         ``fit`` (the paper's code draws fresh rows each round).
-    random_state : int, RandomState instance or None, default=None
-        Seeds the teachers, the students and the shards. All randomness is
-        consumed in ``fit``.
+    random_state : None, int, SeedSequence, Generator or RandomState, \
+            default=None
+        Seeds the teachers, the students and the shards. An int or a
+        ``RandomState`` seeds as in scikit-learn; ``None`` draws fresh
+        operating-system entropy (NumPy's global state is never used); a
+        ``SeedSequence`` or ``Generator`` seeds through a SeedSequence.
+        ``"secure"`` is refused: nothing here is a privacy mechanism. All
+        randomness is consumed in ``fit``.
     n_jobs : int, default=None
         Number of jobs fitting the teachers in parallel (joblib).
 
@@ -239,7 +260,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         "min_teachers": [Interval(Integral, 2, None, closed="left")],
         "sigma_floor": [Interval(Real, 0, None, closed="neither")],
         "n_rounds": [Interval(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
+        "random_state": ["random_state", np.random.SeedSequence, np.random.Generator],
         "n_jobs": [Integral, None],
     }
 
@@ -372,7 +393,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         teacher, mean_template, uq_template = self._templates()
         multi_round = self.n_rounds > 1
         self._check_round_setup(multi_round, teacher, mean_template, client_models)
-        rng = check_random_state(self.random_state)
+        rng = _check_rng(self.random_state)
 
         if single_holder:
             n = X.shape[0]

@@ -842,8 +842,11 @@ class TestClassifier:
             model, calibrator="ldp-l", epsilon=2.0, random_state=7
         ).fit(X, y, client_ids=ids)
         M = LACScore().label_scores(model.predict_proba(X))
+        from skfedcp.base import calibrator_random_state, fit_streams
+
+        seed, _ = fit_streams(7)  # the wrapper's calibrator stream
         cal = LDPLabelCalibrator(epsilon=2.0).fit(
-            M, ids, labels=y, alpha=0.1, random_state=np.random.RandomState(7)
+            M, ids, labels=y, alpha=0.1, random_state=calibrator_random_state(seed)
         )
         assert clf.threshold_ == cal.threshold_
 

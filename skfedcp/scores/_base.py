@@ -1,0 +1,72 @@
+"""Base class of the regression conformity scores (imported by every score module).
+
+Kept apart so that :mod:`._regression` (the registry) and :mod:`._two_students`
+both import it without importing each other in a circle.
+"""
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+__all__ = ["BaseRegressionScore", "ordered_interval"]
+
+
+def ordered_interval(lower, upper):
+    """Stack ``(lower, upper)`` into ``(n_samples, 2)`` bounds that never cross.
+
+    A conformal set ``{y : score <= q}`` is empty where a negative correction
+    ``q`` (or crossing quantile models) puts the computed lower bound above the
+    upper one. Such rows are returned as the interval between the two bounds,
+    ``[min, max]``: a superset of the (empty) conformal set, so coverage can
+    only increase, and the width is ``|upper - lower|``, the convention of
+    MAPIE and puncc.
+
+    Examples
+    --------
+    >>> ordered_interval(np.array([0.0, 3.0]), np.array([1.0, 2.0]))
+    array([[0., 1.],
+           [2., 3.]])
+    """
+    out = np.empty((2, lower.shape[0]))
+    np.minimum(lower, upper, out=out[0])
+    np.maximum(lower, upper, out=out[1])
+    return out.T
+
+
+class BaseRegressionScore(BaseEstimator):
+    """A regression conformity score and the interval it implies.
+
+    A score maps ``(y, y_pred)`` to a number, larger meaning a worse fit; the
+    prediction set for a threshold ``q`` is ``{y : score(y, y_pred) <= q}``,
+    which :meth:`interval` returns as ``(n_samples, 2)`` bounds.
+    Subclasses that learn something (e.g. a scale model) set
+    ``requires_fit = True`` and implement :meth:`fit`.
+    """
+
+    requires_fit = False
+    _parameter_constraints: dict = {}
+
+    def fit(self, X, y, y_pred):
+        """Learn what the score needs from training rows (default: nothing).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,)
+            Training targets.
+        y_pred : ndarray of shape (n_samples,)
+            The fitted model's predictions on ``X``.
+
+        Returns
+        -------
+        self : object
+        """
+        return self
+
+    def conformity_score(self, y, y_pred, X=None):
+        """Return one score per row (larger = worse fit)."""
+        raise NotImplementedError
+
+    def interval(self, y_pred, threshold, X=None):
+        """Return the ``(n_samples, 2)`` interval ``{y : score <= threshold}``."""
+        raise NotImplementedError
