@@ -15,7 +15,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 from sklearn.utils import assert_all_finite, get_tags
 
-from .base import _MODEL, _SPLIT, BaseFedConformal, is_prefit
+from .base import _MODEL, _SPLIT, REGRESSION_CALIBRATORS, BaseFedConformal, is_prefit
 from .exceptions import CrossingQuantilesWarning
 from .scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
 from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
@@ -282,6 +282,8 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
     >>> reg.n_clients_, reg.calibrator_.calibration_info_["k"]
     (50, 35)
     """
+
+    _calibrator_names = REGRESSION_CALIBRATORS
 
     _parameter_constraints = {
         **BaseFedConformal._parameter_constraints,

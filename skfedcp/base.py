@@ -11,7 +11,12 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .calibrators import CALIBRATORS, BaseCalibrator, get_calibrator
+from .calibrators import (
+    CALIBRATORS,
+    CLASSIFICATION_ONLY,
+    BaseCalibrator,
+    get_calibrator,
+)
 from .exceptions import PrefitEstimatorWarning, PrivacyLeakWarning
 from .federated import ClientPartition
 from .utils._random import SECURE, check_seed_sequence
@@ -25,6 +30,10 @@ from .utils._sklearn_compat import (
 from .utils._validation import check_client_ids
 
 __all__ = ["BaseFedConformal"]
+
+#: The strategies a regressor can use: one score per row (LDP-L needs the
+#: scores of every label, LDP-S users' true-label scores).
+REGRESSION_CALIBRATORS = tuple(c for c in CALIBRATORS if c not in CLASSIFICATION_ONLY)
 
 # The independent random streams of one wrapper fit, spawned in this order
 # from the SeedSequence of ``random_state`` (adding a stream at the end keeps
@@ -63,13 +72,10 @@ def fit_streams(random_state):
 def calibrator_random_state(seed):
     """What the calibrator's ``fit`` receives for a stream seed (or "secure").
 
-    A ``RandomState`` on a ``MT19937`` seeded by the child SeedSequence: the
-    calibrators accept it (as they accept a SeedSequence), and it is never
-    NumPy's global generator.
+    The child ``SeedSequence`` itself: the calibrator spawns its server and
+    client streams from it (never NumPy's global generator).
     """
-    if isinstance(seed, str):
-        return seed
-    return np.random.RandomState(np.random.MT19937(seed))
+    return seed
 
 
 def is_private_calibrator(calibrator):
@@ -105,7 +111,9 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
 
     _parameter_constraints = {
         "alpha": [Interval(Real, 0, 1, closed="neither")],
-        "calibrator": [StrOptions(set(CALIBRATORS)), BaseCalibrator],
+        # Names are checked by get_calibrator (sorted, only those valid for
+        # this wrapper, "did you mean").
+        "calibrator": [str, BaseCalibrator],
         "calibration_size": [Interval(Real, 0, 1, closed="neither")],
         "random_state": [
             None,
@@ -118,12 +126,22 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         "n_jobs": [Integral, None],
     }
 
+    #: Calibrator aliases this wrapper accepts (``None``: every alias).
+    _calibrator_names = None
+
+    def _get_calibrator(self):
+        """A fresh calibrator; unknown or unsuitable names give a clear error."""
+        return get_calibrator(
+            self.calibrator, allowed=self._calibrator_names, owner=type(self).__name__
+        )
+
     def _fit_randomness(self):
         """Check ``random_state`` against the calibrator; return ``fit_streams``.
 
         ``"secure"`` is accepted only with a private calibrator, whose
         mechanism it feeds; a non-private calibrator draws no noise.
         """
+        self._get_calibrator()  # an unknown name fails first, and clearly
         if isinstance(self.random_state, str) and not is_private_calibrator(
             self.calibrator
         ):
@@ -267,7 +285,7 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         Sets ``epsilon_spent_``: the calibrator's privacy loss of the
         calibration rows, ``inf`` for a non-private calibrator.
         """
-        calibrator = get_calibrator(self.calibrator)
+        calibrator = self._get_calibrator()
         _forward_privacy_params(
             calibrator,
             epsilon=getattr(self, "epsilon", None),

@@ -9,7 +9,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.utils import get_tags
 from sklearn.utils.validation import has_fit_parameter
 
-from .base import _SPLIT, BaseFedConformal, is_prefit
+from .base import _SPLIT, REGRESSION_CALIBRATORS, BaseFedConformal, is_prefit
 from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
 from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 
@@ -145,6 +145,8 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
     >>> round(reg.calibrator_.calibration_info_["coverage"], 4)
     0.9011
     """
+
+    _calibrator_names = REGRESSION_CALIBRATORS
 
     _parameter_constraints = {
         **BaseFedConformal._parameter_constraints,
