@@ -32,7 +32,7 @@ from .utils._validation import check_client_ids
 __all__ = ["BaseFedConformal"]
 
 #: The strategies a regressor can use: one score per row (LDP-L needs the
-#: scores of every label, LDP-S users' true-label scores).
+#: score of every label).
 REGRESSION_CALIBRATORS = tuple(c for c in CALIBRATORS if c not in CLASSIFICATION_ONLY)
 
 # The independent random streams of one wrapper fit, spawned in this order

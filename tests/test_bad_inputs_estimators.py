@@ -89,7 +89,12 @@ CASES = [
     ("reg-alpha-1.5", lambda: R(alpha=1.5).fit(X, y), P, "alpha"),
     ("reg-alpha-str", lambda: R(alpha="0.1").fit(X, y), P, "alpha"),
     ("reg-alpha-nan", lambda: R(alpha=np.nan).fit(X, y), P, "alpha"),
-    ("reg-calibrator-unknown", lambda: R(calibrator="QQ").fit(X, y), P, "calibrator"),
+    (
+        "reg-calibrator-unknown",
+        lambda: R(calibrator="QQ").fit(X, y),
+        ValueError,
+        "calibrator must be one of .* Did you mean 'qq'",
+    ),
     ("reg-calibrator-int", lambda: R(calibrator=3).fit(X, y), P, "calibrator"),
     (
         "reg-score-unknown",

@@ -43,10 +43,9 @@ CALIBRATORS = {
 }
 
 
-#: Strategies that calibrate one score per row (regression and sets alike);
-#: LDP-L needs the score matrix of every label and LDP-S calibrates users'
-#: scores of their true labels: both are for classifiers only.
-CLASSIFICATION_ONLY = ("ldp-l", "ldp-l*", "ldp-s", "ldp-s*")
+#: Strategies for classifiers only: LDP-L randomizes labels and needs the
+#: score of every label (LDP-S works on any bounded score, residuals too).
+CLASSIFICATION_ONLY = ("ldp-l", "ldp-l*")
 
 
 def get_calibrator(calibrator, *, allowed=None, owner=None):
@@ -85,8 +84,8 @@ def get_calibrator(calibrator, *, allowed=None, owner=None):
         hint = _did_you_mean(calibrator, names)
         if calibrator in CALIBRATORS:
             hint = (
-                f" {calibrator!r} is a strategy for classifiers (it calibrates "
-                "the scores of every label or of users' true labels)."
+                f" {calibrator!r} is a strategy for classifiers (it randomizes "
+                "labels and needs the score of every label)."
             )
         raise ValueError(
             f"calibrator must be one of {listed}{where} or an instance of "

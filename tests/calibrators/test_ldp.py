@@ -738,7 +738,7 @@ class TestBadInput:
         from skfedcp.regression import FedConformalRegressor
 
         X_train, y_train, *_ = linear_data
-        with pytest.raises(ValueError, match="score matrix"):
+        with pytest.raises(ValueError, match="'ldp-l' is a strategy for classifiers"):
             FedConformalRegressor(calibrator="ldp-l").fit(X_train, y_train)
 
 
