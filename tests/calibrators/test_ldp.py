@@ -30,6 +30,7 @@ from skfedcp.exceptions import (
 )
 from skfedcp.privacy import (
     binary_randomized_response_probabilities,
+    k_ary_randomized_response,
     k_ary_randomized_response_probabilities,
 )
 from skfedcp.utils._random import spawn_random_states
@@ -394,23 +395,48 @@ class TestLabelCalibrator:
         fitted = clone(cal).fit(
             _lac(proba), ids, labels=labels, alpha=0.1, random_state=seed
         )
-        # Replay: stream j + 1 spawned from the seed is client j's, as in
-        # BaseCalibrator (stream 0 is the server's).
-        streams = spawn_random_states(seed, 6)
+        # The vectorised simulation draws every user's k-RR noise from one
+        # stream (stream 1 spawned from the seed; stream 0 is the server's),
+        # users in the order of the sorted clients.
+        order = np.argsort(ids, kind="stable")
+        noisy = k_ary_randomized_response(
+            labels[order],
+            n_classes=4,
+            epsilon=2.0,
+            random_state=spawn_random_states(seed, 2)[1],
+        )
+        np.testing.assert_array_equal(
+            np.concatenate(list(fitted.messages_["noisy_labels"])), noisy
+        )
+        # The server side is the one a deployment runs: the same messages,
+        # sent one per client, give the same threshold in any order.
         msgs = [
-            cal.client_step(
-                _lac(proba)[ids == c],
-                labels=labels[ids == c],
-                random_state=streams[c + 1],
-            )
+            {
+                "n": int((ids == c).sum()),
+                "scores": _lac(proba)[ids == c],
+                "noisy_labels": fitted.messages_["noisy_labels"][c],
+            }
             for c in range(5)
         ]
-        for j in range(5):
-            np.testing.assert_array_equal(
-                msgs[j]["noisy_labels"], fitted.messages_["noisy_labels"][j]
-            )
         assert cal.server_step(msgs[::-1], alpha=0.1) == fitted.threshold_
+        server = clone(cal).fit_from_messages(
+            msgs, alpha=0.1, n_per_client=np.bincount(ids), random_state=seed
+        )
+        assert server.threshold_ == fitted.threshold_
         np.testing.assert_array_equal(fitted.n_per_client_, np.bincount(ids))
+
+    def test_deployment_draws_per_client_streams(self, seed):
+        # In a deployment each client privatises with its own stream; with a
+        # single client the simulation's one users' stream is that stream.
+        proba, labels = _dirichlet_data(300, 3, seed)
+        cal = LDPLabelCalibrator(epsilon=1.0)
+        fitted = clone(cal).fit(_lac(proba), labels=labels, alpha=0.1, random_state=seed)
+        msg = cal.client_step(
+            _lac(proba), labels=labels, random_state=spawn_random_states(seed, 2)[1]
+        )
+        np.testing.assert_array_equal(
+            msg["noisy_labels"], fitted.messages_["noisy_labels"][0]
+        )
 
     def test_clients_only_group_users(self, seed):
         # Without noise the server pools all users: the partition is irrelevant.
