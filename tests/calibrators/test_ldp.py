@@ -53,14 +53,20 @@ def _lac(proba):
     return 1.0 - proba
 
 
-def _run_protocol(cal, scores, sizes, *, alpha, seed):
-    """Drive server_init / client_respond / server_update by hand."""
+def _run_protocol(cal, scores, sizes, *, alpha, seed, shared=False):
+    """Drive server_init / client_respond / server_update by hand.
+
+    ``shared=False``: a deployment, client ``j`` draws from stream ``j + 1``
+    spawned from the seed; ``shared=True``: every client draws from stream 1,
+    as the vectorised simulation's users do. Returns the final state and the
+    transcript.
+    """
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     local = [scores[s : s + n] for s, n in zip(starts, sizes, strict=True)]
-    # Stream 0 is the server's, stream j + 1 client j's (BaseCalibrator).
-    streams = spawn_random_states(seed, len(sizes) + 1)
-    client_rngs = streams[1:]
+    streams = spawn_random_states(seed, len(sizes) + 1)  # stream 0: the server's
+    client_rngs = [streams[1]] * len(sizes) if shared else streams[1:]
     state = cal.server_init(sizes, alpha=alpha, random_state=streams[0])
+    rounds = []
     while not state["done"]:
         messages = [
             cal.client_respond(local[j], q, random_state=client_rngs[j])
@@ -68,8 +74,9 @@ def _run_protocol(cal, scores, sizes, *, alpha, seed):
             else None
             for j, q in enumerate(state["queries"])
         ]
+        rounds.append(messages)
         state = cal.server_update(state, messages)
-    return state
+    return state, rounds
 
 
 class TestAnalysis:
@@ -530,12 +537,25 @@ class TestScoreProtocol:
         scores = rng.random(ids.size)
         cal = LDPScoreCalibrator(epsilon=2.0, delta=0.2, score_bounds=BOUNDS)
         fitted = clone(cal).fit(scores, ids, alpha=0.2, random_state=seed)
-        state = _run_protocol(cal, scores, sizes, alpha=0.2, seed=seed)
+        # The simulation's users all draw from one stream: the same run as
+        # the protocol with every client drawing from that stream in turn.
+        state, _ = _run_protocol(cal, scores, sizes, alpha=0.2, seed=seed, shared=True)
         assert state["threshold"] == fitted.threshold_
         assert state["round"] == fitted.n_steps_used_
         np.testing.assert_array_equal(
             state["history"]["estimate"], fitted.history_["estimate"]
         )
+        # A deployment (one stream per client) is replayed by the same
+        # server path fit ends in.
+        state, rounds = _run_protocol(cal, scores, sizes, alpha=0.2, seed=seed)
+        server = clone(cal).fit_from_messages(
+            rounds, alpha=0.2, n_per_client=sizes, random_state=seed
+        )
+        assert server.threshold_ == state["threshold"]
+        np.testing.assert_array_equal(
+            server.history_["estimate"], state["history"]["estimate"]
+        )
+        assert server.transcript_["user"].size == fitted.transcript_["user"].size
 
     def test_score_isolation(self, seed):
         # Spec 6.2.6: the server sees only bits; the fitted object holds no
