@@ -101,36 +101,31 @@ def _debiased_coverage(sorted_all, sorted_noisy, thresholds, beta, n_classes):
     return (noisy_cdf - beta * uniform_cdf) / (1.0 - beta)
 
 
-#: Distinct scores examined per block by ``_first_covering`` (bounds the
-#: temporary memory of the exact search to a few times 8 MB).
-_BLOCK = 1 << 20
-
-
 def _first_covering(sorted_all, sorted_noisy, beta, n_classes, target):
     """Smallest distinct score whose de-biased coverage reaches ``target``.
 
-    The same candidates and the same arithmetic as evaluating
-    :func:`_debiased_coverage` at ``np.unique(sorted_all)``, block by block in
-    increasing order (stopping at the first block with a hit), so that the
-    search needs no copy of the sorted scores. ``+inf`` when no candidate
-    reaches the target (only through rounding when it is within 1e-16 of 1).
+    Equal to evaluating :func:`_debiased_coverage` at every distinct value
+    of ``sorted_all`` and taking the first hit, but only the smallest score
+    and the noisy-label scores need to be examined: between two consecutive
+    noisy-label scores the noisy count is constant while the count of all
+    entries grows, so the estimate (computed with the same, monotone
+    floating-point operations) can only decrease. A first hit past the
+    smallest score is therefore a noisy-label score, and checking the
+    ``<= n + 1`` of them finds the same threshold with the same arithmetic.
+    ``+inf`` when no candidate reaches the target (only through rounding
+    when it is within 1e-16 of 1).
     """
-    total = sorted_all.shape[0]
-    for start in range(0, total, _BLOCK):
-        block = sorted_all[start : start + _BLOCK]
-        first = np.empty(block.shape[0], dtype=bool)  # first of its run of ties
-        first[0] = start == 0 or block[0] != sorted_all[start - 1]
-        np.not_equal(block[1:], block[:-1], out=first[1:])
-        candidates = block[first]
-        if candidates.size == 0:
-            continue
-        coverage = _debiased_coverage(
-            sorted_all, sorted_noisy, candidates, beta, n_classes
-        )
-        hits = np.flatnonzero(coverage >= target)
-        if hits.size:
-            return float(candidates[hits[0]])
-    return np.inf
+    if sorted_all.size == 0:
+        return np.inf
+    first = np.empty(sorted_noisy.shape[0], dtype=bool)  # first of its run of ties
+    first[:1] = True
+    np.not_equal(sorted_noisy[1:], sorted_noisy[:-1], out=first[1:])
+    candidates = sorted_noisy[first]
+    if candidates.size == 0 or sorted_all[0] < candidates[0]:
+        candidates = np.concatenate((sorted_all[:1], candidates))
+    coverage = _debiased_coverage(sorted_all, sorted_noisy, candidates, beta, n_classes)
+    hits = np.flatnonzero(coverage >= target)
+    return float(candidates[hits[0]]) if hits.size else np.inf
 
 
 class _LDPMixin:
@@ -479,6 +474,16 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         )
 
     def _server_plan(self, sizes, alpha, stacked):
+        scores = stacked["scores"]
+        if scores.dtype != object and scores.ndim == 3 and scores.shape[2] >= 2:
+            # Stacked (n_clients, rows, n_classes): one width for all.
+            return self.plan([int(sizes.sum())], alpha, n_classes=scores.shape[2])
+        widths = {
+            m.shape[1] if m.ndim == 2 and m.size else 0 for m in stacked["scores"]
+        }
+        widths.discard(0)
+        if len(widths) == 1:  # the common case: one width
+            return self.plan([int(sizes.sum())], alpha, n_classes=widths.pop())
         widths = [m.shape[1] for m in stacked["scores"] if m.ndim == 2 and m.size]
         if not widths:
             raise InvalidMessageError(
@@ -524,15 +529,31 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             ]
         return problems
 
+    def _check_pooled(self, stacked, pooled, *, sizes, plan, alpha):
+        k = plan["n_classes"]
+        if pooled["scores"].shape[1] == k and (
+            pooled["noisy_labels"].size == 0 or pooled["noisy_labels"].max() < k
+        ):
+            return []
+        return super()._check_pooled(
+            stacked, pooled, sizes=sizes, plan=plan, alpha=alpha
+        )
+
     def _aggregate(self, received, *, alpha, random_state):
-        rows = received.sizes > 0
-        matrices = list(received.stacked["scores"][rows])
-        noisy = np.concatenate(list(received.stacked["noisy_labels"][rows]))
+        if received.pooled is not None:  # trusted: the clients' rows in one piece
+            pooled = received.pooled["scores"].copy()
+            noisy = received.pooled["noisy_labels"]
+        else:
+            rows = received.sizes > 0
+            matrices = list(received.stacked["scores"][rows])
+            noisy = np.concatenate(list(received.stacked["noisy_labels"][rows]))
+            pooled = np.concatenate(matrices) if len(matrices) > 1 else None
+            pooled = matrices[0].copy() if pooled is None else pooled
+            del matrices
         # One copy of the pooled matrix, sorted in place (the memory peak).
-        pooled = np.concatenate(matrices) if len(matrices) > 1 else matrices[0].copy()
         n, k = pooled.shape
         sorted_noisy = np.sort(pooled[np.arange(n), noisy])
-        del matrices, noisy
+        del noisy
         sorted_all = pooled.reshape(-1)
         sorted_all.sort()
         return self._search(sorted_all, sorted_noisy, received.plan, alpha=alpha)
@@ -649,13 +670,13 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             epsilon=self.epsilon,
             random_state=users_rng,
         )
-        bounds = np.concatenate(([0], np.cumsum(partition.sizes)))
         return self._fit_messages(
             {
                 "n": partition.sizes,
-                "scores": _views(grouped, bounds),
-                "noisy_labels": _views(noisy, bounds),
+                "scores": _per_client_rows(grouped, partition.sizes),
+                "noisy_labels": _per_client_rows(noisy, partition.sizes),
             },
+            pooled={"scores": grouped, "noisy_labels": noisy},
             clients=partition.clients,
             sizes=partition.sizes,
             alpha=alpha,
@@ -740,10 +761,18 @@ class LDPLabelStarCalibrator(LDPLabelCalibrator):
     _star = True
 
 
-def _views(values, bounds):
-    """One view of ``values`` per client (rows ``bounds[j]:bounds[j + 1]``)."""
-    out = np.empty(bounds.shape[0] - 1, dtype=object)
-    for j in range(out.shape[0]):
+def _per_client_rows(values, sizes):
+    """``values`` split into one entry per client (``sizes[j]`` rows each).
+
+    Equal sizes: one ``(n_clients, size, ...)`` view (entry ``j`` is client
+    ``j``'s rows, made without a Python loop); else an object array of views.
+    """
+    m = sizes.shape[0]
+    if (sizes == sizes[0]).all():
+        return values.reshape(m, sizes[0], *values.shape[1:])
+    out = np.empty(m, dtype=object)
+    bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
+    for j in range(m):
         out[j] = values[bounds[j] : bounds[j + 1]]
     return out
 

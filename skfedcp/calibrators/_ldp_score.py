@@ -539,7 +539,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         users_rng = seed if isinstance(seed, str) else spawn_random_states(seed, 2)[1]
         grouped = partition.grouped(scores)
         starts = np.cumsum(partition.sizes) - partition.sizes
-        answered = np.zeros(grouped.shape[0], dtype=bool)  # the users' memory
+        answered = np.zeros(grouped.shape[0], dtype=np.intp)  # the users' memory
         rounds = []
         state = self.server_init(
             partition.sizes, alpha=alpha, random_state=_server_stream(public)
@@ -548,13 +548,12 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             queries = state["queries"]
             counts = queries.counts()
             rows = queries.users + np.repeat(starts, counts)
-            once = np.unique(rows).size == rows.size
-            if not once or answered[rows].any():
+            answered += np.bincount(rows, minlength=answered.shape[0])
+            if answered.max(initial=0) > 1:
                 raise RuntimeError(
                     "LDP-S simulation: a user was queried twice; each user "
                     "answers at most once."
                 )
-            answered[rows] = True
             # Each asked user's client_respond, for every client at once.
             bits = (grouped[rows] < float(queries.threshold)).astype(np.int64)
             message = {
@@ -682,9 +681,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         owner = _concat(owners, np.intp)
         order = np.argsort(owner, kind="stable")
         pooled = _concat(answers, np.int64)[order]
-        ends = np.cumsum(np.bincount(owner, minlength=sizes.shape[0]))
+        ends = np.cumsum(np.bincount(owner, minlength=sizes.shape[0])).tolist()
         reports = np.empty(sizes.shape[0], dtype=object)
-        for j, (start, end) in enumerate(zip(ends - np.diff(ends, prepend=0), ends)):
+        for j, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
             reports[j] = pooled[start:end]
         self.threshold_ = float(state["threshold"])
         self.correction_ = state["correction"]
@@ -950,7 +949,9 @@ def _round_reports(messages):
     """A checked round's 0/1 reports, client after client."""
     if isinstance(messages, Mapping):
         return np.asarray(messages["reports"]).astype(np.int64)
-    parts = [np.asarray(m["reports"], dtype=np.int64) for m in messages if m is not None]
+    parts = [
+        np.asarray(m["reports"], dtype=np.int64) for m in messages if m is not None
+    ]
     return _concat(parts, np.int64)
 
 
