@@ -538,7 +538,6 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         # All simulated users draw their noise from one stream (stream 1).
         users_rng = seed if isinstance(seed, str) else spawn_random_states(seed, 2)[1]
         grouped = partition.grouped(scores)
-        starts = np.cumsum(partition.sizes) - partition.sizes
         answered = np.zeros(grouped.shape[0], dtype=np.intp)  # the users' memory
         rounds = []
         state = self.server_init(
@@ -547,7 +546,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         while not state["done"]:
             queries = state["queries"]
             counts = queries.counts()
-            rows = queries.users + np.repeat(starts, counts)
+            rows = queries.members  # the asked users' rows in `grouped`
             answered += np.bincount(rows, minlength=answered.shape[0])
             if answered.max(initial=0) > 1:
                 raise RuntimeError(
@@ -665,7 +664,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             # Checked: the answers are, client after client, those of the
             # asked users (state["queries"].users).
             queries = state["queries"]
-            owner = np.repeat(np.arange(sizes.shape[0]), queries.counts())
+            owner = queries.owner
             owners.append(owner)
             answers.append(_round_reports(round_messages))
             log["round"].append(np.full(owner.size, queries.round))
@@ -681,10 +680,8 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         owner = _concat(owners, np.intp)
         order = np.argsort(owner, kind="stable")
         pooled = _concat(answers, np.int64)[order]
-        ends = np.cumsum(np.bincount(owner, minlength=sizes.shape[0])).tolist()
-        reports = np.empty(sizes.shape[0], dtype=object)
-        for j, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
-            reports[j] = pooled[start:end]
+        n_reports = np.bincount(owner, minlength=sizes.shape[0])
+        reports = _per_client_bits(pooled, n_reports)
         self.threshold_ = float(state["threshold"])
         self.correction_ = state["correction"]
         self.target_coverage_ = state["target"]
@@ -703,7 +700,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         }
         self.messages_ = {
             "client": clients,
-            "n_reports": np.array([r.shape[0] for r in reports]),
+            "n_reports": n_reports,
             "reports": reports,
         }
         self.clients_ = clients
@@ -808,7 +805,9 @@ def _pose_query(state):
     # Members are sorted: client j's are members[offsets[j]:offsets[j + 1]].
     offsets = np.concatenate(([0], np.searchsorted(members, ends, side="left")))
     owner = np.repeat(np.arange(sizes.shape[0]), np.diff(offsets))
-    queries = RoundQueries(round_, query, members - starts[owner], offsets)
+    queries = RoundQueries(
+        round_, query, members - starts[owner], offsets, members=members, owner=owner
+    )
     return {**state, "queries": queries}
 
 
@@ -820,14 +819,17 @@ class RoundQueries(Sequence):
     ``users`` (local indices, client after client) and ``offsets`` (client
     ``j``'s users are ``users[offsets[j]:offsets[j + 1]]``), which a
     vectorised client side answers with one stacked message (see
-    :meth:`LDPScoreCalibrator.server_update`).
+    :meth:`LDPScoreCalibrator.server_update`); ``members`` (the asked users,
+    numbered client by client) and ``owner`` (the client of each) too.
     """
 
-    def __init__(self, round_, threshold, users, offsets):
+    def __init__(self, round_, threshold, users, offsets, *, members, owner):
         self.round = int(round_)
         self.threshold = threshold
         self.users = users
         self.offsets = offsets
+        self.members = members
+        self.owner = owner
 
     def __len__(self):
         return self.offsets.shape[0] - 1
@@ -917,6 +919,21 @@ def _check_users(query, n_users):
     if np.unique(users).size != users.size:
         raise ValueError("query['users'] asks a user twice in one round.")
     return users
+
+
+def _per_client_bits(pooled, counts):
+    """Each client's bits (``counts[j]`` of them, in order), one entry per client.
+
+    Equal counts: one ``(n_clients, count)`` view; else an object array.
+    """
+    m = counts.shape[0]
+    if (counts == counts[0]).all():
+        return pooled.reshape(m, counts[0])
+    ends = np.cumsum(counts).tolist()
+    out = np.empty(m, dtype=object)
+    for j, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+        out[j] = pooled[start:end]
+    return out
 
 
 def _concat(parts, dtype):
