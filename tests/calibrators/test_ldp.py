@@ -437,7 +437,9 @@ class TestLabelCalibrator:
         # single client the simulation's one users' stream is that stream.
         proba, labels = _dirichlet_data(300, 3, seed)
         cal = LDPLabelCalibrator(epsilon=1.0)
-        fitted = clone(cal).fit(_lac(proba), labels=labels, alpha=0.1, random_state=seed)
+        fitted = clone(cal).fit(
+            _lac(proba), labels=labels, alpha=0.1, random_state=seed
+        )
         msg = cal.client_step(
             _lac(proba), labels=labels, random_state=spawn_random_states(seed, 2)[1]
         )
