@@ -49,8 +49,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     ``client_ids`` only groups them (each client forwards its users'
     answers).
 
-    **Protocol** (interactive; the simulation in :meth:`fit` runs exactly
-    these calls, and a network adapter can drive them remotely):
+    **Protocol** (interactive; :meth:`fit` runs these rounds in-process with
+    every client's answers stacked in one message per round, and a network
+    adapter can drive them remotely):
 
     1. ``state = server_init(n_per_client, alpha=..., random_state=...)``:
        groups, correction and the first query; ``state`` is a plain dict.
