@@ -321,7 +321,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             users numbered client by client), the interval ``lo``/``hi``,
             ``round`` (rounds completed), ``done``, ``threshold`` (set when
             done), ``stopped_early``, ``history`` and ``queries`` (one dict
-            per client for the next round; empty when done).
+            per client for the next round, a read-only sequence whose dicts
+            are built when accessed, see :class:`RoundQueries`; empty when
+            done).
         """
         plan = self.plan(n_per_client, alpha)
         alpha = check_alpha(alpha)
