@@ -322,7 +322,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             ``round`` (rounds completed), ``done``, ``threshold`` (set when
             done), ``stopped_early``, ``history`` and ``queries`` (one dict
             per client for the next round, a read-only sequence whose dicts
-            are built when accessed, see :class:`RoundQueries`; empty when
+            are built when accessed; empty when
             done).
         """
         plan = self.plan(n_per_client, alpha)
