@@ -791,7 +791,7 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
     >>> cal = LDPScoreStarCalibrator(epsilon=4.0, score_bounds=(0, 1))
     >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
     >>> round(cal.target_coverage_, 4), round(cal.threshold_, 4)
-    (0.9315, 0.9325)
+    (0.9315, 0.9291)
     """
 
     _star = True

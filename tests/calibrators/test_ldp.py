@@ -64,7 +64,8 @@ def _run_protocol(cal, scores, sizes, *, alpha, seed, shared=False):
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     local = [scores[s : s + n] for s, n in zip(starts, sizes, strict=True)]
     streams = spawn_random_states(seed, len(sizes) + 1)  # stream 0: the server's
-    client_rngs = [streams[1]] * len(sizes) if shared else streams[1:]
+    # One RandomState per client, kept across rounds (as a node keeps its own).
+    client_rngs = [streams[1]] * len(sizes) if shared else list(streams[1:])
     state = cal.server_init(sizes, alpha=alpha, random_state=streams[0])
     rounds = []
     while not state["done"]:
