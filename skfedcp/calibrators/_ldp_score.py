@@ -803,11 +803,12 @@ def _pose_query(state):
     query = _axis_score(state, (state["lo"] + state["hi"]) / 2.0)
     members = np.sort(state["groups"][round_ - 1])
     sizes = state["n_per_client"]
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    # Members are sorted: client j's are members[offsets[j]:offsets[j + 1]].
-    offsets = np.concatenate(([0], np.searchsorted(members, ends, side="left")))
-    owner = np.repeat(np.arange(sizes.shape[0]), np.diff(offsets))
+    starts = np.cumsum(sizes) - sizes
+    # Users are numbered client by client; members are sorted, so client j's
+    # are members[offsets[j]:offsets[j + 1]].
+    owner = np.repeat(np.arange(sizes.shape[0]), sizes)[members]
+    counts = np.bincount(owner, minlength=sizes.shape[0])
+    offsets = np.concatenate(([0], np.cumsum(counts)))
     queries = RoundQueries(
         round_, query, members - starts[owner], offsets, members=members, owner=owner
     )
