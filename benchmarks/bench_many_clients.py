@@ -10,7 +10,9 @@ of 500,000 rows and 10 classes, as a ratio to its 80 MB score matrix
 (NumPy reports its buffers to it) and the growth of the process's peak
 resident set during ``fit``.
 
-Run: ``python benchmarks/bench_many_clients.py [--quick]``.
+Run: ``python benchmarks/bench_many_clients.py [--quick]`` (from a git
+worktree, ``PYTHONPATH=. python benchmarks/...`` so that the worktree's
+``skfedcp`` is imported rather than the installed one).
 """
 
 import argparse
