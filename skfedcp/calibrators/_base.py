@@ -344,6 +344,7 @@ class BaseCalibrator(BaseEstimator):
         random_state,
         on_invalid,
         trusted=False,
+        pooled=None,
     ):
         received = self._receive(
             messages,
@@ -352,6 +353,7 @@ class BaseCalibrator(BaseEstimator):
             alpha=alpha,
             on_invalid=on_invalid,
             trusted=trusted,
+            pooled=pooled if trusted else None,
         )
         threshold, details = _split_details(
             self._aggregate(received, alpha=alpha, random_state=random_state)
@@ -372,8 +374,25 @@ class BaseCalibrator(BaseEstimator):
         """The plan the server checks messages against (default: :meth:`plan`)."""
         return self.plan(sizes, alpha)
 
-    def _receive(self, messages, *, clients, sizes, alpha, on_invalid, trusted=False):
-        """Check messages against the plan; raise, or exclude the offenders."""
+    def _receive(
+        self,
+        messages,
+        *,
+        clients,
+        sizes,
+        alpha,
+        on_invalid,
+        trusted=False,
+        pooled=None,
+    ):
+        """Check messages against the plan; raise, or exclude the offenders.
+
+        ``pooled`` (trusted in-process path only): the per-row fields as
+        single arrays, of which the messages' per-client arrays are views
+        (see :class:`~skfedcp.calibrators._messages.Received`); the
+        strategy's rules may then be checked on them in one pass
+        (:meth:`_check_pooled`).
+        """
         stacked, problems = collect_messages(
             messages, self._message_fields, sizes, trusted=trusted
         )
@@ -382,13 +401,16 @@ class BaseCalibrator(BaseEstimator):
         plan = self._server_plan(sizes, alpha, stacked)
         bad = np.zeros(sizes.shape[0], dtype=bool)
         bad[[p.index for p in problems]] = True
-        problems += [
-            p
-            for p in self._check_messages(
+        if pooled is not None and not problems:
+            found = self._check_pooled(
+                stacked, pooled, sizes=sizes, plan=plan, alpha=alpha
+            )
+        else:
+            pooled = None
+            found = self._check_messages(
                 stacked, sizes=sizes, plan=plan, alpha=alpha, valid=~bad
             )
-            if not bad[p.index]
-        ]
+        problems += [p for p in found if not bad[p.index]]
         excluded = clients[:0]
         if problems:
             problems.sort(key=lambda p: p.index)
@@ -417,7 +439,8 @@ class BaseCalibrator(BaseEstimator):
                 f"{self._exclusion_note()}",
                 InvalidMessageWarning,
             )
-        return Received(stacked, clients, sizes, plan, excluded)
+            pooled = None
+        return Received(stacked, clients, sizes, plan, excluded, pooled)
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
         """Strategy rules beyond the field kinds; return a list of ``Problem``.
@@ -426,6 +449,18 @@ class BaseCalibrator(BaseEstimator):
         the others hold placeholders and must be skipped.
         """
         return []
+
+    def _check_pooled(self, stacked, pooled, *, sizes, plan, alpha):
+        """:meth:`_check_messages` for the trusted path, given the pooled rows.
+
+        The default checks the per-client messages; a strategy may check the
+        pooled arrays in one pass and fall back to :meth:`_check_messages`
+        (which names the client) only when that pass finds a problem.
+        """
+        valid = np.ones(sizes.shape[0], dtype=bool)
+        return self._check_messages(
+            stacked, sizes=sizes, plan=plan, alpha=alpha, valid=valid
+        )
 
     def _exclude(self, stacked, *, clients, sizes, plan, bad, alpha):
         """Leave out the clients flagged in ``bad``.

@@ -91,6 +91,8 @@ class CentralCalibrator(BaseCalibrator):
 
 def _pooled(stacked):
     """All clients' score arrays, concatenated."""
+    if stacked["scores"].dtype != object:  # equal sizes, stacked (n_clients, size)
+        return np.asarray(stacked["scores"], dtype=np.float64).ravel()
     parts = list(stacked["scores"])
     if not parts:
         return np.empty(0)

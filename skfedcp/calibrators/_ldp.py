@@ -28,10 +28,11 @@ from ..privacy._ldp_analysis import (
     ldp_correction,
     ldp_sample_size,
 )
+from ..utils._random import spawn_random_states
 from ..utils._sklearn_compat import Interval, StrOptions
 from ..utils._validation import check_alpha
 from ..utils._warnings import warn_user
-from ._base import BaseCalibrator, CoverageBounds, stack_messages
+from ._base import BaseCalibrator, CoverageBounds
 from ._messages import Problem
 
 __all__ = [
@@ -100,6 +101,33 @@ def _debiased_coverage(sorted_all, sorted_noisy, thresholds, beta, n_classes):
     return (noisy_cdf - beta * uniform_cdf) / (1.0 - beta)
 
 
+def _first_covering(sorted_all, sorted_noisy, beta, n_classes, target):
+    """Smallest distinct score whose de-biased coverage reaches ``target``.
+
+    Equal to evaluating :func:`_debiased_coverage` at every distinct value
+    of ``sorted_all`` and taking the first hit, but only the smallest score
+    and the noisy-label scores need to be examined: between two consecutive
+    noisy-label scores the noisy count is constant while the count of all
+    entries grows, so the estimate (computed with the same, monotone
+    floating-point operations) can only decrease. A first hit past the
+    smallest score is therefore a noisy-label score, and checking the
+    ``<= n + 1`` of them finds the same threshold with the same arithmetic.
+    ``+inf`` when no candidate reaches the target (only through rounding
+    when it is within 1e-16 of 1).
+    """
+    if sorted_all.size == 0:
+        return np.inf
+    first = np.empty(sorted_noisy.shape[0], dtype=bool)  # first of its run of ties
+    first[:1] = True
+    np.not_equal(sorted_noisy[1:], sorted_noisy[:-1], out=first[1:])
+    candidates = sorted_noisy[first]
+    if candidates.size == 0 or sorted_all[0] < candidates[0]:
+        candidates = np.concatenate((sorted_all[:1], candidates))
+    coverage = _debiased_coverage(sorted_all, sorted_noisy, candidates, beta, n_classes)
+    hits = np.flatnonzero(coverage >= target)
+    return float(candidates[hits[0]]) if hits.size else np.inf
+
+
 class _LDPMixin:
     """Parameters and fitted-attribute helpers shared by LDP-L and LDP-S."""
 
@@ -108,6 +136,15 @@ class _LDPMixin:
 
     def _target(self, alpha, correction):
         return 1.0 - alpha + (correction if self._star else 0.0)
+
+    def _simulation_streams(self, random_state):
+        """The server's stream (0) and the one stream (1) of all simulated users.
+
+        Both spawned from ``random_state``'s ``SeedSequence`` like every other
+        strategy's streams; ``"secure"`` is passed on as is.
+        """
+        server, users = spawn_random_states(random_state, 2)
+        return server, users
 
     def _warn_guarantee(self, alpha, correction, name):
         if not self._star and correction >= 1.0 - alpha:
@@ -437,6 +474,16 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         )
 
     def _server_plan(self, sizes, alpha, stacked):
+        scores = stacked["scores"]
+        if scores.dtype != object and scores.ndim == 3 and scores.shape[2] >= 2:
+            # Stacked (n_clients, rows, n_classes): one width for all.
+            return self.plan([int(sizes.sum())], alpha, n_classes=scores.shape[2])
+        widths = {
+            m.shape[1] if m.ndim == 2 and m.size else 0 for m in stacked["scores"]
+        }
+        widths.discard(0)
+        if len(widths) == 1:  # the common case: one width
+            return self.plan([int(sizes.sum())], alpha, n_classes=widths.pop())
         widths = [m.shape[1] for m in stacked["scores"] if m.ndim == 2 and m.size]
         if not widths:
             raise InvalidMessageError(
@@ -456,33 +503,68 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
         k = plan["n_classes"]
+        matrices, labels = stacked["scores"], stacked["noisy_labels"]
         problems = []
+        width_ok = []
         for j in np.flatnonzero(valid & (sizes > 0)):
-            matrix, noisy = stacked["scores"][j], stacked["noisy_labels"][j]
-            if matrix.shape[1] != k:
-                problems.append(
-                    Problem(
-                        int(j),
-                        "scores",
-                        f"has {matrix.shape[1]} columns; the other clients send "
-                        f"{k} (one per class)",
-                    )
+            width = matrices[j].shape[1]
+            if width == k:
+                width_ok.append(j)
+                continue
+            problems.append(
+                Problem(
+                    int(j),
+                    "scores",
+                    f"has {width} columns; the other clients send {k} (one per class)",
                 )
-            elif noisy.max() >= k:
-                problems.append(
-                    Problem(int(j), "noisy_labels", f"must be integers in 0..{k - 1}")
-                )
+            )
+        if not width_ok:
+            return problems
+        # One pass over the pooled labels; per client only if one is out of range.
+        if np.concatenate(list(labels[width_ok])).max() >= k:
+            problems += [
+                Problem(int(j), "noisy_labels", f"must be integers in 0..{k - 1}")
+                for j in width_ok
+                if labels[j].max() >= k
+            ]
         return problems
 
-    def _aggregate(self, received, *, alpha, random_state):
-        rows = received.sizes > 0
-        matrix = np.concatenate(list(received.stacked["scores"][rows]))
-        noisy = np.concatenate(list(received.stacked["noisy_labels"][rows]))
-        return self._search(matrix, noisy, received.plan, alpha=alpha)
+    def _check_pooled(self, stacked, pooled, *, sizes, plan, alpha):
+        k = plan["n_classes"]
+        if pooled["scores"].shape[1] == k and (
+            pooled["noisy_labels"].size == 0 or pooled["noisy_labels"].max() < k
+        ):
+            return []
+        return super()._check_pooled(
+            stacked, pooled, sizes=sizes, plan=plan, alpha=alpha
+        )
 
-    def _search(self, matrix, noisy, plan, *, alpha):
-        """The threshold search on checked arrays: ``(threshold, details)``."""
-        n, k = matrix.shape
+    def _aggregate(self, received, *, alpha, random_state):
+        if received.pooled is not None:  # trusted: the clients' rows in one piece
+            pooled = received.pooled["scores"].copy()
+            noisy = received.pooled["noisy_labels"]
+        else:
+            rows = received.sizes > 0
+            matrices = list(received.stacked["scores"][rows])
+            noisy = np.concatenate(list(received.stacked["noisy_labels"][rows]))
+            pooled = np.concatenate(matrices) if len(matrices) > 1 else None
+            pooled = matrices[0].copy() if pooled is None else pooled
+            del matrices
+        # One copy of the pooled matrix, sorted in place (the memory peak).
+        n, k = pooled.shape
+        sorted_noisy = np.sort(pooled[np.arange(n), noisy])
+        del noisy
+        sorted_all = pooled.reshape(-1)
+        sorted_all.sort()
+        return self._search(sorted_all, sorted_noisy, received.plan, alpha=alpha)
+
+    def _search(self, sorted_all, sorted_noisy, plan, *, alpha):
+        """The threshold search on sorted checked scores: ``(threshold, details)``.
+
+        ``sorted_all`` holds the ``n k`` entries of the score matrix and
+        ``sorted_noisy`` the ``n`` scores of the noisy labels, both sorted.
+        """
+        k = plan["n_classes"]
         correction, target = plan["correction"], plan["target"]
         info = {"n_steps_used": 0, "stopped_early": False}
         if not plan["feasible"]:
@@ -490,16 +572,8 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             return np.inf, info
         self._warn_guarantee(alpha, correction, "Delta_L")
         beta = plan["beta"]
-        sorted_all = np.sort(matrix, axis=None)
-        sorted_noisy = np.sort(matrix[np.arange(n), noisy])
         if self.search == "exact":
-            candidates = np.unique(sorted_all)
-            coverage = _debiased_coverage(sorted_all, sorted_noisy, candidates, beta, k)
-            hits = np.flatnonzero(coverage >= target)
-            # The estimate reaches 1 at the largest score, so hits is empty
-            # only through rounding when the target is within 1e-16 of 1.
-            threshold = float(candidates[hits[0]]) if hits.size else np.inf
-            return threshold, info
+            return _first_covering(sorted_all, sorted_noisy, beta, k, target), info
         lo, hi = _check_bounds(self.score_bounds, type(self).__name__)
         band = correction / 2.0
         for step in range(1, self.n_steps + 1):
@@ -549,9 +623,9 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             Miscoverage level in (0, 1).
         random_state : int, RandomState instance, "secure" or None, \
                 default=None
-            Seeds the users' k-RR noise (one stream per client);
-            ``"secure"`` draws it from the operating system's secure
-            generator (not reproducible, for deployment).
+            Seeds the users' k-RR noise (see Notes); ``"secure"`` draws it
+            from the operating system's secure generator (not reproducible,
+            for deployment).
         n_jobs : int, default=None
             Unused; the simulation is vectorised.
 
@@ -559,6 +633,19 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         -------
         self : LDPLabelCalibrator
             The fitted calibrator.
+
+        Notes
+        -----
+        The simulation is vectorised: every user's k-RR noise is drawn in
+        one call from **one** stream for all the simulated users (stream 1
+        spawned from ``random_state``; stream 0 is the server's, as in
+        :meth:`fit_from_messages`), in the order of the sorted clients. Each
+        user's noise is still independent of every other user's, which is
+        all the mechanism needs, but the draws are not those of per-client
+        :meth:`client_step` calls with per-client streams (with a single
+        client they are). In a deployment each client runs
+        :meth:`client_step` with its own ``random_state``; the server side
+        (:meth:`fit_from_messages`) is the same code either way.
         """
         self._validate_params()
         alpha = check_alpha(alpha)
@@ -575,15 +662,21 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
                 f"({matrix.shape[0]}); got shape {labels.shape}."
             )
         partition = ClientPartition(client_ids, matrix.shape[0])
-        server_rng, rngs = self._random_streams(random_state, partition.n_clients)
-        messages = [
-            self.client_step(m, labels=y, random_state=r)
-            for m, y, r in zip(
-                partition.split(matrix), partition.split(labels), rngs, strict=True
-            )
-        ]
+        server_rng, users_rng = self._simulation_streams(random_state)
+        grouped = partition.grouped(matrix)
+        noisy = k_ary_randomized_response(
+            partition.grouped(labels),
+            n_classes=matrix.shape[1],
+            epsilon=self.epsilon,
+            random_state=users_rng,
+        )
         return self._fit_messages(
-            stack_messages(messages),
+            {
+                "n": partition.sizes,
+                "scores": _per_client_rows(grouped, partition.sizes),
+                "noisy_labels": _per_client_rows(noisy, partition.sizes),
+            },
+            pooled={"scores": grouped, "noisy_labels": noisy},
             clients=partition.clients,
             sizes=partition.sizes,
             alpha=alpha,
@@ -666,6 +759,22 @@ class LDPLabelStarCalibrator(LDPLabelCalibrator):
     """
 
     _star = True
+
+
+def _per_client_rows(values, sizes):
+    """``values`` split into one entry per client (``sizes[j]`` rows each).
+
+    Equal sizes: one ``(n_clients, size, ...)`` view (entry ``j`` is client
+    ``j``'s rows, made without a Python loop); else an object array of views.
+    """
+    m = sizes.shape[0]
+    if (sizes == sizes[0]).all():
+        return values.reshape(m, sizes[0], *values.shape[1:])
+    out = np.empty(m, dtype=object)
+    bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
+    for j in range(m):
+        out[j] = values[bounds[j] : bounds[j + 1]]
+    return out
 
 
 def _per_client(field):

@@ -1,6 +1,8 @@
 """LDP-S: interactive bisection on private scores, one randomized bit per user."""
 
 import math
+import operator
+from collections.abc import Mapping, Sequence
 from numbers import Integral
 
 import numpy as np
@@ -47,8 +49,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     ``client_ids`` only groups them (each client forwards its users'
     answers).
 
-    **Protocol** (interactive; the simulation in :meth:`fit` runs exactly
-    these calls, and a network adapter can drive them remotely):
+    **Protocol** (interactive; :meth:`fit` runs these rounds in-process with
+    every client's answers stacked in one message per round, and a network
+    adapter can drive them remotely):
 
     1. ``state = server_init(n_per_client, alpha=..., random_state=...)``:
        groups, correction and the first query; ``state`` is a plain dict.
@@ -318,7 +321,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             users numbered client by client), the interval ``lo``/``hi``,
             ``round`` (rounds completed), ``done``, ``threshold`` (set when
             done), ``stopped_early``, ``history`` and ``queries`` (one dict
-            per client for the next round; empty when done).
+            per client for the next round, a read-only sequence whose dicts
+            are built when accessed; empty when
+            done).
         """
         plan = self.plan(n_per_client, alpha)
         alpha = check_alpha(alpha)
@@ -390,10 +395,15 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         ----------
         state : dict
             From :meth:`server_init` or the previous :meth:`server_update`.
-        messages : list of dict or None
+        messages : list of dict or None, or dict
             One entry per client, in the order of ``n_per_client``: the
             client's :meth:`client_respond` message, or ``None`` for a client
-            with no asked user.
+            with no asked user. Or the round's answers of every client
+            stacked in one dict (what :meth:`fit` sends, and what a relay
+            forwarding many clients' answers can send): ``{"round": r,
+            "counts": answers per client, "users": the asked users' local
+            indices, client after client, "reports": their 0/1 bits}``,
+            checked against the queries as the list is.
 
         Returns
         -------
@@ -403,16 +413,21 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         if state["done"]:
             raise ValueError("the LDP-S protocol is already finished (done=True).")
         queries = state["queries"]
-        if not isinstance(messages, list | tuple) or len(messages) != len(queries):
-            raise InvalidMessageError(
-                f"expected a list with one message (or None) per client "
-                f"({len(queries)}); got {_describe(messages)}."
-            )
-        reports = [
-            _check_answer(j, query, message)
-            for j, (query, message) in enumerate(zip(queries, messages, strict=True))
-        ]
-        reports = np.concatenate([r for r in reports if r is not None] or [[]])
+        if isinstance(messages, Mapping):
+            reports = _check_stacked_answers(queries, messages)
+        else:
+            if not isinstance(messages, list | tuple) or len(messages) != len(queries):
+                raise InvalidMessageError(
+                    f"expected a list with one message (or None) per client "
+                    f"({len(queries)}); got {_describe(messages)}."
+                )
+            reports = [
+                _check_answer(j, query, message)
+                for j, (query, message) in enumerate(
+                    zip(queries, messages, strict=True)
+                )
+            ]
+            reports = np.concatenate([r for r in reports if r is not None] or [[]])
         if reports.shape[0] != state["group_size"]:
             raise InvalidMessageError(
                 f"round {queries[0]['round']} received {reports.shape[0]} answers; "
@@ -471,10 +486,14 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
         """Simulate the interactive protocol in-process.
 
-        Runs :meth:`server_init`, then rounds of :meth:`client_respond` and
-        :meth:`server_update`, and checks on the users' side that no user is
-        asked twice (a ``RuntimeError`` otherwise). The calibrator keeps only
-        what the server sees (bits, queries, estimates), never the scores.
+        Runs :meth:`server_init`, then rounds in which every asked user
+        answers (what :meth:`client_respond` computes, for all clients at
+        once) and :meth:`server_update`, and checks on the users' side that
+        no user is asked twice (a ``RuntimeError`` otherwise); the fitted
+        attributes then come from :meth:`fit_from_messages` on the
+        transcript, the server path a deployment runs. The calibrator keeps
+        only what the server sees (bits, queries, estimates), never the
+        scores.
 
         Parameters
         ----------
@@ -486,9 +505,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             Miscoverage level in (0, 1).
         random_state : int, RandomState instance, "secure" or None, \
                 default=None
-            Seeds the group assignment and the users' noise (one stream per
-            client); ``"secure"``: the users' noise comes from the operating
-            system's secure generator (not reproducible).
+            Seeds the group assignment and the users' noise (see Notes);
+            ``"secure"``: the users' noise comes from the operating system's
+            secure generator (not reproducible).
         n_jobs : int, default=None
             Unused.
 
@@ -496,6 +515,20 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         -------
         self : LDPScoreCalibrator
             The fitted calibrator.
+
+        Notes
+        -----
+        The simulation is vectorised: each round's asked users, of every
+        client, answer in one stacked message (see :meth:`server_update`),
+        and all simulated users draw their randomized-response noise from
+        **one** stream (stream 1 spawned from ``random_state``; stream 0
+        seeds the public group assignment), round after round, client after
+        client. Each user's noise is still independent of every other
+        user's, which is all the mechanism needs; the draws equal those of
+        :meth:`client_respond` calls that share that one stream (with a
+        single client: the client's own stream). In a deployment each
+        client answers with :meth:`client_respond` and its own
+        ``random_state``.
         """
         self._validate_params()
         alpha = check_alpha(alpha)
@@ -505,31 +538,36 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         # the live run and the server's check share.
         seed = check_seed_sequence(random_state)
         public = np.random.SeedSequence() if isinstance(seed, str) else seed
-        _, rngs = self._random_streams(seed, partition.n_clients)
-        local = partition.split(scores)
-        answered = [np.zeros(size, dtype=np.intp) for size in partition.sizes]
+        # All simulated users draw their noise from one stream (stream 1).
+        users_rng = seed if isinstance(seed, str) else spawn_random_states(seed, 2)[1]
+        grouped = partition.grouped(scores)
+        answered = np.zeros(grouped.shape[0], dtype=np.intp)  # the users' memory
         rounds = []
         state = self.server_init(
             partition.sizes, alpha=alpha, random_state=_server_stream(public)
         )
         while not state["done"]:
-            messages = []
-            for j, query in enumerate(state["queries"]):
-                users = np.asarray(query["users"], dtype=np.intp)
-                if users.size == 0:
-                    messages.append(None)
-                    continue
-                answered[j][users] += 1  # the users' own memory
-                if (answered[j][users] > 1).any():
-                    raise RuntimeError(
-                        "LDP-S simulation: a user was queried twice; each user "
-                        "answers at most once."
-                    )
-                messages.append(
-                    self.client_respond(local[j], query, random_state=rngs[j])
+            queries = state["queries"]
+            counts = queries.counts()
+            rows = queries.members  # the asked users' rows in `grouped`
+            answered += np.bincount(rows, minlength=answered.shape[0])
+            if answered.max(initial=0) > 1:
+                raise RuntimeError(
+                    "LDP-S simulation: a user was queried twice; each user "
+                    "answers at most once."
                 )
-            rounds.append(messages)
-            state = self.server_update(state, messages)
+            # Each asked user's client_respond, for every client at once.
+            bits = (grouped[rows] < float(queries.threshold)).astype(np.int64)
+            message = {
+                "round": queries.round,
+                "counts": counts,
+                "users": queries.users,
+                "reports": binary_randomized_response(
+                    bits, epsilon=self.epsilon, random_state=users_rng
+                ),
+            }
+            rounds.append(message)
+            state = self.server_update(state, message)
         return self.fit_from_messages(
             rounds,
             alpha=alpha,
@@ -606,7 +644,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             alpha=alpha,
             random_state=_server_stream(check_seed_sequence(random_state)),
         )
-        received = [[] for _ in range(sizes.shape[0])]
+        owners, answers = [], []
         log = {"round": [], "client": [], "user": []}
         for round_messages in messages:
             if state["done"]:
@@ -626,26 +664,27 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
                     client=clients[exc.client],
                     field=exc.field,
                 ) from None
-            for j, (query, message) in enumerate(
-                zip(state["queries"], round_messages, strict=True)
-            ):
-                if message is None:
-                    continue
-                users = np.asarray(query["users"], dtype=np.intp)
-                received[j].append(np.asarray(message["reports"], dtype=np.int64))
-                log["round"].append(np.full(users.size, query["round"]))
-                log["client"].append(np.repeat(clients[j : j + 1], users.size))
-                log["user"].append(users)
+            # Checked: the answers are, client after client, those of the
+            # asked users (state["queries"].users).
+            queries = state["queries"]
+            owner = queries.owner
+            owners.append(owner)
+            answers.append(_round_reports(round_messages))
+            log["round"].append(np.full(owner.size, queries.round))
+            log["client"].append(clients[owner])
+            log["user"].append(queries.users.astype(np.intp, copy=False))
             state = new_state
         if not state["done"]:
             raise InvalidMessageError(
                 f"the transcript ends after {state['round']} round(s) but the "
                 "protocol is not finished."
             )
-        reports = np.empty(sizes.shape[0], dtype=object)
-        reports[:] = [
-            np.concatenate(r) if r else np.empty(0, dtype=np.int64) for r in received
-        ]
+        # Each client's bits in round order (a stable grouping by client).
+        owner = _concat(owners, np.intp)
+        order = np.argsort(owner, kind="stable")
+        pooled = _concat(answers, np.int64)[order]
+        n_reports = np.bincount(owner, minlength=sizes.shape[0])
+        reports = _per_client_bits(pooled, n_reports)
         self.threshold_ = float(state["threshold"])
         self.correction_ = state["correction"]
         self.target_coverage_ = state["target"]
@@ -664,7 +703,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         }
         self.messages_ = {
             "client": clients,
-            "n_reports": np.array([r.shape[0] for r in reports]),
+            "n_reports": n_reports,
             "reports": reports,
         }
         self.clients_ = clients
@@ -752,7 +791,7 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
     >>> cal = LDPScoreStarCalibrator(epsilon=4.0, score_bounds=(0, 1))
     >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
     >>> round(cal.target_coverage_, 4), round(cal.threshold_, 4)
-    (0.9315, 0.9325)
+    (0.9315, 0.9291)
     """
 
     _star = True
@@ -764,17 +803,59 @@ def _pose_query(state):
     query = _axis_score(state, (state["lo"] + state["hi"]) / 2.0)
     members = np.sort(state["groups"][round_ - 1])
     sizes = state["n_per_client"]
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    owner = np.searchsorted(starts + sizes, members, side="right")
-    queries = [
-        {
-            "round": round_,
-            "threshold": query,
-            "users": members[owner == j] - starts[j],
-        }
-        for j in range(sizes.shape[0])
-    ]
+    starts = np.cumsum(sizes) - sizes
+    # Users are numbered client by client; members are sorted, so client j's
+    # are members[offsets[j]:offsets[j + 1]].
+    owner = np.repeat(np.arange(sizes.shape[0]), sizes)[members]
+    counts = np.bincount(owner, minlength=sizes.shape[0])
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    queries = RoundQueries(
+        round_, query, members - starts[owner], offsets, members=members, owner=owner
+    )
     return {**state, "queries": queries}
+
+
+class RoundQueries(Sequence):
+    """One round's queries, one dict per client, built when accessed.
+
+    ``queries[j]`` is ``{"round": r, "threshold": q_r, "users": local row
+    indices}`` for client ``j``. The same queries are also held stacked:
+    ``users`` (local indices, client after client) and ``offsets`` (client
+    ``j``'s users are ``users[offsets[j]:offsets[j + 1]]``), which a
+    vectorised client side answers with one stacked message (see
+    :meth:`LDPScoreCalibrator.server_update`); ``members`` (the asked users,
+    numbered client by client) and ``owner`` (the client of each) too.
+    """
+
+    def __init__(self, round_, threshold, users, offsets, *, members, owner):
+        self.round = int(round_)
+        self.threshold = threshold
+        self.users = users
+        self.offsets = offsets
+        self.members = members
+        self.owner = owner
+
+    def __len__(self):
+        return self.offsets.shape[0] - 1
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return [self[i] for i in range(len(self))[j]]
+        n = len(self)
+        j = operator.index(j)
+        if j < 0:
+            j += n
+        if not 0 <= j < n:
+            raise IndexError("client index out of range")
+        return {
+            "round": self.round,
+            "threshold": self.threshold,
+            "users": self.users[self.offsets[j] : self.offsets[j + 1]],
+        }
+
+    def counts(self):
+        """Number of asked users of each client."""
+        return np.diff(self.offsets)
 
 
 def _axis_range(axis, bounds, n_groups):
@@ -844,6 +925,21 @@ def _check_users(query, n_users):
     return users
 
 
+def _per_client_bits(pooled, counts):
+    """Each client's bits (``counts[j]`` of them, in order), one entry per client.
+
+    Equal counts: one ``(n_clients, count)`` view; else an object array.
+    """
+    m = counts.shape[0]
+    if (counts == counts[0]).all():
+        return pooled.reshape(m, counts[0])
+    ends = np.cumsum(counts).tolist()
+    out = np.empty(m, dtype=object)
+    for j, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+        out[j] = pooled[start:end]
+    return out
+
+
 def _concat(parts, dtype):
     return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
@@ -865,6 +961,111 @@ def _describe(value):
     if isinstance(value, list | tuple):
         return f"{len(value)} message(s)"
     return type(value).__name__
+
+
+_STACKED_FIELDS = ("round", "counts", "users", "reports")
+
+
+def _round_reports(messages):
+    """A checked round's 0/1 reports, client after client."""
+    if isinstance(messages, Mapping):
+        return np.asarray(messages["reports"]).astype(np.int64)
+    parts = [
+        np.asarray(m["reports"], dtype=np.int64) for m in messages if m is not None
+    ]
+    return _concat(parts, np.int64)
+
+
+def _first_client(offsets, position):
+    """The client whose stacked entries hold ``position``."""
+    return int(np.searchsorted(offsets, position, side="right") - 1)
+
+
+def _check_stacked_answers(queries, message):
+    """One round's answers of every client, stacked: the 0/1 reports, checked.
+
+    The same rules as :func:`_check_answer` for each client, in one pass;
+    an error names the first offending client.
+    """
+    if isinstance(queries, RoundQueries):
+        asked, offsets, round_ = queries.users, queries.offsets, queries.round
+    else:  # a state built by hand: stack its per-client queries
+        parts = [np.asarray(q["users"], dtype=np.int64) for q in queries]
+        asked = _concat(parts, np.int64)
+        offsets = np.concatenate(([0], np.cumsum([p.size for p in parts])))
+        round_ = int(queries[0]["round"])
+    missing = [f for f in _STACKED_FIELDS if f not in message]
+    extra = sorted(str(f) for f in message if f not in _STACKED_FIELDS)
+    if missing or extra:
+        field = (missing or extra)[0]
+        raise InvalidMessageError(
+            f"invalid stacked answers: must carry exactly the fields "
+            f"{list(_STACKED_FIELDS)}; missing {missing}, unexpected {extra}.",
+            field=field,
+        )
+    got_round = message["round"]
+    if (
+        not isinstance(got_round, Integral | np.integer)
+        or isinstance(got_round, bool)
+        or int(got_round) != round_
+    ):
+        raise InvalidMessageError(
+            f"invalid stacked answers: field 'round' is {got_round!r} but the "
+            f"query was for round {round_}.",
+            field="round",
+        )
+    counts = np.asarray(message["counts"])
+    want = np.diff(offsets)
+    if counts.shape != want.shape or counts.dtype.kind not in "iu":
+        raise InvalidMessageError(
+            f"invalid stacked answers: field 'counts' must hold one integer per "
+            f"client ({want.size}); got shape {counts.shape}.",
+            field="counts",
+        )
+    wrong = np.flatnonzero(counts != want)
+    if wrong.size:
+        j = int(wrong[0])
+        raise InvalidMessageError(
+            f"invalid message from client {j}: field 'users' does not list the "
+            f"users asked in round {round_} ({want[j]} asked, {counts[j]} "
+            "answered).",
+            client=j,
+            field="users",
+        )
+    users = np.asarray(message["users"])
+    if users.shape != asked.shape:
+        raise InvalidMessageError(
+            f"invalid stacked answers: field 'users' must list the "
+            f"{asked.size} users asked in round {round_}; got shape "
+            f"{users.shape}.",
+            field="users",
+        )
+    wrong = np.flatnonzero(users != asked)
+    if wrong.size:
+        j = _first_client(offsets, wrong[0])
+        raise InvalidMessageError(
+            f"invalid message from client {j}: field 'users' does not list the "
+            f"users asked in round {round_}.",
+            client=j,
+            field="users",
+        )
+    bits = np.asarray(message["reports"])
+    if bits.shape != asked.shape or bits.dtype.kind not in "iub":
+        raise InvalidMessageError(
+            f"invalid stacked answers: field 'reports' must hold one 0/1 bit "
+            f"per asked user ({asked.size}).",
+            field="reports",
+        )
+    wrong = np.flatnonzero((bits != 0) & (bits != 1))
+    if wrong.size:
+        j = _first_client(offsets, wrong[0])
+        raise InvalidMessageError(
+            f"invalid message from client {j}: field 'reports' must hold one 0/1 "
+            f"bit per asked user ({want[j]}).",
+            client=j,
+            field="reports",
+        )
+    return bits.astype(np.int64)
 
 
 def _check_answer(j, query, message):

@@ -51,7 +51,10 @@ class Received(NamedTuple):
 
     ``stacked`` maps each field to one entry per client (in the order of
     ``clients`` and ``sizes``); ``excluded`` lists the labels of clients left
-    out (``on_invalid="exclude"``).
+    out (``on_invalid="exclude"``). ``pooled`` (trusted in-process path
+    only, else ``None``): the same per-row fields as single arrays, the
+    clients' rows one after another, of which the per-client entries of
+    ``stacked`` are views; aggregation may use them instead of concatenating.
     """
 
     stacked: dict
@@ -59,6 +62,7 @@ class Received(NamedTuple):
     sizes: np.ndarray
     plan: dict
     excluded: np.ndarray
+    pooled: dict | None = None
 
 
 def check_client_sizes(n_per_client, *, name="n_per_client"):
@@ -387,9 +391,10 @@ def _check_value(column, sizes, present, trusted):
 
 
 def _check_rows(column, sizes, present, trusted, *, ndim):
-    if trusted and column.dtype == object:
+    if trusted and (column.dtype == object or column.ndim == ndim + 1):
         # The library's own client steps on checked scores: arrays of the
-        # right length already (one partition of the rows).
+        # right length already (one partition of the rows; equal-size
+        # clients may come as one (n_clients, size, ...) array).
         return column, []
     out = np.empty(column.shape[0], dtype=object)
     bad = []
@@ -423,6 +428,10 @@ def _check_score_matrix(column, sizes, present, trusted):
 
 
 def _check_labels(column, sizes, present, trusted):
+    if trusted and (column.dtype == object or column.ndim == 2):
+        # The library's own client steps: int64 label arrays of the right
+        # length already (drawn by the mechanism on checked labels).
+        return column, []
     out = np.empty(column.shape[0], dtype=object)
     bad = []
     for j in range(column.shape[0]):

@@ -142,7 +142,7 @@ def _sizes_tuple(n_per_client):
         raise ValueError("n_per_client must list the size of at least one client.")
     if sizes.dtype.kind not in "iu" or (sizes < 0).any():
         raise ValueError("n_per_client must hold non-negative integers.")
-    return tuple(int(s) for s in sizes)
+    return tuple(sizes.tolist())
 
 
 # --------------------------------------------------------------------------
@@ -317,8 +317,12 @@ class PrivateCentralCalibrator(BaseCalibrator):
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
         low, high = plan["score_bounds"]
-        rows = [np.asarray(s).ravel() for s in stacked["scores"][valid]]
-        pooled = np.concatenate(rows) if rows else np.empty(0)
+        column = stacked["scores"][valid]
+        if column.dtype != object:  # equal sizes, stacked (n_clients, size)
+            pooled = column.ravel()
+        else:
+            rows = [np.asarray(s).ravel() for s in column]
+            pooled = np.concatenate(rows) if rows else np.empty(0)
         if pooled.size == 0 or (pooled.min() >= low and pooled.max() <= high):
             return []  # one vectorised pass in the common case
         problems = []
@@ -406,8 +410,10 @@ class PrivateCentralCalibrator(BaseCalibrator):
         scores = _clip_scores(
             scores, _check_bounds(self.score_bounds, type(self).__name__)
         )
-        groups = np.empty(partition.n_clients, dtype=object)
-        groups[:] = partition.split(scores)
+        groups = partition.as_matrix(scores)  # equal sizes: no per-client loop
+        if groups is None:
+            groups = np.empty(partition.n_clients, dtype=object)
+            groups[:] = partition.split(scores)
         return {"n": partition.sizes, "scores": groups}
 
     def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):

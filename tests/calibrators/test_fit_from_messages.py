@@ -24,6 +24,7 @@ from skfedcp.exceptions import (
     SingleClientWarning,
 )
 from skfedcp.federated import ClientPartition
+from skfedcp.privacy import k_ary_randomized_response
 from skfedcp.utils._random import spawn_random_states
 
 ALPHA = 0.1
@@ -91,13 +92,17 @@ class TestSameAsFit:
         fitted = clone(cal).fit(
             1 - proba, ids, labels=labels, alpha=ALPHA, random_state=1
         )
-        streams = spawn_random_states(1, 5)
+        # fit draws all users' k-RR noise from one stream (stream 1 of the
+        # seed), users in client order; the server side is the same code.
+        noisy = k_ary_randomized_response(
+            labels, n_classes=3, epsilon=3.0, random_state=spawn_random_states(1, 2)[1]
+        )
         messages = [
-            cal.client_step(
-                1 - proba[ids == j],
-                labels=labels[ids == j],
-                random_state=streams[j + 1],
-            )
+            {
+                "n": 150,
+                "scores": 1 - proba[ids == j],
+                "noisy_labels": noisy[ids == j],
+            }
             for j in range(4)
         ]
         server = clone(cal).fit_from_messages(

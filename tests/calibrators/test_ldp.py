@@ -30,6 +30,7 @@ from skfedcp.exceptions import (
 )
 from skfedcp.privacy import (
     binary_randomized_response_probabilities,
+    k_ary_randomized_response,
     k_ary_randomized_response_probabilities,
 )
 from skfedcp.utils._random import spawn_random_states
@@ -52,14 +53,21 @@ def _lac(proba):
     return 1.0 - proba
 
 
-def _run_protocol(cal, scores, sizes, *, alpha, seed):
-    """Drive server_init / client_respond / server_update by hand."""
+def _run_protocol(cal, scores, sizes, *, alpha, seed, shared=False):
+    """Drive server_init / client_respond / server_update by hand.
+
+    ``shared=False``: a deployment, client ``j`` draws from stream ``j + 1``
+    spawned from the seed; ``shared=True``: every client draws from stream 1,
+    as the vectorised simulation's users do. Returns the final state and the
+    transcript.
+    """
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     local = [scores[s : s + n] for s, n in zip(starts, sizes, strict=True)]
-    # Stream 0 is the server's, stream j + 1 client j's (BaseCalibrator).
-    streams = spawn_random_states(seed, len(sizes) + 1)
-    client_rngs = streams[1:]
+    streams = spawn_random_states(seed, len(sizes) + 1)  # stream 0: the server's
+    # One RandomState per client, kept across rounds (as a node keeps its own).
+    client_rngs = [streams[1]] * len(sizes) if shared else list(streams[1:])
     state = cal.server_init(sizes, alpha=alpha, random_state=streams[0])
+    rounds = []
     while not state["done"]:
         messages = [
             cal.client_respond(local[j], q, random_state=client_rngs[j])
@@ -67,8 +75,9 @@ def _run_protocol(cal, scores, sizes, *, alpha, seed):
             else None
             for j, q in enumerate(state["queries"])
         ]
+        rounds.append(messages)
         state = cal.server_update(state, messages)
-    return state
+    return state, rounds
 
 
 class TestAnalysis:
@@ -394,23 +403,50 @@ class TestLabelCalibrator:
         fitted = clone(cal).fit(
             _lac(proba), ids, labels=labels, alpha=0.1, random_state=seed
         )
-        # Replay: stream j + 1 spawned from the seed is client j's, as in
-        # BaseCalibrator (stream 0 is the server's).
-        streams = spawn_random_states(seed, 6)
+        # The vectorised simulation draws every user's k-RR noise from one
+        # stream (stream 1 spawned from the seed; stream 0 is the server's),
+        # users in the order of the sorted clients.
+        order = np.argsort(ids, kind="stable")
+        noisy = k_ary_randomized_response(
+            labels[order],
+            n_classes=4,
+            epsilon=2.0,
+            random_state=spawn_random_states(seed, 2)[1],
+        )
+        np.testing.assert_array_equal(
+            np.concatenate(list(fitted.messages_["noisy_labels"])), noisy
+        )
+        # The server side is the one a deployment runs: the same messages,
+        # sent one per client, give the same threshold in any order.
         msgs = [
-            cal.client_step(
-                _lac(proba)[ids == c],
-                labels=labels[ids == c],
-                random_state=streams[c + 1],
-            )
+            {
+                "n": int((ids == c).sum()),
+                "scores": _lac(proba)[ids == c],
+                "noisy_labels": fitted.messages_["noisy_labels"][c],
+            }
             for c in range(5)
         ]
-        for j in range(5):
-            np.testing.assert_array_equal(
-                msgs[j]["noisy_labels"], fitted.messages_["noisy_labels"][j]
-            )
         assert cal.server_step(msgs[::-1], alpha=0.1) == fitted.threshold_
+        server = clone(cal).fit_from_messages(
+            msgs, alpha=0.1, n_per_client=np.bincount(ids), random_state=seed
+        )
+        assert server.threshold_ == fitted.threshold_
         np.testing.assert_array_equal(fitted.n_per_client_, np.bincount(ids))
+
+    def test_deployment_draws_per_client_streams(self, seed):
+        # In a deployment each client privatises with its own stream; with a
+        # single client the simulation's one users' stream is that stream.
+        proba, labels = _dirichlet_data(300, 3, seed)
+        cal = LDPLabelCalibrator(epsilon=1.0)
+        fitted = clone(cal).fit(
+            _lac(proba), labels=labels, alpha=0.1, random_state=seed
+        )
+        msg = cal.client_step(
+            _lac(proba), labels=labels, random_state=spawn_random_states(seed, 2)[1]
+        )
+        np.testing.assert_array_equal(
+            msg["noisy_labels"], fitted.messages_["noisy_labels"][0]
+        )
 
     def test_clients_only_group_users(self, seed):
         # Without noise the server pools all users: the partition is irrelevant.
@@ -504,12 +540,25 @@ class TestScoreProtocol:
         scores = rng.random(ids.size)
         cal = LDPScoreCalibrator(epsilon=2.0, delta=0.2, score_bounds=BOUNDS)
         fitted = clone(cal).fit(scores, ids, alpha=0.2, random_state=seed)
-        state = _run_protocol(cal, scores, sizes, alpha=0.2, seed=seed)
+        # The simulation's users all draw from one stream: the same run as
+        # the protocol with every client drawing from that stream in turn.
+        state, _ = _run_protocol(cal, scores, sizes, alpha=0.2, seed=seed, shared=True)
         assert state["threshold"] == fitted.threshold_
         assert state["round"] == fitted.n_steps_used_
         np.testing.assert_array_equal(
             state["history"]["estimate"], fitted.history_["estimate"]
         )
+        # A deployment (one stream per client) is replayed by the same
+        # server path fit ends in.
+        state, rounds = _run_protocol(cal, scores, sizes, alpha=0.2, seed=seed)
+        server = clone(cal).fit_from_messages(
+            rounds, alpha=0.2, n_per_client=sizes, random_state=seed
+        )
+        assert server.threshold_ == state["threshold"]
+        np.testing.assert_array_equal(
+            server.history_["estimate"], state["history"]["estimate"]
+        )
+        assert server.transcript_["user"].size == fitted.transcript_["user"].size
 
     def test_score_isolation(self, seed):
         # Spec 6.2.6: the server sees only bits; the fitted object holds no

@@ -9,10 +9,12 @@ as a deployment would, minus the network (``test_flower_deployment.py``).
 import math
 import pickle
 import warnings
+from functools import partial
 
 import joblib
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeRegressor
@@ -33,6 +35,7 @@ from skfedcp.flower._protocol import (
     calibrator_to_spec,
     handle_request,
 )
+from skfedcp.utils._random import spawn_random_states
 
 flwr = pytest.importorskip("flwr")
 
@@ -122,6 +125,41 @@ def _grid(data, *, allow_raw_scores=True, model=None, configs=None, wrap=None):
             for k in range(M)
         ]
     return InMemoryGrid(app if wrap is None else wrap(app), configs)
+
+
+def _per_node_reference(cal, scores, ids, *, alpha, labels=None):
+    """The server's fit on what each node sends with its own seeded stream.
+
+    fit vectorises LDP-L and LDP-S with one stream for all simulated users;
+    a deployment draws each node's noise from that node's stream, so the
+    reference is fit_from_messages (the server path both share) on messages
+    made by client_step / client_respond with the nodes' streams.
+    """
+    streams = [flower.node_random_state(seed) for seed in _node_seeds()]
+    local = [scores[ids == k] for k in range(M)]
+    sizes = [part.shape[0] for part in local]
+    if cal.interactive:
+        server = spawn_random_states(RS, 1)[0]
+        state = cal.server_init(sizes, alpha=alpha, random_state=server)
+        rounds = []
+        while not state["done"]:
+            messages = [
+                cal.client_respond(local[k], q, random_state=streams[k])
+                if len(q["users"])
+                else None
+                for k, q in enumerate(state["queries"])
+            ]
+            rounds.append(messages)
+            state = cal.server_update(state, messages)
+        messages = rounds
+    else:
+        messages = [
+            cal.client_step(local[k], labels=labels[ids == k], random_state=streams[k])
+            for k in range(M)
+        ]
+    return clone(cal).fit_from_messages(
+        messages, alpha=alpha, n_per_client=sizes, random_state=RS
+    )
 
 
 def _assert_same_fit(deployed, reference):
@@ -227,12 +265,15 @@ class TestEqualsInProcessFit:
         deployed, report = _quiet(
             flower.run_calibration, grid, cal, alpha=0.1, random_state=RS
         )
+        fit = CALIBRATORS[alias](**PRIVATE[alias]).fit
+        if alias.startswith("ldp-s"):  # fit's users share one stream: replay
+            fit = partial(_per_node_reference, CALIBRATORS[alias](**PRIVATE[alias]))
         reference = _quiet(
-            CALIBRATORS[alias](**PRIVATE[alias]).fit,
+            fit,
             regression["scores"],
             regression["ids"],
             alpha=0.1,
-            random_state=RS,
+            **({} if alias.startswith("ldp-s") else {"random_state": RS}),
         )
         assert deployed.threshold_ == reference.threshold_
         _assert_same_fit(deployed, reference)
@@ -268,12 +309,12 @@ class TestEqualsInProcessFit:
         )
         proba = clf.predict_proba(X)
         reference = _quiet(
-            CALIBRATORS[alias](epsilon=3.0).fit,
+            _per_node_reference,
+            CALIBRATORS[alias](epsilon=3.0),
             1.0 - proba,
             ids,
             labels=np.searchsorted(clf.classes_, y),
             alpha=0.1,
-            random_state=RS,
         )
         assert deployed.threshold_ == reference.threshold_
         _assert_same_fit(deployed, reference)
