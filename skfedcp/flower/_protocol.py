@@ -267,7 +267,10 @@ def simulation_seeds(random_state, n_clients):
     stream ``j + 1`` client ``j``'s (clients in sorted-label order). Giving
     node ``j`` the ``j``-th value returned here as its node config ``seed``
     makes its noise that stream, so that a deployed run with the same
-    ``random_state`` on the server equals the in-process fit bit for bit.
+    ``random_state`` on the server equals the in-process fit bit for bit
+    (LDP-L and LDP-S with several clients: equals ``fit_from_messages`` on
+    the per-client messages, since their in-process ``fit`` draws every
+    simulated user's noise from one shared stream).
 
     **A simulation convenience only.** Whoever knows a node's seed can
     regenerate, and remove, that node's privacy noise. In a real deployment
