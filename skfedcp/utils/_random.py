@@ -146,7 +146,9 @@ class SpawnedStreams(Sequence):
     """Children ``indices`` of a ``SeedSequence``, each a ``RandomState``.
 
     Child ``i`` is ``SeedSequence(entropy, spawn_key=spawn_key + (i,))``,
-    exactly what ``seed.spawn`` would give, built only when accessed.
+    exactly what ``seed.spawn`` would give, built only when accessed. Each
+    access builds a *new* generator at the start of that stream: take a
+    client's stream once and keep it (indexing twice replays the same draws).
     """
 
     def __init__(self, seed, indices):
