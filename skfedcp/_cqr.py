@@ -1,7 +1,6 @@
 """FedCQRRegressor: conformalized quantile regression calibrated across clients."""
 
 import inspect
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -19,6 +18,7 @@ from .base import _MODEL, _SPLIT, REGRESSION_CALIBRATORS, BaseFedConformal, is_p
 from .exceptions import CrossingQuantilesWarning
 from .scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
 from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
+from .utils._warnings import warn_user
 
 __all__ = ["FedCQRRegressor"]
 
@@ -537,14 +537,13 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         crossing = bounds[:, 0] > bounds[:, 1]
         self.crossing_fraction_ = float(crossing.mean()) if crossing.size else 0.0
         if self.crossing_fraction_ > _CROSSING_WARN_FRACTION:
-            warnings.warn(
+            warn_user(
                 f"The lower quantile model predicts above the upper one on "
                 f"{self.crossing_fraction_:.1%} of the calibration rows. Coverage "
                 "stays valid (the calibration sees these rows' scores), but some "
                 "intervals may be narrow or returned as the span of crossed "
                 "bounds: check the quantile models and quantile_levels.",
                 CrossingQuantilesWarning,
-                stacklevel=3,
             )
 
     # -- prediction --------------------------------------------------------

@@ -1,7 +1,6 @@
 """Shared machinery of the conformal wrappers: frozen models, splits, calibrators."""
 
 import math
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -17,7 +16,7 @@ from .calibrators import (
     BaseCalibrator,
     get_calibrator,
 )
-from .exceptions import PrefitEstimatorWarning, PrivacyLeakWarning
+from .exceptions import PrefitEstimatorWarning, PrivacyLeakWarning, SingleClientWarning
 from .federated import ClientPartition
 from .utils._random import SECURE, check_seed_sequence
 from .utils._sklearn_compat import (
@@ -28,6 +27,7 @@ from .utils._sklearn_compat import (
     _safe_indexing,
 )
 from .utils._validation import check_client_ids
+from .utils._warnings import warn_user
 
 __all__ = ["BaseFedConformal"]
 
@@ -91,12 +91,11 @@ def is_prefit(estimator):
         check_is_fitted(estimator)
     except (NotFittedError, TypeError):
         return False
-    warnings.warn(
+    warn_user(
         f"{type(estimator).__name__} is already fitted: it is used as is and every "
         "row calibrates. clone() and GridSearchCV would refit a copy on an internal "
         "split; wrap it in sklearn.frozen.FrozenEstimator to keep it fixed.",
         PrefitEstimatorWarning,
-        stacklevel=3,
     )
     return True
 
@@ -160,13 +159,12 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
     def _warn_training_not_private(self, what):
         """Warn that rows train a model outside the privacy guarantee."""
         if is_private_calibrator(self.calibrator):
-            warnings.warn(
+            warn_user(
                 f"{type(self).__name__} trains {what} on part of the rows given to "
                 "fit, without any privacy protection: epsilon_spent_ covers the "
                 "calibration rows only. Train the model on other (public or "
                 "privately trained) data and pass it as FrozenEstimator.",
                 PrivacyLeakWarning,
-                stacklevel=4,
             )
 
     def _calibration_split(self, client_ids, prefit, rng):
@@ -259,7 +257,19 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         if X_checked.dtype.kind == "O":  # frozen pipelines may take mixed frames
             X_checked = X
         X_use = X if hasattr(X, "iloc") else X_checked
+        if client_ids is None and getattr(self._get_calibrator(), "_federated", False):
+            warn_user(
+                f"{type(self).__name__} was fitted without client_ids: all rows form "
+                f"one client, so calibrator={self._calibrator_label()!r} runs as if "
+                "the data were pooled. Pass client_ids (the client of each row).",
+                SingleClientWarning,
+            )
         return X_use, y, self._check_client_ids(client_ids, y.shape[0])
+
+    def _calibrator_label(self):
+        if isinstance(self.calibrator, str):
+            return self.calibrator
+        return type(self.calibrator).__name__
 
     @staticmethod
     def _rows(X, idx):

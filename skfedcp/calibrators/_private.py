@@ -105,14 +105,13 @@ def _clip_scores(scores, bounds):
     n_below = int(np.count_nonzero(scores < low))
     n_above = int(np.count_nonzero(scores > high))
     if n_below or n_above:
-        warnings.warn(
+        warn_user(
             f"{n_below + n_above} of {scores.shape[0]} scores lie outside "
             f"score_bounds=({low:g}, {high:g}) and were clipped ({n_below} below, "
             f"{n_above} above). Clipping below is conservative; scores above fall "
             "in the top bin, whose release means an infinite threshold. The count "
             "is a local diagnostic computed from private data: do not release it.",
             ClippedScoresWarning,
-            stacklevel=3,
         )
     return np.clip(scores, low, high)
 

@@ -1,6 +1,5 @@
 """FedChi2Selector: federated chi-square feature selection (FED-chi2)."""
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -20,6 +19,7 @@ from ..federated._secure_aggregation import (
     secure_aggregation_graph,
 )
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ..utils._warnings import warn_user
 from ._protocol import (
     _blocks,
     _class_counts,
@@ -286,19 +286,17 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         check_non_negative(X, f"{type(self).__name__} (X)")
         check_classification_targets(y)
         if self.k != "all" and self.k > X.shape[1]:
-            warnings.warn(
+            warn_user(
                 f"k={self.k} is greater than n_features={X.shape[1]}. "
                 "All the features will be returned.",
                 UserWarning,
-                stacklevel=3,
             )
         if client_ids is None and self.method != "plain":
-            warnings.warn(
+            warn_user(
                 "FedChi2Selector.fit got no client_ids: all rows form one client, "
                 "so the secure sums run over a single client and protect nothing. "
                 "Pass client_ids (the client holding each row).",
                 SingleClientWarning,
-                stacklevel=3,
             )
         X = (
             sp.csr_matrix(X, dtype=np.float64)
@@ -319,11 +317,10 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         self.classes_, y_codes = np.unique(y, return_inverse=True)
         n_classes = self.classes_.shape[0]
         if n_classes < 2:
-            warnings.warn(
+            warn_user(
                 "y has a single class: every chi-square score is NaN, as with "
                 "sklearn.feature_selection.chi2.",
                 UserWarning,
-                stacklevel=3,
             )
         n_levels = None
         if self.statistic == "contingency":

@@ -25,6 +25,7 @@ from ..metrics import (
 )
 from ..utils._random import check_seed_sequence
 from ..utils._validation import check_alpha
+from ..utils._warnings import warn_user
 from ._base import (
     check_matplotlib,
     estimator_alpha,
@@ -409,12 +410,11 @@ class PrivacyTradeoffDisplay:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if infinite:
             eps_txt = ", ".join(f"{e:g}" for e in sorted(set(infinite)))
-            warnings.warn(
+            warn_user(
                 f"{len(infinite)} of {coverage.size} fits returned an infinite "
                 "threshold (trivial intervals or sets) at epsilon in "
                 f"{{{eps_txt}}}: too little calibration data for that privacy level.",
                 InfiniteThresholdWarning,
-                stacklevel=2,
             )
 
         reference = None

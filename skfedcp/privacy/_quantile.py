@@ -8,7 +8,6 @@ correction of FedCP²-QQ: Humbert et al., eq. (10).
 """
 
 import math
-import warnings
 from functools import lru_cache
 from numbers import Integral
 
@@ -17,6 +16,7 @@ import numpy as np
 from ..exceptions import ClippedScoresWarning
 from ..utils._quantile import float_safe_ceil
 from ..utils._validation import check_alpha, check_scores
+from ..utils._warnings import warn_user
 from ._exponential import (
     _log_probabilities,
     _scaled_logits,
@@ -219,12 +219,11 @@ def _prepare(scores, level, epsilon, bounds, edges, n_bins, top_bin):
     if top_bin == "inf":
         n_above = 0  # the top bin is (e_{B-1}, +inf): nothing is clipped
     if n_below or n_above:
-        warnings.warn(
+        warn_user(
             f"{n_below} score(s) below e_0={edges[0]:g} and {n_above} above "
             f"e_B={edges[-1]:g} were clipped into the outer bins. The count is "
             "not private: do not release this message.",
             ClippedScoresWarning,
-            stacklevel=3,
         )
     loss, sensitivity = _quantile_loss(lower, greater, level)
     return edges, loss, sensitivity, epsilon, top_bin

@@ -1,7 +1,6 @@
 """TwoStudentsRegressor: client models distilled into two students."""
 
 import copy
-import warnings
 from collections.abc import Mapping
 from numbers import Integral, Real
 
@@ -18,6 +17,7 @@ from ..exceptions import DistillationWarning, PrivacyLeakWarning, TeacherFilterW
 from ..utils._random import check_seed_sequence
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 from ..utils._validation import check_alpha, check_client_ids
+from ..utils._warnings import warn_user
 from ._filter import _in_band, ensemble_stats, truncation_filter
 
 __all__ = ["TwoStudentsRegressor"]
@@ -378,12 +378,11 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         # One data holder: its rows are dealt into shards, one teacher each.
         single_holder = client_models is None and np.unique(client_ids).shape[0] == 1
         if X_unlabeled is None and not single_holder:
-            warnings.warn(
+            warn_user(
                 "X_unlabeled was not given: the students are distilled on the "
                 "clients' own inputs X, which the server then sees (the paper "
                 "distils on server-side unlabeled inputs). Pass X_unlabeled.",
                 PrivacyLeakWarning,
-                stacklevel=2,
             )
         U = X if X_unlabeled is None else self._check_inputs("X_unlabeled", X_unlabeled)
         if U.shape[0] == 0:
@@ -599,12 +598,11 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         order = np.argsort(-delta, kind="stable")[:need]
         kept = np.zeros_like(accepted)
         kept[order] = True
-        warnings.warn(
+        warn_user(
             f"the truncation filter kept {int(accepted.sum())} of {delta.shape[0]} "
             f"client models (gamma={self.gamma}); keeping the {need} with the "
             "largest in-band fractions instead.",
             TeacherFilterWarning,
-            stacklevel=4,
         )
         return kept
 
@@ -627,13 +625,12 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         uq_rmse = float(np.sqrt(np.mean((uq_student.predict(U) - target) ** 2)))
         mean_s = float(np.mean(s))
         if mean_s > 0 and mean_rmse > 0.25 * mean_s:
-            warnings.warn(
+            warn_user(
                 f"the mean student reproduces the ensemble mean on X_unlabeled with "
                 f"RMSE {mean_rmse:.3g}, more than a quarter of the mean teacher "
                 f"standard deviation ({mean_s:.3g}); consider a more flexible "
                 "mean_student.",
                 DistillationWarning,
-                stacklevel=4,
             )
         return {
             "mean_student": mean_student,

@@ -1,12 +1,12 @@
 """The one rank helper behind every conformal threshold in skfedcp."""
 
 import math
-import warnings
 from numbers import Integral
 
 import numpy as np
 
 from ..exceptions import SmallCalibrationSetWarning
+from ..utils._warnings import warn_user
 
 __all__ = ["conformal_quantile", "conformal_rank", "order_statistic"]
 
@@ -109,10 +109,9 @@ def conformal_quantile(values, alpha, *, warn=True):
     n = values.shape[0]
     rank = conformal_rank(n, alpha)
     if rank > n and warn:
-        warnings.warn(
+        warn_user(
             f"{n} calibration scores are too few for alpha={alpha}: need at least "
             f"{float_safe_ceil(1 / alpha - 1)}; the threshold is +inf.",
             SmallCalibrationSetWarning,
-            stacklevel=2,
         )
     return order_statistic(values, rank)

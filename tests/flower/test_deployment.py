@@ -24,17 +24,19 @@ from pathlib import Path
 import joblib
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.utils import check_random_state
 
 from skfedcp.calibrators import CALIBRATORS
 from skfedcp.feature_selection import FedChi2Selector
 from skfedcp.federated._secure_aggregation import _draw_seeds
+from skfedcp.utils._random import spawn_random_states
 
 pytestmark = pytest.mark.flower
 flwr = pytest.importorskip("flwr")
 
-from skfedcp.flower import simulation_seeds  # noqa: E402
+from skfedcp.flower import node_random_state, simulation_seeds  # noqa: E402
 from skfedcp.flower._local import LoopbackDeployment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,12 +200,44 @@ def test_qq_equals_in_process_fit_bit_for_bit(deployment):
     _assert_same_fit(deployed, reference)
 
 
+def _ldp_s_per_node(cal, scores, ids, *, alpha):
+    """The server's fit on the LDP-S answers each node gives with its own stream.
+
+    The in-process fit vectorises LDP-S with one stream for all simulated
+    users; a deployment draws each node's noise from that node's stream, so
+    the reference is fit_from_messages (the server path both share) on the
+    protocol run with the nodes' streams.
+    """
+    streams = [node_random_state(seed) for seed in simulation_seeds(RS, HONEST)]
+    local = [scores[ids == k] for k in range(HONEST)]
+    sizes = [part.shape[0] for part in local]
+    state = cal.server_init(
+        sizes, alpha=alpha, random_state=spawn_random_states(RS, 1)[0]
+    )
+    rounds = []
+    while not state["done"]:
+        messages = [
+            cal.client_respond(local[k], q, random_state=streams[k])
+            if len(q["users"])
+            else None
+            for k, q in enumerate(state["queries"])
+        ]
+        rounds.append(messages)
+        state = cal.server_update(state, messages)
+    return clone(cal).fit_from_messages(
+        rounds, alpha=alpha, n_per_client=sizes, random_state=RS
+    )
+
+
 @pytest.mark.parametrize("alias", ["dp-qq", "ldp-s"])
 def test_private_strategies_equal_in_process_fit_with_same_seeds(deployment, alias):
     scores, ids = _reference_scores(deployment["data"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # vacuous-guarantee notes
-        reference = _calibrator(alias).fit(scores, ids, alpha=0.1, random_state=RS)
+        if alias == "ldp-s":  # fit's simulated users share one stream
+            reference = _ldp_s_per_node(_calibrator(alias), scores, ids, alpha=0.1)
+        else:
+            reference = _calibrator(alias).fit(scores, ids, alpha=0.1, random_state=RS)
     deployed = deployment["result"].calibrators[alias]
     assert deployed.threshold_ == reference.threshold_
     _assert_same_fit(deployed, reference)
