@@ -255,7 +255,8 @@ def per_client_coverage(y_true, y_intervals, client_ids):
     Returns
     -------
     result : PerClientCoverage
-        Sorted client labels, their coverage and their number of rows.
+        Sorted client labels, their coverage and their number of rows; a
+        named tuple that prints as a short table and has ``to_frame()``.
 
     Examples
     --------
@@ -608,7 +609,8 @@ def per_client_set_coverage(y_true, y_sets, client_ids, *, classes=None):
     Returns
     -------
     result : PerClientCoverage
-        Sorted client labels, their coverage and their number of rows.
+        Sorted client labels, their coverage and their number of rows; a
+        named tuple that prints as a short table and has ``to_frame()``.
 
     Examples
     --------

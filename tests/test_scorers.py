@@ -34,10 +34,16 @@ def data(linear_data):
 
 def _pipe(data, **kwargs):
     X_train, y_train, *_ = data
+    # Both steps fitted on training rows and frozen: the calibration rows
+    # passed to the pipeline's fit refit neither (the preferred use of this
+    # layout, see the user guide on tuning).
     scaler = StandardScaler().fit(X_train)
     model = FrozenEstimator(Ridge().fit(scaler.transform(X_train), y_train))
     return Pipeline(
-        [("scale", scaler), ("reg", FedConformalRegressor(model, **kwargs))]
+        [
+            ("scale", FrozenEstimator(scaler)),
+            ("reg", FedConformalRegressor(model, **kwargs)),
+        ]
     )
 
 
