@@ -366,7 +366,7 @@ class _IntervalScorer:
                         f"alpha, and this scorer has now seen alpha="
                         f"{sorted(self._alphas_seen)}: interval scores at "
                         "different alpha are not comparable (a larger alpha "
-                        "always looks better). To choose alpha, use "
+                        "usually looks better). To choose alpha, use "
                         "make_budget_refit (the smallest alpha whose intervals "
                         "meet a width budget); see the user guide on tuning.",
                         UserWarning,
