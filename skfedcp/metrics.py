@@ -7,12 +7,14 @@ import pandas as pd
 
 from .federated import ClientPartition
 from .utils._validation import check_alpha
+from .utils._warnings import warn_user
 
 __all__ = [
     "PerClientCoverage",
     "coverage_score",
     "get_interval_scorer",
     "interval_score",
+    "make_budget_refit",
     "max_coverage_gap",
     "mean_width_score",
     "per_client_coverage",
@@ -163,11 +165,79 @@ def interval_score(y_true, y_intervals, *, alpha):
 
 
 class PerClientCoverage(NamedTuple):
-    """Coverage of each client: ``clients``, ``coverage``, ``n_samples``."""
+    """Coverage of each client: ``clients``, ``coverage``, ``n_samples``.
+
+    A named tuple, so ``clients, coverage, n = result`` unpacks it. It prints
+    as a short table (the first and last few clients when there are many) and
+    :meth:`to_frame` gives every client as a :class:`pandas.DataFrame`.
+
+    Examples
+    --------
+    >>> res = PerClientCoverage(["a", "b"], [0.5, 1.0], [2, 1])
+    >>> res
+    PerClientCoverage: 2 clients, coverage min 0.5 / mean 0.75 / max 1
+    client  coverage  n_samples
+         a    0.5000          2
+         b    1.0000          1
+    >>> res.to_frame()["coverage"].tolist()
+    [0.5, 1.0]
+    """
 
     clients: np.ndarray
     coverage: np.ndarray
     n_samples: np.ndarray
+
+    def to_frame(self):
+        """Every client as a DataFrame indexed by client.
+
+        Returns
+        -------
+        frame : pandas.DataFrame
+            Columns ``coverage`` and ``n_samples``, index ``client``.
+        """
+        return pd.DataFrame(
+            {
+                "coverage": np.asarray(self.coverage, dtype=np.float64),
+                "n_samples": np.asarray(self.n_samples),
+            },
+            index=pd.Index(np.asarray(self.clients), name="client"),
+        )
+
+    def __repr__(self):
+        cov = np.asarray(self.coverage, dtype=np.float64)
+        n = cov.shape[0]
+        head = f"PerClientCoverage: {n} client{'s' if n != 1 else ''}"
+        if n == 0:
+            return head
+        head += (
+            f", coverage min {cov.min():.4g} / mean {cov.mean():.4g} / "
+            f"max {cov.max():.4g}"
+        )
+        clients = [str(c) for c in np.asarray(self.clients)]
+        sizes = [str(int(k)) for k in np.asarray(self.n_samples)]
+        rows = (
+            list(range(n))
+            if n <= _REPR_ROWS
+            else [
+                *range(_REPR_ROWS // 2),
+                None,
+                *range(n - _REPR_ROWS // 2, n),
+            ]
+        )
+        w_c = max(len("client"), *(len(clients[i]) for i in rows if i is not None))
+        w_n = max(len("n_samples"), *(len(sizes[i]) for i in rows if i is not None))
+        lines = [head, f"{'client':>{w_c}}  coverage  {'n_samples':>{w_n}}"]
+        for i in rows:
+            if i is None:
+                lines.append(f"{'...':>{w_c}}  {'...':>8}  {'...':>{w_n}}")
+            else:
+                lines.append(f"{clients[i]:>{w_c}}  {cov[i]:8.4f}  {sizes[i]:>{w_n}}")
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+
+_REPR_ROWS = 10  # clients shown by PerClientCoverage's printout (half each end)
 
 
 def per_client_coverage(y_true, y_intervals, client_ids):
@@ -185,7 +255,8 @@ def per_client_coverage(y_true, y_intervals, client_ids):
     Returns
     -------
     result : PerClientCoverage
-        Sorted client labels, their coverage and their number of rows.
+        Sorted client labels, their coverage and their number of rows; a
+        named tuple that prints as a short table and has ``to_frame()``.
 
     Examples
     --------
@@ -236,19 +307,71 @@ def max_coverage_gap(y_true, y_intervals, client_ids, *, alpha=None):
     return float(max(np.max(target - res.coverage), 0.0))
 
 
+def _final_step(estimator, X, method):
+    """The estimator that has ``method`` and ``X`` as that estimator sees it.
+
+    A :class:`~sklearn.pipeline.Pipeline` (nested ones too) is unrolled: its
+    steps before the last transform ``X`` and its last step answers. Anything
+    else must have ``method`` itself.
+    """
+    from sklearn.pipeline import Pipeline
+
+    outer = estimator
+    while isinstance(estimator, Pipeline) and not hasattr(estimator, method):
+        for _, step in estimator.steps[:-1]:
+            if step is None or step == "passthrough":
+                continue
+            X = step.transform(X)
+        estimator = estimator.steps[-1][1]
+    if not hasattr(estimator, method):
+        where = (
+            type(estimator).__name__
+            if estimator is outer
+            else f"{type(estimator).__name__} (last step of {type(outer).__name__})"
+        )
+        raise TypeError(
+            f"{where} has no {method}(); this scorer needs a skfedcp conformal "
+            "wrapper, alone or as the last step of a Pipeline (e.g. "
+            "FedConformalRegressor(model) or make_pipeline(scaler, "
+            "FedConformalRegressor(model)))."
+        )
+    return estimator, X
+
+
 class _IntervalScorer:
-    """Scorer ``(estimator, X, y) -> float`` built on ``predict_interval``."""
+    """Scorer ``(estimator, X, y) -> float`` built on ``predict_interval``.
+
+    Works on a wrapper or on a Pipeline ending in one. The interval score
+    remembers the ``alpha`` values it has seen (its only state) to warn when
+    it is asked to compare intervals at different ``alpha``.
+    """
 
     def __init__(self, name, metric, sign, needs_alpha):
         self.name = name
         self._metric = metric
         self._sign = sign
         self._needs_alpha = needs_alpha
+        self._alphas_seen = set()
 
     def __call__(self, estimator, X, y, **kwargs):
-        intervals = estimator.predict_interval(X)
+        final, Xt = _final_step(estimator, X, "predict_interval")
+        intervals = final.predict_interval(Xt)
         if self._needs_alpha:
-            value = self._metric(y, intervals, alpha=estimator.alpha)
+            alpha = final.alpha
+            if alpha not in self._alphas_seen:
+                self._alphas_seen.add(alpha)
+                if len(self._alphas_seen) > 1:
+                    warn_user(
+                        "neg_interval_score scores each estimator at its own "
+                        f"alpha, and this scorer has now seen alpha="
+                        f"{sorted(self._alphas_seen)}: interval scores at "
+                        "different alpha are not comparable (a larger alpha "
+                        "usually looks better). To choose alpha, use "
+                        "make_budget_refit (the smallest alpha whose intervals "
+                        "meet a width budget); see the user guide on tuning.",
+                        UserWarning,
+                    )
+            value = self._metric(y, intervals, alpha=alpha)
         elif self._metric is mean_width_score:
             value = self._metric(intervals)
         else:
@@ -277,13 +400,22 @@ def get_interval_scorer(name):
     Parameters
     ----------
     name : {"coverage", "neg_mean_width", "neg_interval_score"}
-        ``"neg_interval_score"`` uses the estimator's own ``alpha``. Greater
-        is better for the ``neg_`` forms; coverage is reported as is.
+        ``"neg_interval_score"`` uses the estimator's own ``alpha``, so it
+        compares estimators at one ``alpha`` only; it warns (once per new
+        value) when it sees a second ``alpha``, as in a grid over ``alpha``.
+        Greater is better for the ``neg_`` forms; coverage is reported as is.
 
     Returns
     -------
     scorer : callable
-        ``scorer(estimator, X, y) -> float``.
+        ``scorer(estimator, X, y) -> float``. ``estimator`` is a wrapper
+        with ``predict_interval`` or a :class:`~sklearn.pipeline.Pipeline`
+        whose last step is one (the earlier steps transform ``X``); anything
+        else raises a TypeError naming it.
+
+    See Also
+    --------
+    make_budget_refit : Choose ``alpha`` or ``epsilon`` for a stated goal.
 
     Examples
     --------
@@ -477,7 +609,8 @@ def per_client_set_coverage(y_true, y_sets, client_ids, *, classes=None):
     Returns
     -------
     result : PerClientCoverage
-        Sorted client labels, their coverage and their number of rows.
+        Sorted client labels, their coverage and their number of rows; a
+        named tuple that prints as a short table and has ``to_frame()``.
 
     Examples
     --------
@@ -500,9 +633,10 @@ class _SetScorer:
         self._sign = sign
 
     def __call__(self, estimator, X, y, **kwargs):
-        sets = estimator.predict_set(X)
+        final, Xt = _final_step(estimator, X, "predict_set")
+        sets = final.predict_set(Xt)
         if self.name == "coverage":
-            return set_coverage_score(y, sets, classes=estimator.classes_)
+            return set_coverage_score(y, sets, classes=final.classes_)
         return self._sign * set_size_score(sets)
 
     def __repr__(self):
@@ -525,7 +659,8 @@ def get_set_scorer(name):
     -------
     scorer : callable
         ``scorer(estimator, X, y) -> float``, using ``estimator.predict_set``
-        and ``estimator.classes_``.
+        and ``estimator.classes_``; ``estimator`` may also be a
+        :class:`~sklearn.pipeline.Pipeline` whose last step has them.
 
     Examples
     --------
@@ -549,3 +684,132 @@ __all__ += [
     "set_size_score",
     "size_stratified_coverage",
 ]
+
+
+# --------------------------------------------------------------------------
+# Tuning alpha and epsilon for a stated goal
+
+_BUDGET_METRICS = ("neg_mean_width", "neg_mean_set_size")
+
+
+class _BudgetRefit:
+    """``refit=`` callable: smallest ``param`` whose mean width/size fits."""
+
+    def __init__(self, budget, param, metric):
+        self.budget = budget
+        self.param = param
+        self.metric = metric
+
+    def __call__(self, cv_results):
+        key = f"mean_test_{self.metric}"
+        if key not in cv_results:
+            raise ValueError(
+                f"make_budget_refit needs the {self.metric!r} scorer: pass "
+                f"scoring={{{self.metric!r}: "
+                f"{'get_set_scorer' if 'set' in self.metric else 'get_interval_scorer'}"
+                f"({self.metric!r}), ...}} to the search; cv_results_ has "
+                f"{sorted(k for k in cv_results if k.startswith('mean_test_'))}."
+            )
+        values = -np.asarray(cv_results[key], dtype=np.float64)  # mean width/size
+        params = cv_results.get(f"param_{self.param}")
+        if params is None:
+            raise ValueError(
+                f"param={self.param!r} is not a searched parameter; the search "
+                f"varies {sorted(k[6:] for k in cv_results if k.startswith('param_'))}."
+            )
+        # A candidate without the parameter (masked) or with None is not ranked
+        # on it; a nested parameter such as "reg__alpha" works the same way.
+        raw = np.ma.getdata(params)
+        mask = np.ma.getmaskarray(params)
+        order = np.array(
+            [
+                np.inf if m or v is None else float(v)
+                for v, m in zip(raw, mask, strict=True)
+            ]
+        )
+        feasible = np.isfinite(values) & (values <= self.budget)
+        if not feasible.any():
+            best = int(np.nanargmin(np.where(np.isfinite(values), values, np.inf)))
+            warn_user(
+                f"No candidate meets the budget: the smallest mean "
+                f"{self._what()} is {values[best]:.4g} > {self.budget:.4g}; "
+                "refitting the candidate closest to the budget.",
+                UserWarning,
+            )
+            return best
+        candidates = np.flatnonzero(feasible)
+        # Smallest parameter; ties broken by the smaller mean width/size.
+        return int(candidates[np.lexsort((values[candidates], order[candidates]))[0]])
+
+    def _what(self):
+        return "set size" if self.metric == "neg_mean_set_size" else "width"
+
+    def __repr__(self):
+        return (
+            f"make_budget_refit({self.budget!r}, param={self.param!r}, "
+            f"metric={self.metric!r})"
+        )
+
+
+def make_budget_refit(budget, *, param, metric="neg_mean_width"):
+    """A ``refit=`` rule: the smallest ``param`` whose mean width fits a budget.
+
+    Scoring each candidate by its own interval score ranks by miscoverage: a
+    grid over ``alpha`` then picks the largest ``alpha``. A goal states what
+    is traded: the smallest ``alpha`` (highest coverage) whose mean interval
+    width stays within ``budget``, or the smallest ``epsilon`` (most privacy)
+    whose mean set size stays within a tolerance of the non-private one
+    (``budget = (1 + tolerance) * reference``, the reference measured with a
+    non-private calibrator on the same data). Pass the result as
+    ``GridSearchCV(..., refit=make_budget_refit(...))`` together with the
+    matching scorer in ``scoring``; scikit-learn then refits the chosen
+    candidate as ``best_estimator_``.
+
+    The budget applies to the mean over the cross-validation folds
+    (``cv_results_["mean_test_<metric>"]``), a refit rule rather than a
+    scorer because a scorer sees one fold at a time.
+
+    Parameters
+    ----------
+    budget : float
+        Largest acceptable mean interval width (or mean set size), > 0.
+    param : str
+        Searched parameter to minimise, e.g. ``"alpha"``, ``"epsilon"`` or
+        ``"reg__alpha"`` for a wrapper inside a pipeline. Candidates with the
+        parameter unset or ``None`` are chosen only if no other fits.
+    metric : {"neg_mean_width", "neg_mean_set_size"}, default="neg_mean_width"
+        Key of the scorer in ``scoring``: :func:`get_interval_scorer`
+        ``("neg_mean_width")`` or :func:`get_set_scorer`
+        ``("neg_mean_set_size")``.
+
+    Returns
+    -------
+    refit : callable
+        ``refit(cv_results) -> int``, the index of the chosen candidate: the
+        smallest ``param`` among those whose mean width (size) is at most
+        ``budget`` (ties: the smaller width). When none fits it warns and
+        returns the candidate with the smallest mean width (size).
+
+    See Also
+    --------
+    get_interval_scorer, get_set_scorer
+
+    Examples
+    --------
+    >>> refit = make_budget_refit(2.0, param="alpha")
+    >>> results = {"param_alpha": [0.05, 0.1, 0.2],
+    ...            "mean_test_neg_mean_width": [-2.6, -1.9, -1.2]}
+    >>> refit(results)  # alpha=0.1: the smallest alpha with width <= 2
+    1
+    """
+    if isinstance(budget, bool) or not isinstance(budget, (int, float, np.number)):
+        raise TypeError(f"budget must be a number; got {type(budget).__name__}.")
+    if not (np.isfinite(budget) and budget > 0):
+        raise ValueError(f"budget must be a finite number > 0; got {budget!r}.")
+    if not isinstance(param, str) or not param:
+        raise TypeError(f"param must be a parameter name (str); got {param!r}.")
+    if metric not in _BUDGET_METRICS:
+        raise ValueError(
+            f"metric must be one of {sorted(_BUDGET_METRICS)}; got {metric!r}."
+        )
+    return _BudgetRefit(float(budget), param, metric)
