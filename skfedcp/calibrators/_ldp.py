@@ -33,7 +33,7 @@ from ..utils._sklearn_compat import Interval, StrOptions
 from ..utils._validation import check_alpha
 from ..utils._warnings import warn_user
 from ._base import BaseCalibrator, CoverageBounds
-from ._messages import Problem
+from ._messages import Problem, check_client_sizes
 
 __all__ = [
     "LDPCorrection",
@@ -76,15 +76,6 @@ def _check_bounds(score_bounds, owner):
     return check_privacy_params(
         bounds=score_bounds, names={"bounds": "score_bounds"}
     ).bounds
-
-
-def _check_sizes(n_per_client):
-    sizes = np.asarray(n_per_client)
-    if sizes.ndim != 1 or sizes.shape[0] == 0:
-        raise ValueError(
-            f"n_per_client must be a non-empty 1-D array; got shape {sizes.shape}."
-        )
-    return _check_int_array(sizes, "n_per_client", 0)
 
 
 def _debiased_coverage(sorted_all, sorted_noisy, thresholds, beta, n_classes):
@@ -365,7 +356,7 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
                     "the score matrix)."
                 )
         n_classes = int(_check_int_array(n_classes, "n_classes", 2))
-        n = int(_check_sizes(n_per_client).sum())
+        n = int(check_client_sizes(n_per_client).sum())
         if n < 1:
             raise ValueError("LDP-L needs at least one calibration user; got 0.")
         beta = float(_krr_beta(n_classes, self.epsilon))
@@ -775,11 +766,6 @@ def _per_client_rows(values, sizes):
     for j in range(m):
         out[j] = values[bounds[j] : bounds[j + 1]]
     return out
-
-
-def _per_client(field):
-    """The per-client entries of a stacked message field."""
-    return list(np.asarray(field, dtype=object))
 
 
 def _check_score_matrix(scores):

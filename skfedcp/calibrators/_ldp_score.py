@@ -20,7 +20,6 @@ from ._ldp import (
     _LDP_CONSTRAINTS,
     _bisection_update,
     _check_bounds,
-    _check_sizes,
     _LDPMixin,
 )
 from ._messages import check_client_labels, check_client_sizes
@@ -259,7 +258,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
                 "search='paper' with final='paper' for the paper's rule."
             )
         alpha = check_alpha(alpha)
-        n = int(_check_sizes(n_per_client).sum())
+        n = int(check_client_sizes(n_per_client).sum())
         if n < self.n_groups:
             raise ValueError(
                 f"LDP-S needs at least n_groups={self.n_groups} users (one per "
@@ -327,7 +326,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         """
         plan = self.plan(n_per_client, alpha)
         alpha = check_alpha(alpha)
-        sizes = _check_sizes(n_per_client)
+        sizes = check_client_sizes(n_per_client)
         lo, hi = _check_bounds(self.score_bounds, type(self).__name__)
         rng = _assignment_rng(random_state)
         group_size, n_groups = plan["group_size"], self.n_groups

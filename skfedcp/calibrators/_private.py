@@ -135,15 +135,6 @@ def _after_private_fit(calibrator, received):
         )
 
 
-def _sizes_tuple(n_per_client):
-    sizes = np.asarray(n_per_client)
-    if sizes.ndim != 1 or sizes.shape[0] < 1:
-        raise ValueError("n_per_client must list the size of at least one client.")
-    if sizes.dtype.kind not in "iu" or (sizes < 0).any():
-        raise ValueError("n_per_client must hold non-negative integers.")
-    return tuple(sizes.tolist())
-
-
 # --------------------------------------------------------------------------
 # DP split conformal (Angelopoulos et al.)
 

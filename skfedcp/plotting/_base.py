@@ -3,7 +3,7 @@
 import numpy as np
 from sklearn.pipeline import Pipeline
 
-from ..metrics import _check_intervals, _check_sets
+from ..metrics import _check_intervals, _check_sets, _final_step
 
 __all__ = []
 
@@ -31,28 +31,22 @@ def get_axes(ax, plt):
 
 def final_step(estimator):
     """The conformal wrapper: the estimator itself or a pipeline's last step."""
-    if isinstance(estimator, Pipeline):
-        return estimator[-1]
+    while isinstance(estimator, Pipeline):
+        estimator = estimator.steps[-1][1]
     return estimator
-
-
-def _transform(estimator, X):
-    if isinstance(estimator, Pipeline) and len(estimator) > 1:
-        return estimator[:-1].transform(X)
-    return X
 
 
 def predict_region(estimator, X):
     """Intervals or sets of ``estimator`` on ``X``, and which kind they are.
 
+    Pipelines are unrolled as the scorers do (:func:`skfedcp.metrics`):
+    the steps before the last transform ``X``, the last step answers.
     Returns ``(kind, region)`` with ``kind`` in ``{"interval", "set"}``.
     """
     for method, kind in (("predict_interval", "interval"), ("predict_set", "set")):
-        if hasattr(estimator, method):
-            return kind, getattr(estimator, method)(X)
-        last = final_step(estimator)
-        if last is not estimator and hasattr(last, method):
-            return kind, getattr(last, method)(_transform(estimator, X))
+        if hasattr(final_step(estimator), method) or hasattr(estimator, method):
+            wrapper, Xt = _final_step(estimator, X, method)
+            return kind, getattr(wrapper, method)(Xt)
     raise TypeError(
         "estimator must be a fitted conformal regressor (with predict_interval) or "
         "classifier (with predict_set), or a Pipeline ending in one; got "
