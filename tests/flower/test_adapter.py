@@ -14,7 +14,6 @@ from functools import partial
 import joblib
 import numpy as np
 import pytest
-from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeRegressor
@@ -39,6 +38,7 @@ from skfedcp.utils._random import spawn_random_states
 
 flwr = pytest.importorskip("flwr")
 
+from _reference import assert_same_fit, per_node_fit  # noqa: E402
 from flwr.app import Context, RecordDict  # noqa: E402
 
 from skfedcp import flower  # noqa: E402
@@ -127,45 +127,8 @@ def _grid(data, *, allow_raw_scores=True, model=None, configs=None, wrap=None):
     return InMemoryGrid(app if wrap is None else wrap(app), configs)
 
 
-def _per_node_reference(cal, scores, ids, *, alpha, labels=None):
-    """The server's fit on what each node sends with its own seeded stream.
-
-    fit vectorises LDP-L and LDP-S with one stream for all simulated users;
-    a deployment draws each node's noise from that node's stream, so the
-    reference is fit_from_messages (the server path both share) on messages
-    made by client_step / client_respond with the nodes' streams.
-    """
-    streams = [flower.node_random_state(seed) for seed in _node_seeds()]
-    local = [scores[ids == k] for k in range(M)]
-    sizes = [part.shape[0] for part in local]
-    if cal.interactive:
-        server = spawn_random_states(RS, 1)[0]
-        state = cal.server_init(sizes, alpha=alpha, random_state=server)
-        rounds = []
-        while not state["done"]:
-            messages = [
-                cal.client_respond(local[k], q, random_state=streams[k])
-                if len(q["users"])
-                else None
-                for k, q in enumerate(state["queries"])
-            ]
-            rounds.append(messages)
-            state = cal.server_update(state, messages)
-        messages = rounds
-    else:
-        messages = [
-            cal.client_step(local[k], labels=labels[ids == k], random_state=streams[k])
-            for k in range(M)
-        ]
-    return clone(cal).fit_from_messages(
-        messages, alpha=alpha, n_per_client=sizes, random_state=RS
-    )
-
-
-def _assert_same_fit(deployed, reference):
-    for name, value in vars(reference).items():
-        if name.endswith("_") and not name.startswith("_"):
-            assert repr(getattr(deployed, name)) == repr(value), name
+# The server's fit on the messages the nodes make with their own streams.
+_per_node_reference = partial(per_node_fit, seeds=_node_seeds(), random_state=RS)
 
 
 def _quiet(func, *args, **kwargs):
@@ -254,7 +217,7 @@ class TestEqualsInProcessFit:
             regression["scores"], regression["ids"], alpha=0.1
         )
         assert deployed.threshold_ == reference.threshold_
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
         assert [r.name for r in report.rounds] == ["hello", f"calibrate:{alias}"]
         assert report.clients.tolist() == list(range(M)) and not report.excluded
 
@@ -276,7 +239,7 @@ class TestEqualsInProcessFit:
             **({} if alias.startswith("ldp-s") else {"random_state": RS}),
         )
         assert deployed.threshold_ == reference.threshold_
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
         if alias == "ldp-s":  # an interactive search over several rounds
             assert deployed.n_steps_used_ >= 2
             rounds = [r.name for r in report.rounds]
@@ -317,7 +280,7 @@ class TestEqualsInProcessFit:
             alpha=0.1,
         )
         assert deployed.threshold_ == reference.threshold_
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
 
     def test_chi2_selector_bit_for_bit(self, regression):
         grid = _grid(regression)
@@ -325,7 +288,7 @@ class TestEqualsInProcessFit:
         reference = FedChi2Selector(k=10, random_state=RS).fit(
             regression["X_sel"], regression["y_sel"], regression["sel_ids"]
         )
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
         np.testing.assert_array_equal(deployed.get_support(), reference.get_support())
         names = [r.name for r in report.rounds]
         assert names == ["hello", "chi2_marginals", "chi2_sketch"]
@@ -339,7 +302,7 @@ class TestEqualsInProcessFit:
         reference = FedChi2Selector(k=5, n_projections=20, random_state=RS).fit(
             data["X_sel"], data["y_sel"], data["sel_ids"]
         )
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
 
     def test_public_classes_keep_label_sets_on_the_nodes(self, regression):
         grid = _grid(regression)
@@ -414,7 +377,7 @@ class TestBadInput:
             regression["scores"][keep], regression["ids"][keep], alpha=0.1
         )
         assert deployed.threshold_ == reference.threshold_
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
         names = [r.name for r in report.rounds]
         assert names == ["hello", "calibrate:qq", "calibrate:qq"]
         assert "crashed" in report.rounds[1].failed[grid.get_node_ids()[1]]
@@ -509,7 +472,7 @@ class TestBadInput:
         reference = FedChi2Selector(k=10, dropout=[2], random_state=RS).fit(
             regression["X_sel"], regression["y_sel"], regression["sel_ids"]
         )
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
         names = [r.name for r in report.rounds]
         assert names == ["hello", "chi2_marginals", "chi2_sketch", "chi2_sketch"]
 
@@ -523,7 +486,7 @@ class TestBadInput:
             regression["y_sel"][keep],
             regression["sel_ids"][keep],
         )
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
 
     def test_chi2_needs_the_shared_projection_seed(self, regression):
         configs = [{"client-id": k} for k in range(M)]
@@ -827,7 +790,7 @@ class TestInvalidMessages:
             regression["scores"][keep], regression["ids"][keep], alpha=0.1
         )
         assert deployed.threshold_ == reference.threshold_
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
         node = grid.get_node_ids()[BAD]
         assert "invalid message" in report.excluded[node]
         names = [r.name for r in report.rounds]
@@ -849,7 +812,7 @@ class TestInvalidMessages:
         )
         assert np.isfinite(deployed.threshold_)
         assert deployed.threshold_ == reference.threshold_
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
         assert BAD not in deployed.clients_.tolist()
         assert list(report.excluded) == [grid.get_node_ids()[BAD]]
 
@@ -894,7 +857,7 @@ class TestInvalidMessages:
                 on_invalid="exclude",
             )
         assert deployed.threshold_ == reference.threshold_
-        _assert_same_fit(deployed, reference)
+        assert_same_fit(deployed, reference)
         assert deployed.excluded_clients_.tolist() == [BAD]
         # Counted as +inf under the announced plan: the threshold can only rise
         # above the all-honest one (here k = m, so it is the trivial +inf).
@@ -980,7 +943,6 @@ class TestInvalidMessages:
 
 class TestSeedsAndLayout:
     def test_node_streams_are_the_in_process_client_streams(self):
-        from skfedcp.utils._random import spawn_random_states
 
         streams = spawn_random_states(RS, M + 1)
         for k, seed in enumerate(_node_seeds()):

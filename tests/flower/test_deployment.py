@@ -24,19 +24,19 @@ from pathlib import Path
 import joblib
 import numpy as np
 import pytest
-from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.utils import check_random_state
 
 from skfedcp.calibrators import CALIBRATORS
 from skfedcp.feature_selection import FedChi2Selector
 from skfedcp.federated._secure_aggregation import _draw_seeds
-from skfedcp.utils._random import spawn_random_states
 
 pytestmark = pytest.mark.flower
 flwr = pytest.importorskip("flwr")
 
-from skfedcp.flower import node_random_state, simulation_seeds  # noqa: E402
+from _reference import assert_same_fit, per_node_fit  # noqa: E402
+
+from skfedcp.flower import simulation_seeds  # noqa: E402
 from skfedcp.flower._local import LoopbackDeployment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,14 +174,6 @@ def _reference_scores(data):
     return scores[keep], ids[keep]
 
 
-def _assert_same_fit(deployed, reference):
-    """Every fitted attribute of ``reference`` is equal in ``deployed``."""
-    for name, value in vars(reference).items():
-        if not name.endswith("_") or name.startswith("_"):
-            continue
-        assert repr(getattr(deployed, name)) == repr(value), name
-
-
 def _calibrator(alias):
     cal = CALIBRATORS[alias]
     bounds = (0.0, 4.0)  # as in examples/flower/app/skfedcp_flower_demo
@@ -197,36 +189,7 @@ def test_qq_equals_in_process_fit_bit_for_bit(deployment):
     reference = _calibrator("qq").fit(scores, ids, alpha=0.1)
     deployed = deployment["result"].calibrators["qq"]
     assert deployed.threshold_ == reference.threshold_
-    _assert_same_fit(deployed, reference)
-
-
-def _ldp_s_per_node(cal, scores, ids, *, alpha):
-    """The server's fit on the LDP-S answers each node gives with its own stream.
-
-    The in-process fit vectorises LDP-S with one stream for all simulated
-    users; a deployment draws each node's noise from that node's stream, so
-    the reference is fit_from_messages (the server path both share) on the
-    protocol run with the nodes' streams.
-    """
-    streams = [node_random_state(seed) for seed in simulation_seeds(RS, HONEST)]
-    local = [scores[ids == k] for k in range(HONEST)]
-    sizes = [part.shape[0] for part in local]
-    state = cal.server_init(
-        sizes, alpha=alpha, random_state=spawn_random_states(RS, 1)[0]
-    )
-    rounds = []
-    while not state["done"]:
-        messages = [
-            cal.client_respond(local[k], q, random_state=streams[k])
-            if len(q["users"])
-            else None
-            for k, q in enumerate(state["queries"])
-        ]
-        rounds.append(messages)
-        state = cal.server_update(state, messages)
-    return clone(cal).fit_from_messages(
-        rounds, alpha=alpha, n_per_client=sizes, random_state=RS
-    )
+    assert_same_fit(deployed, reference)
 
 
 @pytest.mark.parametrize("alias", ["dp-qq", "ldp-s"])
@@ -235,12 +198,19 @@ def test_private_strategies_equal_in_process_fit_with_same_seeds(deployment, ali
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # vacuous-guarantee notes
         if alias == "ldp-s":  # fit's simulated users share one stream
-            reference = _ldp_s_per_node(_calibrator(alias), scores, ids, alpha=0.1)
+            reference = per_node_fit(
+                _calibrator(alias),
+                scores,
+                ids,
+                alpha=0.1,
+                seeds=simulation_seeds(RS, HONEST),
+                random_state=RS,
+            )
         else:
             reference = _calibrator(alias).fit(scores, ids, alpha=0.1, random_state=RS)
     deployed = deployment["result"].calibrators[alias]
     assert deployed.threshold_ == reference.threshold_
-    _assert_same_fit(deployed, reference)
+    assert_same_fit(deployed, reference)
 
 
 def test_chi2_selector_equals_in_process_fit(deployment):
@@ -256,7 +226,7 @@ def test_chi2_selector_equals_in_process_fit(deployment):
     np.testing.assert_array_equal(deployed.scores_, reference.scores_)
     np.testing.assert_array_equal(deployed.pvalues_, reference.pvalues_)
     np.testing.assert_array_equal(deployed.get_support(), reference.get_support())
-    _assert_same_fit(deployed, reference)
+    assert_same_fit(deployed, reference)
 
 
 def test_node_with_other_model_version_is_left_out(deployment):
