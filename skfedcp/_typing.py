@@ -1,0 +1,42 @@
+"""Type aliases shared by the public signatures of skfedcp.
+
+The aliases are real runtime objects (not strings), so
+:func:`typing.get_type_hints` resolves every public signature; they are not
+part of the public API and may change without notice.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "ArrayLike",
+    "ClientIds",
+    "FloatArray",
+    "IntArray",
+    "BoolArray",
+    "MatrixLike",
+    "RandomStateLike",
+    "SecureRandomStateLike",
+]
+
+#: Seeds and generators accepted by ``random_state`` (None: fresh OS entropy).
+RandomStateLike: TypeAlias = (
+    int | np.random.RandomState | np.random.Generator | np.random.SeedSequence | None
+)
+
+#: ``random_state`` of a privacy mechanism: also ``"secure"`` (OS randomness).
+SecureRandomStateLike: TypeAlias = RandomStateLike | Literal["secure"]
+
+#: ``client_ids`` of shape ``(n_samples,)``; ``None`` means a single client.
+ClientIds: TypeAlias = ArrayLike | None
+
+#: A feature matrix: array-like, DataFrame or sparse matrix.
+MatrixLike: TypeAlias = ArrayLike
+
+FloatArray: TypeAlias = NDArray[np.float64]
+IntArray: TypeAlias = NDArray[np.int64]
+BoolArray: TypeAlias = NDArray[np.bool_]
