@@ -7,7 +7,8 @@ part of the public API and may change without notice.
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -19,6 +20,7 @@ __all__ = [
     "IntArray",
     "BoolArray",
     "MatrixLike",
+    "Messages",
     "RandomStateLike",
     "SecureRandomStateLike",
 ]
@@ -33,6 +35,9 @@ SecureRandomStateLike: TypeAlias = RandomStateLike | Literal["secure"]
 
 #: ``client_ids`` of shape ``(n_samples,)``; ``None`` means a single client.
 ClientIds: TypeAlias = ArrayLike | None
+
+#: What a server step receives: one dict per client, or the fields stacked.
+Messages: TypeAlias = Sequence[Mapping[str, Any]] | Mapping[str, Any]
 
 #: A feature matrix: array-like, DataFrame or sparse matrix.
 MatrixLike: TypeAlias = ArrayLike

@@ -9,7 +9,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._typing import SecureRandomStateLike
-
 from ._randomness import check_random_source
 from ._validation import _check_int, check_privacy_params
 
