@@ -23,12 +23,17 @@ __all__ = [
     "Messages",
     "RandomStateLike",
     "SecureRandomStateLike",
+    "SklearnRandomState",
 ]
 
 #: Seeds and generators accepted by ``random_state`` (None: fresh OS entropy).
 RandomStateLike: TypeAlias = (
     int | np.random.RandomState | np.random.Generator | np.random.SeedSequence | None
 )
+
+#: ``random_state`` passed to scikit-learn's ``check_random_state`` (data
+#: generators and partitions): an int, a ``RandomState`` or None.
+SklearnRandomState: TypeAlias = int | np.random.RandomState | None
 
 #: ``random_state`` of a privacy mechanism: also ``"secure"`` (OS randomness).
 SecureRandomStateLike: TypeAlias = RandomStateLike | Literal["secure"]
