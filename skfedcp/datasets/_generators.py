@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from numbers import Real
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -15,7 +14,7 @@ from ..utils._validation import check_int
 __all__ = ["make_federated_regression", "make_romano_regression"]
 
 
-def _check_nonneg_real(value: Any, name: str) -> float:
+def _check_nonneg_real(value, name):
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a non-negative float; got {value!r}.")
     if not np.isfinite(value) or value < 0:
