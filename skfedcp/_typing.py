@@ -7,8 +7,8 @@ part of the public API and may change without notice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -21,6 +21,8 @@ __all__ = [
     "BoolArray",
     "MatrixLike",
     "Messages",
+    "ScoreLike",
+    "ConformityScoreLike",
     "RandomStateLike",
     "SecureRandomStateLike",
     "SklearnRandomState",
@@ -43,6 +45,16 @@ ClientIds: TypeAlias = ArrayLike | None
 
 #: What a server step receives: one dict per client, or the fields stacked.
 Messages: TypeAlias = Sequence[Mapping[str, Any]] | Mapping[str, Any]
+
+
+class ScoreLike(Protocol):
+    """A conformity-score object: anything with a ``conformity_score`` method."""
+
+    def conformity_score(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+#: A score name, a score object, or ``score(model, X, y) -> scores``.
+ConformityScoreLike: TypeAlias = str | ScoreLike | Callable[..., Any]
 
 #: A feature matrix: array-like, DataFrame or sparse matrix.
 MatrixLike: TypeAlias = ArrayLike
