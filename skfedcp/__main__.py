@@ -12,8 +12,8 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:  # imported lazily: the command line starts fast
     import pandas as pd
@@ -31,7 +31,7 @@ _DEMO_DESCRIPTION = (
 DEFAULT_OUTPUT = "skfedcp_demo_client_coverage.png"
 
 
-def _progress(message):
+def _progress(message: str) -> None:
     print(f"[skfedcp demo] {message}", file=sys.stderr, flush=True)
 
 
@@ -265,11 +265,11 @@ def _save_figure(output, first_split, guarantees, alpha, n_splits):
 class _ArgumentParser(argparse.ArgumentParser):
     """Report a bad option in one line (exit status 2), without the usage."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _alpha(text):
+def _alpha(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -279,8 +279,8 @@ def _alpha(text):
     return value
 
 
-def _int_in(lo, hi):
-    def check(text):
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    def check(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
@@ -294,7 +294,7 @@ def _int_in(lo, hi):
     return check
 
 
-def _build_parser():
+def _build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
         prog="skfedcp",
         description="Federated and private conformal prediction for scikit-learn.",
