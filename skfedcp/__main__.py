@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # imported lazily: the command line starts fast
     import pandas as pd
@@ -88,7 +88,10 @@ def run_demo(
     from .calibrators import get_calibrator
     from .metrics import coverage_score, mean_width_score, per_client_coverage
 
-    loaders = {"randhie": datasets.load_randhie, "bikeshare": datasets.load_bikeshare}
+    loaders: dict[str, Callable[..., Any]] = {
+        "randhie": datasets.load_randhie,
+        "bikeshare": datasets.load_bikeshare,
+    }
     t0 = time.perf_counter()
     _progress(f"loading {dataset} (shipped in a package, no network)")
     X, y, client_ids = loaders[dataset](return_X_y=True)
@@ -114,7 +117,7 @@ def run_demo(
 
     n_cal = np.array([len(p) // 2 for p in pools])
     n_test = np.array([len(p) - len(p) // 2 for p in pools])
-    records = {
+    records: dict[str, dict[str, list[float]]] = {
         name: {"coverage": [], "width": [], "threshold": []} for name in STRATEGIES
     }
     per_client = {name: np.empty((n_splits, len(clients))) for name in STRATEGIES}

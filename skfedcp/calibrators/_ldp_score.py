@@ -688,7 +688,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             random_state=_server_stream(check_seed_sequence(random_state)),
         )
         owners, answers = [], []
-        log = {"round": [], "client": [], "user": []}
+        log: dict[str, list[Any]] = {"round": [], "client": [], "user": []}
         for round_messages in messages:
             if state["done"]:
                 raise InvalidMessageError(

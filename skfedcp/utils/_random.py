@@ -39,6 +39,24 @@ __all__ = [
 SECURE: Final = "secure"
 
 
+@overload
+def check_seed_sequence(
+    random_state: SecureRandomStateLike,
+    *,
+    name: str = ...,
+    allow_secure: Literal[False],
+) -> np.random.SeedSequence: ...
+
+
+@overload
+def check_seed_sequence(
+    random_state: SecureRandomStateLike,
+    *,
+    name: str = ...,
+    allow_secure: bool = ...,
+) -> np.random.SeedSequence | Literal["secure"]: ...
+
+
 def check_seed_sequence(
     random_state: SecureRandomStateLike,
     *,
