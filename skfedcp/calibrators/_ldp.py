@@ -474,7 +474,8 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             Miscoverage level in (0, 1).
         n_per_client : array-like of int, default=None
             Announced sizes; ``None`` takes them from the messages.
-        random_state : None
+        random_state : int, RandomState, Generator, SeedSequence, "secure" \
+                or None, default=None
             Unused: the server step is deterministic.
 
         Returns

@@ -378,7 +378,8 @@ def run_calibration(
     model_fingerprint : str, default=None
         :func:`model_fingerprint` of the model the nodes must use. ``None``
         takes the most common fingerprint among the nodes.
-    random_state : int, SeedSequence, "secure" or None, default=None
+    random_state : int, Generator, RandomState, SeedSequence, "secure" or \
+            None, default=None
         The server's randomness (private strategies): stream 0 of it, as in
         the calibrator's in-process ``fit``; for LDP-S, the seed of the
         public group assignment (``None``: fresh entropy). The nodes' noise
