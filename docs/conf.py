@@ -20,6 +20,9 @@ extensions = [
 ]
 autosummary_generate = True
 numpydoc_show_class_members = False
+# The numpydoc sections document every type; inline hints (for type checkers)
+# would repeat them in the signatures, with numpy's ArrayLike fully expanded.
+autodoc_typehints = "none"
 templates_path = ["_templates"]
 exclude_patterns = ["_build", "auto_examples/*.ipynb"]
 html_theme = "pydata_sphinx_theme"

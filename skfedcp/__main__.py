@@ -12,8 +12,8 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # imported lazily: the command line starts fast
     import pandas as pd
@@ -31,7 +31,7 @@ _DEMO_DESCRIPTION = (
 DEFAULT_OUTPUT = "skfedcp_demo_client_coverage.png"
 
 
-def _progress(message):
+def _progress(message: str) -> None:
     print(f"[skfedcp demo] {message}", file=sys.stderr, flush=True)
 
 
@@ -88,7 +88,10 @@ def run_demo(
     from .calibrators import get_calibrator
     from .metrics import coverage_score, mean_width_score, per_client_coverage
 
-    loaders = {"randhie": datasets.load_randhie, "bikeshare": datasets.load_bikeshare}
+    loaders: dict[str, Callable[..., Any]] = {
+        "randhie": datasets.load_randhie,
+        "bikeshare": datasets.load_bikeshare,
+    }
     t0 = time.perf_counter()
     _progress(f"loading {dataset} (shipped in a package, no network)")
     X, y, client_ids = loaders[dataset](return_X_y=True)
@@ -114,7 +117,7 @@ def run_demo(
 
     n_cal = np.array([len(p) // 2 for p in pools])
     n_test = np.array([len(p) - len(p) // 2 for p in pools])
-    records = {
+    records: dict[str, dict[str, list[float]]] = {
         name: {"coverage": [], "width": [], "threshold": []} for name in STRATEGIES
     }
     per_client = {name: np.empty((n_splits, len(clients))) for name in STRATEGIES}
@@ -265,11 +268,11 @@ def _save_figure(output, first_split, guarantees, alpha, n_splits):
 class _ArgumentParser(argparse.ArgumentParser):
     """Report a bad option in one line (exit status 2), without the usage."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _alpha(text):
+def _alpha(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -279,8 +282,8 @@ def _alpha(text):
     return value
 
 
-def _int_in(lo, hi):
-    def check(text):
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    def check(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
@@ -294,7 +297,7 @@ def _int_in(lo, hi):
     return check
 
 
-def _build_parser():
+def _build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
         prog="skfedcp",
         description="Federated and private conformal prediction for scikit-learn.",

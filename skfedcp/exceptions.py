@@ -1,5 +1,10 @@
 """Warning categories raised by skfedcp."""
 
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
 __all__ = [
     "ClippedScoresWarning",
     "InfiniteThresholdWarning",
@@ -121,22 +126,28 @@ class InvalidMessageError(ValueError):
     ----------
     message : str
         What is wrong, naming the client and the field.
-    client : object, default=None
+    client : hashable, default=None
         Label of the client that sent the message.
     field : str, default=None
         Name of the offending field.
     """
 
-    def __init__(self, message, *, client=None, field=None):
+    def __init__(
+        self, message: str, *, client: Hashable | None = None, field: str | None = None
+    ) -> None:
         super().__init__(message)
         self.client = client
         self.field = field
 
-    def __reduce__(self):  # keep client and field through pickling (joblib)
+    def __reduce__(
+        self,
+    ) -> tuple[Any, ...]:  # keep client and field through pickling (joblib)
         return (_rebuild_invalid_message, (str(self), self.client, self.field))
 
 
-def _rebuild_invalid_message(message, client, field):
+def _rebuild_invalid_message(
+    message: str, client: Hashable | None, field: str | None
+) -> InvalidMessageError:
     return InvalidMessageError(message, client=client, field=field)
 
 

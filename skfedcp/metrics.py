@@ -1,9 +1,13 @@
 """Metrics for prediction intervals, overall and per client, and their scorers."""
 
-from typing import NamedTuple
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 
 from .federated import ClientPartition
 from .utils._validation import check_alpha
@@ -21,7 +25,11 @@ __all__ = [
 ]
 
 
-def _as_float_array(value, name):
+#: ``scorer(estimator, X, y) -> float``, as ``GridSearchCV(scoring=...)`` calls it.
+Scorer = Callable[[Any, ArrayLike, ArrayLike], float]
+
+
+def _as_float_array(value: ArrayLike, name: str) -> NDArray[np.float64]:
     """``value`` as a float64 array, or a TypeError naming the argument."""
     try:
         return np.asarray(value, dtype=np.float64)
@@ -32,7 +40,7 @@ def _as_float_array(value, name):
         ) from None
 
 
-def _check_y_intervals(y_intervals):
+def _check_y_intervals(y_intervals: ArrayLike) -> NDArray[np.float64]:
     y_intervals = _as_float_array(y_intervals, "y_intervals")
     if y_intervals.ndim != 2 or y_intervals.shape[1] != 2:
         raise ValueError(
@@ -49,7 +57,7 @@ def _check_y_intervals(y_intervals):
     return y_intervals
 
 
-def _check_y_true_numeric(y_true):
+def _check_y_true_numeric(y_true: ArrayLike) -> NDArray[np.float64]:
     y_true = _as_float_array(y_true, "y_true")
     if y_true.ndim != 1:
         raise ValueError(f"y_true must be 1-D; got shape {y_true.shape}.")
@@ -62,7 +70,9 @@ def _check_y_true_numeric(y_true):
     return y_true
 
 
-def _check_intervals(y_true, y_intervals):
+def _check_intervals(
+    y_true: ArrayLike, y_intervals: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     y_true = _check_y_true_numeric(y_true)
     y_intervals = _check_y_intervals(y_intervals)
     if y_true.shape[0] != y_intervals.shape[0]:
@@ -73,16 +83,18 @@ def _check_intervals(y_true, y_intervals):
     return y_true, y_intervals
 
 
-def _covered(y_true, y_intervals):
+def _covered(
+    y_true: NDArray[np.float64], y_intervals: NDArray[np.float64]
+) -> NDArray[np.bool_]:
     return (y_intervals[:, 0] <= y_true) & (y_true <= y_intervals[:, 1])
 
 
-def _widths(y_intervals):
+def _widths(y_intervals: NDArray[np.float64]) -> NDArray[np.float64]:
     """``|upper - lower|`` per row: a crossed interval has a positive width."""
     return np.abs(y_intervals[:, 1] - y_intervals[:, 0])
 
 
-def coverage_score(y_true, y_intervals):
+def coverage_score(y_true: ArrayLike, y_intervals: ArrayLike) -> float:
     """Fraction of targets inside their interval (bounds included).
 
     Parameters
@@ -105,7 +117,7 @@ def coverage_score(y_true, y_intervals):
     return float(np.mean(_covered(y_true, y_intervals)))
 
 
-def mean_width_score(y_intervals):
+def mean_width_score(y_intervals: ArrayLike) -> float:
     """Mean interval width ``|upper - lower|`` (``inf`` if any is infinite).
 
     A crossed interval (lower above upper) counts with its absolute width,
@@ -130,7 +142,7 @@ def mean_width_score(y_intervals):
     return float(np.mean(_widths(_check_y_intervals(y_intervals))))
 
 
-def interval_score(y_true, y_intervals, *, alpha):
+def interval_score(y_true: ArrayLike, y_intervals: ArrayLike, *, alpha: float) -> float:
     """Mean interval (Winkler) score; lower is better.
 
     ``width + (2/alpha)·(lower - y)·1[y < lower] + (2/alpha)·(y - upper)·1[y > upper]``,
@@ -187,7 +199,7 @@ class PerClientCoverage(NamedTuple):
     coverage: np.ndarray
     n_samples: np.ndarray
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """Every client as a DataFrame indexed by client.
 
         Returns
@@ -203,7 +215,7 @@ class PerClientCoverage(NamedTuple):
             index=pd.Index(np.asarray(self.clients), name="client"),
         )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         cov = np.asarray(self.coverage, dtype=np.float64)
         n = cov.shape[0]
         head = f"PerClientCoverage: {n} client{'s' if n != 1 else ''}"
@@ -234,13 +246,16 @@ class PerClientCoverage(NamedTuple):
                 lines.append(f"{clients[i]:>{w_c}}  {cov[i]:8.4f}  {sizes[i]:>{w_n}}")
         return "\n".join(lines)
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return self.__repr__()
 
 
 _REPR_ROWS = 10  # clients shown by PerClientCoverage's printout (half each end)
 
 
-def per_client_coverage(y_true, y_intervals, client_ids):
+def per_client_coverage(
+    y_true: ArrayLike, y_intervals: ArrayLike, client_ids: ArrayLike
+) -> PerClientCoverage:
     """Coverage within each client's rows.
 
     Parameters
@@ -274,7 +289,13 @@ def per_client_coverage(y_true, y_intervals, client_ids):
     return PerClientCoverage(part.clients, hits / part.sizes, part.sizes)
 
 
-def max_coverage_gap(y_true, y_intervals, client_ids, *, alpha=None):
+def max_coverage_gap(
+    y_true: ArrayLike,
+    y_intervals: ArrayLike,
+    client_ids: ArrayLike,
+    *,
+    alpha: float | None = None,
+) -> float:
     """Largest shortfall of a client's coverage below the target.
 
     Parameters
@@ -307,7 +328,7 @@ def max_coverage_gap(y_true, y_intervals, client_ids, *, alpha=None):
     return float(max(np.max(target - res.coverage), 0.0))
 
 
-def _final_step(estimator, X, method):
+def _final_step(estimator: Any, X: Any, method: str) -> tuple[Any, Any]:
     """The estimator that has ``method`` and ``X`` as that estimator sees it.
 
     A :class:`~sklearn.pipeline.Pipeline` (nested ones too) is unrolled: its
@@ -346,14 +367,16 @@ class _IntervalScorer:
     it is asked to compare intervals at different ``alpha``.
     """
 
-    def __init__(self, name, metric, sign, needs_alpha):
+    def __init__(
+        self, name: str, metric: Callable[..., float], sign: float, needs_alpha: bool
+    ) -> None:
         self.name = name
         self._metric = metric
         self._sign = sign
         self._needs_alpha = needs_alpha
-        self._alphas_seen = set()
+        self._alphas_seen: set[float] = set()
 
-    def __call__(self, estimator, X, y, **kwargs):
+    def __call__(self, estimator: Any, X: Any, y: ArrayLike, **kwargs: Any) -> float:
         final, Xt = _final_step(estimator, X, "predict_interval")
         intervals = final.predict_interval(Xt)
         if self._needs_alpha:
@@ -378,18 +401,20 @@ class _IntervalScorer:
             value = self._metric(y, intervals)
         return self._sign * value
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"get_interval_scorer({self.name!r})"
 
 
-_SCORERS = {
+_SCORERS: dict[str, tuple[Callable[..., float], float, bool]] = {
     "coverage": (coverage_score, 1.0, False),
     "neg_mean_width": (mean_width_score, -1.0, False),
     "neg_interval_score": (interval_score, -1.0, True),
 }
 
 
-def get_interval_scorer(name):
+def get_interval_scorer(
+    name: Literal["coverage", "neg_mean_width", "neg_interval_score"],
+) -> Scorer:
     """Return a scorer for ``GridSearchCV(scoring=...)`` by name.
 
     Scikit-learn only resolves its own scorer names, and its ``make_scorer``
@@ -435,7 +460,7 @@ def get_interval_scorer(name):
 # Prediction sets (classification): boolean (n_samples, n_classes) arrays
 
 
-def _check_sets(y_sets):
+def _check_sets(y_sets: ArrayLike) -> NDArray[np.bool_]:
     y_sets = np.asarray(y_sets)
     if y_sets.ndim != 2 or y_sets.shape[1] == 0:
         raise ValueError(
@@ -458,7 +483,9 @@ def _check_sets(y_sets):
     return y_sets
 
 
-def _set_hits(y_true, y_sets, classes):
+def _set_hits(
+    y_true: ArrayLike, y_sets: ArrayLike, classes: ArrayLike | None
+) -> NDArray[np.bool_]:
     """Whether each row's label is in its set (columns aligned with classes)."""
     y_sets = _check_sets(y_sets)
     y_true = np.asarray(y_true)
@@ -502,7 +529,9 @@ def _set_hits(y_true, y_sets, classes):
     return y_sets[np.arange(y_sets.shape[0]), index]
 
 
-def set_coverage_score(y_true, y_sets, *, classes=None):
+def set_coverage_score(
+    y_true: ArrayLike, y_sets: ArrayLike, *, classes: ArrayLike | None = None
+) -> float:
     """Fraction of labels inside their prediction set.
 
     Parameters
@@ -528,7 +557,7 @@ def set_coverage_score(y_true, y_sets, *, classes=None):
     return float(np.mean(_set_hits(y_true, y_sets, classes)))
 
 
-def set_size_score(y_sets):
+def set_size_score(y_sets: ArrayLike) -> float:
     """Mean number of labels per prediction set.
 
     Parameters
@@ -556,7 +585,9 @@ class SizeStratifiedCoverage(NamedTuple):
     n_samples: np.ndarray
 
 
-def size_stratified_coverage(y_true, y_sets, *, classes=None):
+def size_stratified_coverage(
+    y_true: ArrayLike, y_sets: ArrayLike, *, classes: ArrayLike | None = None
+) -> SizeStratifiedCoverage:
     """Coverage among the rows whose set has each observed size.
 
     A method that covers well on average by giving easy rows large sets and
@@ -592,7 +623,13 @@ def size_stratified_coverage(y_true, y_sets, *, classes=None):
     return SizeStratifiedCoverage(values, covered / counts, counts)
 
 
-def per_client_set_coverage(y_true, y_sets, client_ids, *, classes=None):
+def per_client_set_coverage(
+    y_true: ArrayLike,
+    y_sets: ArrayLike,
+    client_ids: ArrayLike,
+    *,
+    classes: ArrayLike | None = None,
+) -> PerClientCoverage:
     """Coverage of prediction sets within each client's rows.
 
     Parameters
@@ -628,25 +665,25 @@ def per_client_set_coverage(y_true, y_sets, client_ids, *, classes=None):
 class _SetScorer:
     """Scorer ``(estimator, X, y) -> float`` built on ``predict_set``."""
 
-    def __init__(self, name, sign):
+    def __init__(self, name: str, sign: float) -> None:
         self.name = name
         self._sign = sign
 
-    def __call__(self, estimator, X, y, **kwargs):
+    def __call__(self, estimator: Any, X: Any, y: ArrayLike, **kwargs: Any) -> float:
         final, Xt = _final_step(estimator, X, "predict_set")
         sets = final.predict_set(Xt)
         if self.name == "coverage":
             return set_coverage_score(y, sets, classes=final.classes_)
         return self._sign * set_size_score(sets)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"get_set_scorer({self.name!r})"
 
 
 _SET_SCORERS = {"coverage": 1.0, "neg_mean_set_size": -1.0}
 
 
-def get_set_scorer(name):
+def get_set_scorer(name: Literal["coverage", "neg_mean_set_size"]) -> Scorer:
     """Return a prediction-set scorer for ``GridSearchCV(scoring=...)``.
 
     Parameters
@@ -695,12 +732,12 @@ _BUDGET_METRICS = ("neg_mean_width", "neg_mean_set_size")
 class _BudgetRefit:
     """``refit=`` callable: smallest ``param`` whose mean width/size fits."""
 
-    def __init__(self, budget, param, metric):
+    def __init__(self, budget: float, param: str, metric: str) -> None:
         self.budget = budget
         self.param = param
         self.metric = metric
 
-    def __call__(self, cv_results):
+    def __call__(self, cv_results: Mapping[str, Any]) -> int:
         key = f"mean_test_{self.metric}"
         if key not in cv_results:
             raise ValueError(
@@ -741,17 +778,22 @@ class _BudgetRefit:
         # Smallest parameter; ties broken by the smaller mean width/size.
         return int(candidates[np.lexsort((values[candidates], order[candidates]))[0]])
 
-    def _what(self):
+    def _what(self) -> str:
         return "set size" if self.metric == "neg_mean_set_size" else "width"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"make_budget_refit({self.budget!r}, param={self.param!r}, "
             f"metric={self.metric!r})"
         )
 
 
-def make_budget_refit(budget, *, param, metric="neg_mean_width"):
+def make_budget_refit(
+    budget: float,
+    *,
+    param: str,
+    metric: Literal["neg_mean_width", "neg_mean_set_size"] = "neg_mean_width",
+) -> Callable[[Mapping[str, Any]], int]:
     """A ``refit=`` rule: the smallest ``param`` whose mean width fits a budget.
 
     Scoring each candidate by its own interval score ranks by miscoverage: a

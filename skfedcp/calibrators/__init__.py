@@ -4,6 +4,9 @@ Each strategy has a snake_case alias usable wherever a ``calibrator`` is
 accepted (``FedConformalRegressor(calibrator="qq")``).
 """
 
+from __future__ import annotations
+
+from collections.abc import Collection
 from difflib import get_close_matches
 
 from sklearn.base import clone
@@ -48,7 +51,12 @@ CALIBRATORS = {
 CLASSIFICATION_ONLY = ("ldp-l", "ldp-l*")
 
 
-def get_calibrator(calibrator, *, allowed=None, owner=None):
+def get_calibrator(
+    calibrator: str | BaseCalibrator,
+    *,
+    allowed: Collection[str] | None = None,
+    owner: str | None = None,
+) -> BaseCalibrator:
     """Return a fresh calibrator from a registry alias or an instance (cloned).
 
     Parameters
@@ -106,14 +114,14 @@ def get_calibrator(calibrator, *, allowed=None, owner=None):
     )
 
 
-def _alias(calibrator):
+def _alias(calibrator: BaseCalibrator) -> str | None:
     for name, cls in CALIBRATORS.items():
         if type(calibrator) is cls:
             return name
     return None
 
 
-def _did_you_mean(name, names):
+def _did_you_mean(name: str, names: Collection[str]) -> str:
     lowered = {n.lower(): n for n in names}
     if name.lower() in lowered:
         return f" Did you mean {lowered[name.lower()]!r}?"

@@ -4,11 +4,16 @@ LDP-S, the interactive score bisection, is in :mod:`._ldp_score`; the
 correction terms in :mod:`skfedcp.privacy._ldp_analysis`.
 """
 
+from __future__ import annotations
+
 import math
 from numbers import Integral, Real
+from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from .._typing import ClientIds, Messages, SecureRandomStateLike
 from ..exceptions import (
     InfiniteThresholdWarning,
     InvalidMessageError,
@@ -315,19 +320,21 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
     def __init__(
         self,
         *,
-        epsilon=1.0,
-        delta=0.001,
-        search="exact",
-        n_steps=20,
-        score_bounds=None,
-    ):
+        epsilon: float = 1.0,
+        delta: float = 0.001,
+        search: Literal["exact", "bisection"] = "exact",
+        n_steps: int = 20,
+        score_bounds: tuple[float, float] | None = None,
+    ) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.search = search
         self.n_steps = n_steps
         self.score_bounds = score_bounds
 
-    def plan(self, n_per_client, alpha, *, n_classes=None):
+    def plan(
+        self, n_per_client: ArrayLike, alpha: float, *, n_classes: int | None = None
+    ) -> dict[str, Any]:
         """Public, data-free quantities: ``beta``, ``Delta_L``, target, guarantee.
 
         Parameters
@@ -376,7 +383,9 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             "confidence": 1.0 - self.delta,
         }
 
-    def coverage_bounds(self, n_per_client, alpha, *, n_classes=None):
+    def coverage_bounds(
+        self, n_per_client: ArrayLike, alpha: float, *, n_classes: int | None = None
+    ) -> CoverageBounds:
         """Marginal coverage implied by the PAC guarantee.
 
         With probability ``1 - delta`` the conditional coverage is at least
@@ -398,8 +407,14 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         return CoverageBounds(lower, upper)
 
     def client_step(
-        self, scores, *, labels, alpha=None, n_per_client=None, random_state=None
-    ):
+        self,
+        scores: ArrayLike,
+        *,
+        labels: ArrayLike,
+        alpha: float | None = None,
+        n_per_client: ArrayLike | None = None,
+        random_state: SecureRandomStateLike = None,
+    ) -> dict[str, Any]:
         """Privatise this client's labels with k-RR (the users' side).
 
         Parameters
@@ -413,7 +428,8 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             Unused (the users' step does not depend on it).
         n_per_client : array-like of int, default=None
             Unused.
-        random_state : int, RandomState, Generator, "secure" or None
+        random_state : int, RandomState, Generator, SeedSequence, "secure" \
+                or None, default=None
             Source of the k-RR noise.
 
         Returns
@@ -438,7 +454,14 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         )
         return {"n": matrix.shape[0], "scores": matrix, "noisy_labels": noisy}
 
-    def server_step(self, messages, *, alpha, n_per_client=None, random_state=None):
+    def server_step(
+        self,
+        messages: Messages,
+        *,
+        alpha: float,
+        n_per_client: ArrayLike | None = None,
+        random_state: SecureRandomStateLike = None,
+    ) -> float:
         """De-bias the score CDF and search the threshold (the server's side).
 
         Parameters
@@ -451,7 +474,8 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             Miscoverage level in (0, 1).
         n_per_client : array-like of int, default=None
             Announced sizes; ``None`` takes them from the messages.
-        random_state : None
+        random_state : int, RandomState, Generator, SeedSequence, "secure" \
+                or None, default=None
             Unused: the server step is deterministic.
 
         Returns
@@ -590,14 +614,14 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
 
     def fit(
         self,
-        scores,
-        client_ids=None,
+        scores: ArrayLike,
+        client_ids: ClientIds = None,
         *,
-        labels=None,
-        alpha,
-        random_state=None,
-        n_jobs=None,
-    ):
+        labels: ArrayLike | None = None,
+        alpha: float,
+        random_state: SecureRandomStateLike = None,
+        n_jobs: int | None = None,
+    ) -> LDPLabelCalibrator:
         """Simulate the round: users randomize labels, the server calibrates.
 
         Parameters
@@ -612,8 +636,8 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             that of :meth:`BaseCalibrator.fit`.
         alpha : float
             Miscoverage level in (0, 1).
-        random_state : int, RandomState instance, "secure" or None, \
-                default=None
+        random_state : int, RandomState, Generator, SeedSequence, "secure" \
+                or None, default=None
             Seeds the users' k-RR noise (see Notes); ``"secure"`` draws it
             from the operating system's secure generator (not reproducible,
             for deployment).

@@ -1,12 +1,17 @@
 """LDP-S: interactive bisection on private scores, one randomized bit per user."""
 
+from __future__ import annotations
+
 import math
 import operator
 from collections.abc import Mapping, Sequence
 from numbers import Integral
+from typing import Any, Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
+from .._typing import ClientIds, Messages, RandomStateLike, SecureRandomStateLike
 from ..exceptions import InfiniteThresholdWarning, InvalidMessageError
 from ..federated import ClientPartition
 from ..privacy import binary_randomized_response, debias_fraction
@@ -216,14 +221,14 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     def __init__(
         self,
         *,
-        epsilon=1.0,
-        delta=0.001,
-        n_groups=10,
-        final="upper",
-        score_bounds=None,
-        search="tight",
-        axis="logit",
-    ):
+        epsilon: float = 1.0,
+        delta: float = 0.001,
+        n_groups: int = 10,
+        final: Literal["paper", "upper"] = "upper",
+        score_bounds: tuple[float, float] | None = None,
+        search: Literal["tight", "paper"] = "tight",
+        axis: Literal["linear", "log", "logit"] = "logit",
+    ) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.n_groups = n_groups
@@ -232,7 +237,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         self.search = search
         self.axis = axis
 
-    def plan(self, n_per_client, alpha):
+    def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Public, data-free quantities: group size, ``Delta_S``, target.
 
         Parameters
@@ -288,7 +293,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             "confidence": 1.0 - self.delta,
         }
 
-    def coverage_bounds(self, n_per_client, alpha):
+    def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Marginal lower bound ``(1 - delta) * coverage_lower``; no upper bound."""
         plan = self.plan(n_per_client, alpha)
         if not plan["feasible"]:
@@ -297,7 +302,13 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
 
     # -- the interactive protocol ------------------------------------------
 
-    def server_init(self, n_per_client, *, alpha, random_state=None):
+    def server_init(
+        self,
+        n_per_client: ArrayLike,
+        *,
+        alpha: float,
+        random_state: RandomStateLike = None,
+    ) -> dict[str, Any]:
         """Start the protocol: assign users to groups and pose the first query.
 
         Parameters
@@ -357,7 +368,13 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         self._warn_guarantee(alpha, plan["correction"], "Delta_S")
         return _pose_query(state)
 
-    def client_respond(self, scores, query, *, random_state=None):
+    def client_respond(
+        self,
+        scores: ArrayLike,
+        query: Mapping[str, Any],
+        *,
+        random_state: SecureRandomStateLike = None,
+    ) -> dict[str, Any]:
         """Answer one query for the asked users of this client (users' side).
 
         Each asked user computes ``b = 1{score < threshold}`` (strict, as in
@@ -370,7 +387,8 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             Scores of this client's users (each user knows only its own).
         query : dict
             ``{"round", "threshold", "users"}`` from ``state["queries"]``.
-        random_state : int, RandomState, Generator, "secure" or None
+        random_state : int, RandomState, Generator, SeedSequence, "secure" \
+                or None, default=None
             Source of the users' randomized-response noise.
 
         Returns
@@ -387,7 +405,11 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         )
         return {"round": int(query["round"]), "users": users, "reports": reports}
 
-    def server_update(self, state, messages):
+    def server_update(
+        self,
+        state: Mapping[str, Any],
+        messages: Sequence[Mapping[str, Any] | None] | Mapping[str, Any],
+    ) -> dict[str, Any]:
         """Aggregate one round's answers and move the bisection (server's side).
 
         Parameters
@@ -468,21 +490,43 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             "stopped_early": bool(stop),
         }
 
-    def client_step(self, scores, *, alpha=None, n_per_client=None, random_state=None):
+    def client_step(
+        self,
+        scores: ArrayLike,
+        *,
+        alpha: float | None = None,
+        n_per_client: ArrayLike | None = None,
+        random_state: SecureRandomStateLike = None,
+    ) -> dict[str, Any]:
         """Not available: LDP-S is interactive (see :meth:`client_respond`)."""
         raise NotImplementedError(
             "LDP-S runs in rounds: use server_init, client_respond and "
             "server_update (or fit to simulate them)."
         )
 
-    def server_step(self, messages, *, alpha, n_per_client=None, random_state=None):
+    def server_step(
+        self,
+        messages: Messages,
+        *,
+        alpha: float,
+        n_per_client: ArrayLike | None = None,
+        random_state: SecureRandomStateLike = None,
+    ) -> float:
         """Not available: LDP-S is interactive (see :meth:`server_update`)."""
         raise NotImplementedError(
             "LDP-S runs in rounds: use server_init, client_respond and "
             "server_update (or fit to simulate them)."
         )
 
-    def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
+    def fit(
+        self,
+        scores: ArrayLike,
+        client_ids: ClientIds = None,
+        *,
+        alpha: float,
+        random_state: SecureRandomStateLike = None,
+        n_jobs: int | None = None,
+    ) -> LDPScoreCalibrator:
         """Simulate the interactive protocol in-process.
 
         Runs :meth:`server_init`, then rounds in which every asked user
@@ -502,8 +546,8 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             Client of each row; ``None`` means one client.
         alpha : float
             Miscoverage level in (0, 1).
-        random_state : int, RandomState instance, "secure" or None, \
-                default=None
+        random_state : int, RandomState, Generator, SeedSequence, "secure" \
+                or None, default=None
             Seeds the group assignment and the users' noise (see Notes);
             ``"secure"``: the users' noise comes from the operating system's
             secure generator (not reproducible).
@@ -577,14 +621,14 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
 
     def fit_from_messages(
         self,
-        messages,
+        messages: Sequence[Sequence[Mapping[str, Any] | None] | Mapping[str, Any]],
         *,
-        alpha,
-        n_per_client,
-        clients=None,
-        random_state=None,
-        on_invalid="raise",
-    ):
+        alpha: float,
+        n_per_client: ArrayLike,
+        clients: ArrayLike | None = None,
+        random_state: RandomStateLike = None,
+        on_invalid: Literal["raise"] = "raise",
+    ) -> LDPScoreCalibrator:
         """Fit from the transcript of a protocol run: the server's whole side.
 
         Replays :meth:`server_init` and :meth:`server_update` on what the
@@ -644,7 +688,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             random_state=_server_stream(check_seed_sequence(random_state)),
         )
         owners, answers = [], []
-        log = {"round": [], "client": [], "user": []}
+        log: dict[str, list[Any]] = {"round": [], "client": [], "user": []}
         for round_messages in messages:
             if state["done"]:
                 raise InvalidMessageError(
@@ -796,7 +840,7 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
     _star = True
 
 
-def _pose_query(state):
+def _pose_query(state: Mapping[str, Any]) -> dict[str, Any]:
     """Return ``state`` with the next round's per-client queries."""
     round_ = state["round"] + 1
     query = _axis_score(state, (state["lo"] + state["hi"]) / 2.0)
@@ -814,7 +858,7 @@ def _pose_query(state):
     return {**state, "queries": queries}
 
 
-class RoundQueries(Sequence):
+class RoundQueries(Sequence[dict[str, Any]]):
     """One round's queries, one dict per client, built when accessed.
 
     ``queries[j]`` is ``{"round": r, "threshold": q_r, "users": local row
@@ -826,7 +870,16 @@ class RoundQueries(Sequence):
     numbered client by client) and ``owner`` (the client of each) too.
     """
 
-    def __init__(self, round_, threshold, users, offsets, *, members, owner):
+    def __init__(
+        self,
+        round_: int,
+        threshold: float,
+        users: NDArray[np.intp],
+        offsets: NDArray[np.intp],
+        *,
+        members: NDArray[np.intp],
+        owner: NDArray[np.intp],
+    ) -> None:
         self.round = int(round_)
         self.threshold = threshold
         self.users = users
@@ -834,10 +887,16 @@ class RoundQueries(Sequence):
         self.members = members
         self.owner = owner
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.offsets.shape[0] - 1
 
-    def __getitem__(self, j):
+    @overload
+    def __getitem__(self, j: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, j: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, j: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(j, slice):
             return [self[i] for i in range(len(self))[j]]
         n = len(self)
@@ -852,7 +911,7 @@ class RoundQueries(Sequence):
             "users": self.users[self.offsets[j] : self.offsets[j + 1]],
         }
 
-    def counts(self):
+    def counts(self) -> NDArray[np.intp]:
         """Number of asked users of each client."""
         return np.diff(self.offsets)
 
@@ -943,7 +1002,9 @@ def _concat(parts, dtype):
     return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
 
-def _assignment_rng(random_state):
+def _assignment_rng(
+    random_state: RandomStateLike,
+) -> np.random.Generator | np.random.RandomState:
     """The generator of the public group assignment (never NumPy's global one)."""
     if isinstance(random_state, np.random.Generator | np.random.RandomState):
         return random_state
@@ -956,7 +1017,7 @@ def _server_stream(seed):
     return spawn_random_states(seed, 1)[0]
 
 
-def _describe(value):
+def _describe(value: object) -> str:
     if isinstance(value, list | tuple):
         return f"{len(value)} message(s)"
     return type(value).__name__

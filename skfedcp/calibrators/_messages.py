@@ -12,11 +12,14 @@ server can either raise :class:`~skfedcp.exceptions.InvalidMessageError`
 naming the first offender or exclude the offenders with a warning.
 """
 
-from collections.abc import Mapping, Sequence
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
 from numbers import Integral, Real
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ..exceptions import InvalidMessageError
 
@@ -65,7 +68,9 @@ class Received(NamedTuple):
     pooled: dict | None = None
 
 
-def check_client_sizes(n_per_client, *, name="n_per_client"):
+def check_client_sizes(
+    n_per_client: ArrayLike, *, name: str = "n_per_client"
+) -> NDArray[np.int64]:
     """Return announced client sizes as a 1-D int64 array, or raise.
 
     Parameters
@@ -125,7 +130,9 @@ def check_client_sizes(n_per_client, *, name="n_per_client"):
     return sizes
 
 
-def check_client_labels(clients, n_clients, *, name="clients"):
+def check_client_labels(
+    clients: ArrayLike | None, n_clients: int, *, name: str = "clients"
+) -> np.ndarray:
     """Return client labels (default ``0..m-1``): 1-D, one per client, unique.
 
     Examples
@@ -146,7 +153,9 @@ def check_client_labels(clients, n_clients, *, name="clients"):
     return labels
 
 
-def invalid_message_error(problem, clients, n_problems=1):
+def invalid_message_error(
+    problem: Problem, clients: Sequence[Hashable] | np.ndarray, n_problems: int = 1
+) -> InvalidMessageError:
     """The :class:`InvalidMessageError` naming ``problem``'s client and field."""
     client = clients[problem.index] if problem.index is not None else None
     who = "the messages" if client is None else f"client {_label(client)}"
@@ -159,15 +168,21 @@ def invalid_message_error(problem, clients, n_problems=1):
     )
 
 
-def _label(client):
+def _label(client: Any) -> str:
     return repr(_plain(client))
 
 
-def _plain(client):
+def _plain(client: Any) -> Any:
     return client.item() if isinstance(client, np.generic) else client
 
 
-def collect_messages(messages, fields, sizes, *, trusted=False):
+def collect_messages(
+    messages: Sequence[Mapping[str, Any]] | Mapping[str, ArrayLike],
+    fields: Mapping[str, str] | None,
+    sizes: NDArray[np.int64],
+    *,
+    trusted: bool = False,
+) -> tuple[dict[str, np.ndarray], list[Problem]]:
     """Stack messages field by field and list what does not fit the plan.
 
     Parameters
@@ -246,7 +261,7 @@ def _collect_undeclared(messages, n_clients):
     return stacked, _first_per_client(problems)
 
 
-def _first_per_client(problems):
+def _first_per_client(problems: list[Problem]) -> list[Problem]:
     seen, kept = set(), []
     for problem in sorted(problems, key=lambda p: p.index):
         if problem.index not in seen:
@@ -323,7 +338,7 @@ def _columns_from_list(messages, fields):
     return columns, present, problems
 
 
-def _is_number(value):
+def _is_number(value: object) -> bool:
     return isinstance(value, Real | np.number) and not isinstance(
         value, bool | np.bool_ | complex | np.complexfloating
     )

@@ -1,5 +1,7 @@
 """Offline loaders for real tables shipped inside pinned data packages."""
 
+from __future__ import annotations
+
 import contextlib
 import functools
 import gzip
@@ -9,11 +11,14 @@ from collections import namedtuple
 from importlib import resources
 from numbers import Integral
 from pathlib import Path
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 from sklearn.utils import Bunch, check_random_state
+
+from .._typing import SklearnRandomState
 
 __all__ = [
     "load_bikeshare",
@@ -45,6 +50,9 @@ _FASHION_MNIST_CLASSES = (
     "Bag",
     "Ankle boot",
 )
+
+#: ``return_X_y=True``: ``(data, target, client_ids)``, arrays or pandas objects.
+XyClients: TypeAlias = tuple[Any, Any, Any]
 
 # A processed table: ``frame`` holds the features, the target and the client
 # column (when there is one) under the names listed alongside.
@@ -158,7 +166,7 @@ def _assemble(features, target, target_name, clients=None, client_name=None):
     return frame
 
 
-def _descr(name):
+def _descr(name: str) -> str:
     return (
         resources.files(__package__)
         .joinpath("descr", f"{name}.rst")
@@ -166,7 +174,9 @@ def _descr(name):
     )
 
 
-def _bunch(table, *, descr, return_X_y, as_frame):
+def _bunch(
+    table: _Table, *, descr: str, return_X_y: bool, as_frame: bool
+) -> Bunch | XyClients:
     """Build the public output from a cached table (never sharing its memory)."""
     frame = table.frame.copy()
     feature_names = list(table.feature_names)
@@ -195,7 +205,7 @@ def _bunch(table, *, descr, return_X_y, as_frame):
     )
 
 
-def _check_bool(value, name):
+def _check_bool(value: object, name: str) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise TypeError(f"{name} must be True or False; got {value!r}.")
     return bool(value)
@@ -244,7 +254,12 @@ def _bikeshare_table(clients):
                   ("log1p_bikers",))  # fmt: skip
 
 
-def load_bikeshare(*, clients="mnth", return_X_y=False, as_frame=False):
+def load_bikeshare(
+    *,
+    clients: Literal["mnth", "season"] = "mnth",
+    return_X_y: bool = False,
+    as_frame: bool = False,
+) -> Bunch | XyClients:
     """Load the hourly Capital Bikeshare table of 2011 (regression, 12 clients).
 
     Each row is one hour of 2011 in Washington, D.C. (8,645 rows). The target
@@ -368,7 +383,12 @@ def _randhie_table(one_row_per_person):
                   ("log1p_meddol",))  # fmt: skip
 
 
-def load_randhie(*, one_row_per_person=True, return_X_y=False, as_frame=False):
+def load_randhie(
+    *,
+    one_row_per_person: bool = True,
+    return_X_y: bool = False,
+    as_frame: bool = False,
+) -> Bunch | XyClients:
     """Load the RAND Health Insurance Experiment (regression, 6 sites).
 
     Medical spending of participants of the RAND experiment (1974-1982), the
@@ -512,7 +532,7 @@ def _star_table():
                   ("readk_plus_mathk",))  # fmt: skip
 
 
-def load_star(*, return_X_y=False, as_frame=False):
+def load_star(*, return_X_y: bool = False, as_frame: bool = False) -> Bunch | XyClients:
     """Load the Tennessee STAR kindergarten scores (regression, 79 schools).
 
     Project STAR randomised pupils to small, regular and regular-with-aide
@@ -617,7 +637,9 @@ def _concrete_table():
                   ("compressive_strength",))  # fmt: skip
 
 
-def load_concrete(*, return_X_y=False, as_frame=False):
+def load_concrete(
+    *, return_X_y: bool = False, as_frame: bool = False
+) -> Bunch | XyClients:
     """Load the concrete compressive strength data (regression, no clients).
 
     Compressive strength (MPa) of 1,030 concrete samples from their mixture
@@ -707,7 +729,9 @@ def _caravan_table():
     return _Table(frame, feature_names, "Purchase", "MOSHOOFD", ("No", "Yes"))
 
 
-def load_caravan(*, return_X_y=False, as_frame=False):
+def load_caravan(
+    *, return_X_y: bool = False, as_frame: bool = False
+) -> Bunch | XyClients:
     """Load the Caravan insurance data (binary classification, 10 clients).
 
     CoIL Challenge 2000: 5,822 customers of an insurer described by 85
@@ -839,7 +863,12 @@ def _fashion_mnist_arrays():
     return images, labels
 
 
-def load_fashion_mnist(*, n_samples=None, random_state=None, return_X_y=False):
+def load_fashion_mnist(
+    *,
+    n_samples: int | None = None,
+    random_state: SklearnRandomState = None,
+    return_X_y: bool = False,
+) -> Bunch | XyClients:
     """Load Fashion-MNIST (10-class image classification, no clients).
 
     70,000 greyscale 28x28 images of clothing in 10 balanced classes, read

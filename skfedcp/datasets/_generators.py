@@ -1,10 +1,14 @@
 """Synthetic regression data with known structure, federated or not."""
 
+from __future__ import annotations
+
 from numbers import Real
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from sklearn.utils import check_random_state
 
+from .._typing import SklearnRandomState
 from ..utils._validation import check_int
 
 __all__ = ["make_federated_regression", "make_romano_regression"]
@@ -19,14 +23,14 @@ def _check_nonneg_real(value, name):
 
 
 def make_federated_regression(
-    n_clients=10,
-    n_per_client=100,
+    n_clients: int = 10,
+    n_per_client: int | ArrayLike = 100,
     *,
-    n_features=5,
-    noise=1.0,
-    heterogeneity=0.0,
-    random_state=None,
-):
+    n_features: int = 5,
+    noise: float = 1.0,
+    heterogeneity: float = 0.0,
+    random_state: SklearnRandomState = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
     r"""Generate a linear regression problem split over clients with covariate shift.
 
     Every client shares the same regression function and noise law; only the
@@ -111,7 +115,9 @@ def make_federated_regression(
     return X, y, client_ids
 
 
-def _romano_draw(n_samples, rng):
+def _romano_draw(
+    n_samples: int, rng: np.random.RandomState
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
     """Return ``X``, ``y`` and the outlier indicator of the Romano et al. model."""
     x = rng.uniform(1.0, 5.0, size=n_samples)
     poisson = rng.poisson(np.sin(x) ** 2 + 0.1)
@@ -122,7 +128,9 @@ def _romano_draw(n_samples, rng):
     return x.reshape(-1, 1), y, outlier
 
 
-def make_romano_regression(n_samples, *, random_state=None):
+def make_romano_regression(
+    n_samples: int, *, random_state: SklearnRandomState = None
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Generate the heteroscedastic, heavy-tailed 1-D data of Romano et al. (2019).
 
     The synthetic benchmark of conformalized quantile regression:

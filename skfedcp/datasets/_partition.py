@@ -1,12 +1,16 @@
 """Split a pooled data set over simulated clients: i.i.d., by column, label skew."""
 
+from __future__ import annotations
+
 from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 
+from .._typing import SklearnRandomState
 from ..utils._validation import check_client_ids, check_int
 
 __all__ = ["partition_by_column", "partition_dirichlet", "partition_iid"]
@@ -15,7 +19,13 @@ __all__ = ["partition_by_column", "partition_dirichlet", "partition_iid"]
 _MAX_DIRICHLET_TRIES = 1000
 
 
-def partition_iid(n_samples, n_clients, *, sizes=None, random_state=None):
+def partition_iid(
+    n_samples: int,
+    n_clients: int,
+    *,
+    sizes: ArrayLike | None = None,
+    random_state: SklearnRandomState = None,
+) -> NDArray[np.intp]:
     """Assign rows to clients uniformly at random (an i.i.d. federation).
 
     Parameters
@@ -74,7 +84,9 @@ def partition_iid(n_samples, n_clients, *, sizes=None, random_state=None):
     return rng.permutation(np.repeat(np.arange(n_clients), sizes))
 
 
-def partition_by_column(X, column):
+def partition_by_column(
+    X: pd.DataFrame | ArrayLike, column: str | int
+) -> NDArray[np.intp]:
     """Use the values of one column of ``X`` as client labels.
 
     Parameters
@@ -146,7 +158,7 @@ def partition_by_column(X, column):
     return codes.astype(np.intp)
 
 
-def _labels_for_skew(y, n_bins):
+def _labels_for_skew(y: ArrayLike, n_bins: int) -> NDArray[np.intp]:
     """Return class codes of ``y``; continuous ``y`` is cut into quantile bins."""
     y = np.asarray(y)
     if y.ndim != 1:
@@ -171,7 +183,9 @@ def _labels_for_skew(y, n_bins):
     return pd.factorize(y, sort=True)[0]
 
 
-def _dirichlet(rng, concentration, size):
+def _dirichlet(
+    rng: np.random.RandomState, concentration: float, size: int
+) -> NDArray[np.float64]:
     """Draw Dir(concentration * 1) proportions, safe for tiny concentrations.
 
     ``RandomState.dirichlet`` returns NaN when every gamma draw underflows
@@ -188,8 +202,14 @@ def _dirichlet(rng, concentration, size):
 
 
 def partition_dirichlet(
-    y, n_clients, *, concentration=1.0, n_bins=10, min_size=1, random_state=None
-):
+    y: ArrayLike,
+    n_clients: int,
+    *,
+    concentration: float = 1.0,
+    n_bins: int = 10,
+    min_size: int = 1,
+    random_state: SklearnRandomState = None,
+) -> NDArray[np.intp]:
     r"""Assign rows to clients with label skew drawn from a Dirichlet law.
 
     The standard non-i.i.d. split of Hsu et al. (2019): for each class ``c``

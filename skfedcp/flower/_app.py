@@ -1,16 +1,21 @@
 """The Flower apps: ClientApp and ServerApp factories and one-task runners."""
 
+from __future__ import annotations
+
 import json
+import os
 import pickle
 import time
 import warnings
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from ..calibrators import get_calibrator
+from .._typing import ConformityScoreLike, SecureRandomStateLike
+from ..calibrators import BaseCalibrator, get_calibrator
 from ..feature_selection import FedChi2Selector
 from ..utils._validation import check_alpha
 from ._protocol import (
@@ -28,6 +33,11 @@ from ._server import (
     calibrate_nodes,
     select_chi2_nodes,
 )
+
+if TYPE_CHECKING:  # flwr is an optional extra, imported inside the functions
+    from flwr.app import Context
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp import Grid, ServerApp
 
 __all__ = [
     "MESSAGE_TYPE",
@@ -191,13 +201,13 @@ def _grid_exchange(grid, poll_interval=POLL_INTERVAL):
 
 
 def make_client_app(
-    load_data,
+    load_data: Callable[[Context], tuple[Any, Any]],
     *,
-    load_model=None,
-    load_selection_data=None,
-    conformity_score="absolute",
-    allow_raw_scores=False,
-):
+    load_model: Callable[[Context], Any] | None = None,
+    load_selection_data: Callable[[Context], tuple[Any, Any]] | None = None,
+    conformity_score: ConformityScoreLike = "absolute",
+    allow_raw_scores: bool = False,
+) -> ClientApp:
     """Build the Flower ``ClientApp`` a node runs.
 
     The app answers the server's ``query.skfedcp`` messages: it loads the
@@ -314,8 +324,8 @@ class DeploymentResult(NamedTuple):
         Nodes used and excluded, and every round with its message sizes.
     """
 
-    calibrators: dict
-    selector: object
+    calibrators: dict[str, BaseCalibrator]
+    selector: FedChi2Selector | None
     report: DeploymentReport
 
 
@@ -329,16 +339,16 @@ def _session(grid, timeout, min_rows):
 
 
 def run_calibration(
-    grid,
-    calibrator="qq",
+    grid: Grid,
+    calibrator: str | BaseCalibrator = "qq",
     *,
-    alpha=0.1,
-    model_fingerprint=None,
-    random_state=None,
-    timeout=120.0,
-    min_rows=1,
-    max_attempts=3,
-):
+    alpha: float = 0.1,
+    model_fingerprint: str | None = None,
+    random_state: SecureRandomStateLike = None,
+    timeout: float = 120.0,
+    min_rows: int = 1,
+    max_attempts: int = 3,
+) -> tuple[BaseCalibrator, DeploymentReport]:
     """Calibrate a threshold over the nodes of a Flower ``Grid``.
 
     Round 1 asks every node for its label, its number of calibration rows
@@ -368,7 +378,8 @@ def run_calibration(
     model_fingerprint : str, default=None
         :func:`model_fingerprint` of the model the nodes must use. ``None``
         takes the most common fingerprint among the nodes.
-    random_state : int, SeedSequence, "secure" or None, default=None
+    random_state : int, Generator, RandomState, SeedSequence, "secure" or \
+            None, default=None
         The server's randomness (private strategies): stream 0 of it, as in
         the calibrator's in-process ``fit``; for LDP-S, the seed of the
         public group assignment (``None``: fresh entropy). The nodes' noise
@@ -416,14 +427,14 @@ def run_calibration(
 
 
 def run_chi2_selection(
-    grid,
-    selector=None,
+    grid: Grid,
+    selector: FedChi2Selector | None = None,
     *,
-    classes=None,
-    timeout=120.0,
-    min_rows=1,
-    max_attempts=3,
-):
+    classes: ArrayLike | None = None,
+    timeout: float = 120.0,
+    min_rows: int = 1,
+    max_attempts: int = 3,
+) -> tuple[FedChi2Selector, DeploymentReport]:
     """Fit a :class:`~skfedcp.feature_selection.FedChi2Selector` over a ``Grid``.
 
     Round 1 collects the nodes' labels, sizes and X25519 public keys; round
@@ -557,7 +568,7 @@ def _summary(result):
     }
 
 
-def save_result(result, path):
+def save_result(result: DeploymentResult, path: str | os.PathLike[str]) -> Path:
     """Pickle a :class:`DeploymentResult` and write a JSON summary next to it.
 
     Parameters
@@ -592,19 +603,19 @@ def save_result(result, path):
 
 def make_server_app(
     *,
-    calibrators=("qq",),
-    alpha=0.1,
-    selector=None,
-    load_model=None,
-    conformity_score="absolute",
-    classes=None,
-    output=None,
-    on_result=None,
-    timeout=120.0,
-    min_nodes=1,
-    min_rows=1,
-    random_state=None,
-):
+    calibrators: Sequence[str | BaseCalibrator] = ("qq",),
+    alpha: float = 0.1,
+    selector: FedChi2Selector | None = None,
+    load_model: Callable[[Context], Any] | None = None,
+    conformity_score: ConformityScoreLike = "absolute",
+    classes: ArrayLike | None = None,
+    output: str | os.PathLike[str] | None = None,
+    on_result: Callable[[DeploymentResult, Context], Any] | None = None,
+    timeout: float = 120.0,
+    min_nodes: int = 1,
+    min_rows: int = 1,
+    random_state: int | None = None,
+) -> ServerApp:
     """Build the Flower ``ServerApp`` that calibrates (and selects) over the nodes.
 
     It waits for ``min_nodes`` nodes, runs one hello round (every node's

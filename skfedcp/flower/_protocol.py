@@ -20,15 +20,20 @@ NumPy arrays; :mod:`skfedcp.flower` turns it into a Flower
     (:mod:`skfedcp.flower._secagg`).
 """
 
+from __future__ import annotations
+
 import copy
 import hashlib
 import json
+from collections.abc import Callable, Mapping, MutableMapping
 from numbers import Integral
+from typing import Any, Literal
 
 import numpy as np
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from .._typing import ConformityScoreLike
 from ..calibrators import CALIBRATORS, BaseCalibrator
 from ..feature_selection import (
     Chi2Marginals,
@@ -76,7 +81,9 @@ _TAGS_STATE = "secagg_tags"
 # Shared by nodes and server
 
 
-def model_fingerprint(model, conformity_score=None):
+def model_fingerprint(
+    model: Any, conformity_score: ConformityScoreLike | None = None
+) -> str:
     """Short SHA-256 fingerprint of a fitted model and its conformity score.
 
     Nodes put it in every message; the server rejects messages whose
@@ -169,7 +176,7 @@ def _feed(digest, obj, path):
             _feed(digest, list(part), inner)
 
 
-def resolve_node_score(conformity_score):
+def resolve_node_score(conformity_score: ConformityScoreLike) -> Any:
     """Score object a node uses: a fresh registry score or a copy of the object.
 
     Returns ``None`` for a plain callable ``score(model, X, y)``. Objects are
@@ -259,7 +266,9 @@ def calibrator_from_spec(spec):
     return alias, CALIBRATORS[alias](**params)
 
 
-def simulation_seeds(random_state, n_clients):
+def simulation_seeds(
+    random_state: int | np.random.SeedSequence, n_clients: int
+) -> list[str]:
     """Node-config ``seed`` values that reproduce an in-process fit's client streams.
 
     An in-process ``fit(..., random_state=random_state)`` spawns its streams
@@ -319,7 +328,9 @@ def simulation_seeds(random_state, n_clients):
     ]
 
 
-def node_random_state(seed):
+def node_random_state(
+    seed: int | str | None,
+) -> np.random.RandomState | Literal["secure"]:
     """The random stream of a node's private steps, from its node config ``seed``.
 
     Parameters
@@ -364,7 +375,7 @@ def node_random_state(seed):
     return np.random.RandomState(np.random.PCG64(sequence))
 
 
-def _parse_seed(text):
+def _parse_seed(text: str) -> np.random.SeedSequence | None:
     entropy, _, key = text.strip().partition(":")
     try:
         entropy = int(entropy, 0)
@@ -376,7 +387,7 @@ def _parse_seed(text):
     return np.random.SeedSequence(entropy, spawn_key=spawn_key)
 
 
-def node_label(node_config, node_id):
+def node_label(node_config: Mapping[str, Any], node_id: int) -> Any:
     """Client label of a node: ``client-id``, else ``partition-id``, else its id."""
     for key in ("client-id", "partition-id"):
         if key in node_config:
@@ -409,12 +420,12 @@ class NodeConfig:
 
     def __init__(
         self,
-        load_data,
-        load_model,
-        load_selection_data,
-        conformity_score,
-        allow_raw_scores,
-    ):
+        load_data: Callable[[Any], tuple[Any, Any]],
+        load_model: Callable[[Any], Any] | None,
+        load_selection_data: Callable[[Any], tuple[Any, Any]] | None,
+        conformity_score: ConformityScoreLike,
+        allow_raw_scores: bool,
+    ) -> None:
         self.load_data = load_data
         self.load_model = load_model
         self.load_selection_data = load_selection_data
@@ -750,7 +761,15 @@ _HANDLERS = {
 }
 
 
-def handle_request(request, *, config, context, node_id, node_config, state):
+def handle_request(
+    request: Mapping[str, Any],
+    *,
+    config: NodeConfig,
+    context: Any,
+    node_id: int,
+    node_config: Mapping[str, Any],
+    state: MutableMapping[str, dict[str, Any]],
+) -> dict[str, Any]:
     """Answer one server request on a node.
 
     Parameters

@@ -20,7 +20,12 @@ participants, so the server cannot ask for an unmasked vector.
 ``cryptography`` (a dependency of ``flwr``) is imported inside the functions.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import NDArray
 
 from ..federated._secure_aggregation import _prg
 
@@ -45,7 +50,7 @@ def _crypto():
     return hashes, serialization, X25519PrivateKey, X25519PublicKey, HKDF
 
 
-def generate_keypair():
+def generate_keypair() -> tuple[bytes, bytes]:
     """Return a fresh X25519 key pair as ``(private_bytes, public_bytes)``.
 
     Returns
@@ -65,7 +70,7 @@ def generate_keypair():
     return private, public
 
 
-def pairwise_seed(private_key, peer_public_key, tag):
+def pairwise_seed(private_key: bytes, peer_public_key: bytes, tag: str) -> int:
     """Seed of the mask shared with one peer for the aggregation ``tag``.
 
     Parameters
@@ -95,7 +100,14 @@ def pairwise_seed(private_key, peer_public_key, tag):
     return int.from_bytes(okm, "little")
 
 
-def mask_vector(q, *, index, private_key, public_keys, tag):
+def mask_vector(
+    q: NDArray[np.uint64],
+    *,
+    index: int,
+    private_key: bytes,
+    public_keys: Sequence[bytes],
+    tag: str,
+) -> NDArray[np.uint64]:
     """Mask this node's fixed-point vector for a pairwise-masked sum.
 
     Parameters

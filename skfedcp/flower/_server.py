@@ -6,6 +6,8 @@ request per node and returns, per node, the decoded reply or a
 builds it on a Flower ``Grid``; tests can build it on anything.
 """
 
+from __future__ import annotations
+
 import secrets
 import time
 import warnings
@@ -73,9 +75,9 @@ class RoundRecord(NamedTuple):
 
     name: str
     seconds: float
-    bytes_sent: dict
-    bytes_received: dict
-    failed: dict
+    bytes_sent: dict[int, int]
+    bytes_received: dict[int, int]
+    failed: dict[int, str]
 
 
 class DeploymentReport(NamedTuple):
@@ -100,9 +102,9 @@ class DeploymentReport(NamedTuple):
 
     nodes: np.ndarray
     clients: np.ndarray
-    excluded: dict
-    rounds: list
-    warnings: tuple = ()
+    excluded: dict[int, str]
+    rounds: list[RoundRecord]
+    warnings: tuple[str, ...] = ()
 
 
 def _warn(message, category=NodeExcludedWarning):

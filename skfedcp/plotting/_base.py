@@ -1,16 +1,26 @@
 """Helpers shared by the displays: lazy matplotlib import, estimator access."""
 
+from __future__ import annotations
+
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.pipeline import Pipeline
 
 from ..metrics import _check_intervals, _check_sets, _final_step
+
+if TYPE_CHECKING:  # matplotlib is imported only when drawing
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure, SubFigure
 
 __all__ = []
 
 INSTALL_HINT = "pip install skfedcp[plot]"
 
 
-def check_matplotlib(caller):
+def check_matplotlib(caller: str) -> ModuleType:
     """Import and return :mod:`matplotlib.pyplot`, or raise a helpful error."""
     try:
         import matplotlib.pyplot as plt
@@ -22,28 +32,34 @@ def check_matplotlib(caller):
     return plt
 
 
-def get_axes(ax, plt):
+def get_axes(ax: Axes | None, plt: ModuleType) -> tuple[Axes, Figure | SubFigure]:
     """Return ``(ax, figure)``, creating a figure when ``ax`` is None."""
     if ax is None:
         _, ax = plt.subplots()
     return ax, ax.figure
 
 
-def final_step(estimator):
+def final_step(estimator: Any) -> Any:
     """The conformal wrapper: the estimator itself or a pipeline's last step."""
     while isinstance(estimator, Pipeline):
         estimator = estimator.steps[-1][1]
     return estimator
 
 
-def predict_region(estimator, X):
+def predict_region(
+    estimator: Any, X: Any
+) -> tuple[Literal["interval", "set"], np.ndarray]:
     """Intervals or sets of ``estimator`` on ``X``, and which kind they are.
 
     Pipelines are unrolled as the scorers do (:func:`skfedcp.metrics`):
     the steps before the last transform ``X``, the last step answers.
     Returns ``(kind, region)`` with ``kind`` in ``{"interval", "set"}``.
     """
-    for method, kind in (("predict_interval", "interval"), ("predict_set", "set")):
+    kinds: tuple[tuple[str, Literal["interval", "set"]], ...] = (
+        ("predict_interval", "interval"),
+        ("predict_set", "set"),
+    )
+    for method, kind in kinds:
         if hasattr(final_step(estimator), method) or hasattr(estimator, method):
             wrapper, Xt = _final_step(estimator, X, method)
             return kind, getattr(wrapper, method)(Xt)
@@ -54,7 +70,7 @@ def predict_region(estimator, X):
     )
 
 
-def estimator_alpha(estimator):
+def estimator_alpha(estimator: Any) -> float:
     """The target miscoverage ``alpha`` of a fitted conformal wrapper."""
     alpha = getattr(final_step(estimator), "alpha", None)
     if alpha is None:
@@ -65,7 +81,9 @@ def estimator_alpha(estimator):
     return float(alpha)
 
 
-def estimator_guarantee(estimator, *, n_classes=None):
+def estimator_guarantee(
+    estimator: Any, *, n_classes: int | None = None
+) -> float | None:
     """Lower coverage bound of the fitted calibrator, or None if theory gives none.
 
     Uses ``calibrator_.coverage_bounds(calibrator_.n_per_client_, alpha)``.
@@ -85,7 +103,9 @@ def estimator_guarantee(estimator, *, n_classes=None):
     return None if np.isnan(lower) else lower
 
 
-def region_kind(y_true, y_region, classes):
+def region_kind(
+    y_true: ArrayLike, y_region: ArrayLike, classes: ArrayLike | None
+) -> Literal["interval", "set"]:
     """Validate intervals or sets against ``y_true``; return their kind.
 
     Boolean arrays (or any array when ``classes`` is given) are prediction
@@ -99,7 +119,7 @@ def region_kind(y_true, y_region, classes):
     return "interval"
 
 
-def estimator_name(estimator):
+def estimator_name(estimator: Any) -> str:
     """Default legend label: the wrapper's class and calibrator."""
     wrapper = final_step(estimator)
     cal = getattr(wrapper, "calibrator", None)

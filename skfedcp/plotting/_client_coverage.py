@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from numbers import Real
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 from sklearn.base import BaseEstimator
 
@@ -56,7 +56,14 @@ def _check_guarantee(guarantee):
     return guarantee
 
 
-def binomial_band(n_samples, coverage, *, target, band="target", confidence=0.95):
+def binomial_band(
+    n_samples: ArrayLike,
+    coverage: ArrayLike,
+    *,
+    target: float,
+    band: str = "target",
+    confidence: float = 0.95,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Lower and upper ends of each client's band (see ClientCoverageDisplay)."""
     n = np.asarray(n_samples, dtype=np.int64)
     tail = (1.0 - confidence) / 2.0
@@ -163,15 +170,15 @@ class ClientCoverageDisplay:
     def __init__(
         self,
         *,
-        clients,
-        coverage,
-        n_samples,
-        alpha,
-        guarantee=None,
-        band="target",
-        confidence=0.95,
-        estimator_name=None,
-    ):
+        clients: ArrayLike,
+        coverage: ArrayLike,
+        n_samples: ArrayLike,
+        alpha: float,
+        guarantee: float | None = None,
+        band: Literal["target", "clopper-pearson"] = "target",
+        confidence: float = 0.95,
+        estimator_name: str | None = None,
+    ) -> None:
         self.clients = clients
         self.coverage = coverage
         self.n_samples = n_samples
@@ -182,7 +189,7 @@ class ClientCoverageDisplay:
         self.estimator_name = estimator_name
 
     def plot(
-        self, ax: Axes | None = None, *, name: str | None = None, **kwargs
+        self, ax: Axes | None = None, *, name: str | None = None, **kwargs: Any
     ) -> ClientCoverageDisplay:
         """Draw the display.
 
@@ -311,12 +318,12 @@ class ClientCoverageDisplay:
         y: ArrayLike,
         *,
         client_ids: ArrayLike,
-        guarantee: float | str | None = "auto",
-        band: str = "target",
+        guarantee: float | Literal["auto"] | None = "auto",
+        band: Literal["target", "clopper-pearson"] = "target",
         confidence: float = 0.95,
         ax: Axes | None = None,
         name: str | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> ClientCoverageDisplay:
         """Plot per-client coverage of a fitted conformal estimator.
 
@@ -385,11 +392,11 @@ class ClientCoverageDisplay:
         alpha: float,
         guarantee: float | None = None,
         classes: ArrayLike | None = None,
-        band: str = "target",
+        band: Literal["target", "clopper-pearson"] = "target",
         confidence: float = 0.95,
         ax: Axes | None = None,
         name: str | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> ClientCoverageDisplay:
         """Plot per-client coverage of given intervals or prediction sets.
 

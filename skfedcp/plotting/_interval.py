@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from numbers import Integral
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # matplotlib is imported only when drawing
 __all__ = ["IntervalDisplay"]
 
 _SORT_KEYS = ("prediction", "width", "true", "client")
+SortBy = Literal["prediction", "width", "true", "client"]
 _MAX_LEGEND_CLIENTS = 10
 
 
@@ -116,12 +117,12 @@ class IntervalDisplay:
     def __init__(
         self,
         *,
-        y_intervals,
-        y_pred=None,
-        y_true=None,
-        client_ids=None,
-        estimator_name=None,
-    ):
+        y_intervals: ArrayLike,
+        y_pred: ArrayLike | None = None,
+        y_true: ArrayLike | None = None,
+        client_ids: ArrayLike | None = None,
+        estimator_name: str | None = None,
+    ) -> None:
         self.y_intervals = y_intervals
         self.y_pred = y_pred
         self.y_true = y_true
@@ -132,10 +133,10 @@ class IntervalDisplay:
         self,
         ax: Axes | None = None,
         *,
-        sort_by: str | ArrayLike = "prediction",
+        sort_by: SortBy | ArrayLike = "prediction",
         max_rows: int | None = 200,
         name: str | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> IntervalDisplay:
         """Draw the display.
 
@@ -287,11 +288,11 @@ class IntervalDisplay:
         y: ArrayLike | None = None,
         *,
         client_ids: ArrayLike | None = None,
-        sort_by: str | ArrayLike = "prediction",
+        sort_by: SortBy | ArrayLike = "prediction",
         max_rows: int | None = 200,
         ax: Axes | None = None,
         name: str | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> IntervalDisplay:
         """Plot the intervals of a fitted conformal regressor on ``X``.
 
@@ -350,11 +351,11 @@ class IntervalDisplay:
         *,
         y_pred: ArrayLike | None = None,
         client_ids: ArrayLike | None = None,
-        sort_by: str | ArrayLike = "prediction",
+        sort_by: SortBy | ArrayLike = "prediction",
         max_rows: int | None = 200,
         ax: Axes | None = None,
         name: str | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> IntervalDisplay:
         """Plot given intervals (and truths).
 

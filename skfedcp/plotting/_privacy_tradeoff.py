@@ -5,14 +5,16 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from numbers import Integral
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, clone
 from sklearn.pipeline import Pipeline
 
+from .._typing import RandomStateLike
 from ..calibrators import (
+    BaseCalibrator,
     PrivateCentralCalibrator,
     PrivateQuantileOfQuantilesCalibrator,
 )
@@ -171,14 +173,14 @@ class PrivacyTradeoffDisplay:
     def __init__(
         self,
         *,
-        epsilons,
-        coverage,
-        size,
-        non_private=None,
-        alpha=None,
-        size_label="mean set size",
-        estimator_name=None,
-    ):
+        epsilons: ArrayLike,
+        coverage: ArrayLike,
+        size: ArrayLike,
+        non_private: tuple[float, float] | None = None,
+        alpha: float | None = None,
+        size_label: str = "mean set size",
+        estimator_name: str | None = None,
+    ) -> None:
         self.epsilons = epsilons
         self.coverage = coverage
         self.size = size
@@ -188,7 +190,11 @@ class PrivacyTradeoffDisplay:
         self.estimator_name = estimator_name
 
     def plot(
-        self, ax: Sequence[Axes] | None = None, *, name: str | None = None, **kwargs
+        self,
+        ax: Sequence[Axes] | None = None,
+        *,
+        name: str | None = None,
+        **kwargs: Any,
     ) -> PrivacyTradeoffDisplay:
         """Draw the display.
 
@@ -301,11 +307,11 @@ class PrivacyTradeoffDisplay:
         client_ids: ArrayLike | None = None,
         epsilons: ArrayLike = (0.1, 0.3, 1.0, 3.0, 10.0),
         n_repeats: int = 1,
-        non_private: str | object | None = "auto",
-        random_state: int | np.random.SeedSequence | np.random.Generator | None = None,
+        non_private: Literal["auto"] | str | BaseCalibrator | None = "auto",
+        random_state: RandomStateLike = None,
         ax: Sequence[Axes] | None = None,
         name: str | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> PrivacyTradeoffDisplay:
         """Refit clones of a private estimator across epsilons and plot.
 
@@ -341,7 +347,8 @@ class PrivacyTradeoffDisplay:
             Calibrator of the non-private reference: ``"auto"`` takes the
             counterpart of the estimator's (``"dp-qq"`` -> ``"qq"``, other
             private strategies -> ``"central"``); ``None`` draws none.
-        random_state : int, SeedSequence, Generator or None, default=None
+        random_state : int, RandomState, Generator, SeedSequence or None, \
+                default=None
             Root of the seeds of all fits (spawned, one per fit).
         ax : sequence of two matplotlib Axes, default=None
             Axes to draw on.
@@ -448,7 +455,7 @@ class PrivacyTradeoffDisplay:
         size_label: str = "mean set size",
         ax: Sequence[Axes] | None = None,
         name: str | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> PrivacyTradeoffDisplay:
         """Plot coverage and size measured elsewhere.
 

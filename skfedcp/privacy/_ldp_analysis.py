@@ -6,9 +6,12 @@ public numbers, so they can be compared before any privacy budget is spent.
 The calibrators in :mod:`skfedcp.calibrators` use the same functions.
 """
 
-from typing import NamedTuple
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["LDPCorrection", "LDPSampleSize", "ldp_correction", "ldp_sample_size"]
 
@@ -16,15 +19,15 @@ __all__ = ["LDPCorrection", "LDPSampleSize", "ldp_correction", "ldp_sample_size"
 class LDPCorrection(NamedTuple):
     """Coverage corrections ``Delta_L`` (LDP-L) and ``Delta_S`` (LDP-S)."""
 
-    label: float
-    score: float
+    label: float | NDArray[np.float64]
+    score: float | NDArray[np.float64]
 
 
 class LDPSampleSize(NamedTuple):
     """Smallest calibration sizes reaching a correction, for LDP-L and LDP-S."""
 
-    label: int
-    score: int
+    label: int | NDArray[np.int64]
+    score: int | NDArray[np.int64]
 
 
 def _krr_beta(n_classes, epsilon):
@@ -105,7 +108,15 @@ def _maybe_scalar(*arrays):
     return arrays
 
 
-def ldp_correction(n, n_classes, epsilon, delta=0.001, n_groups=10, *, search="tight"):
+def ldp_correction(
+    n: ArrayLike,
+    n_classes: ArrayLike,
+    epsilon: ArrayLike,
+    delta: ArrayLike = 0.001,
+    n_groups: ArrayLike = 10,
+    *,
+    search: Literal["tight", "paper"] = "tight",
+) -> LDPCorrection:
     """Coverage corrections of LDP-L and LDP-S before spending any budget.
 
     ``Delta_L`` (Penso et al., Theorem 2.1) and ``Delta_S`` (an explicit
@@ -180,8 +191,14 @@ def ldp_correction(n, n_classes, epsilon, delta=0.001, n_groups=10, *, search="t
 
 
 def ldp_sample_size(
-    correction, n_classes, epsilon, delta=0.001, n_groups=10, *, search="tight"
-):
+    correction: ArrayLike,
+    n_classes: ArrayLike,
+    epsilon: ArrayLike,
+    delta: ArrayLike = 0.001,
+    n_groups: ArrayLike = 10,
+    *,
+    search: Literal["tight", "paper"] = "tight",
+) -> LDPSampleSize:
     """Smallest numbers of users for which ``Delta_L`` and ``Delta_S`` reach a target.
 
     Parameters

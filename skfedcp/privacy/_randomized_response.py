@@ -1,10 +1,14 @@
 """Randomized response (k-ary and binary) with exact channels and de-biasing."""
 
+from __future__ import annotations
+
 import math
 from numbers import Integral
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
+from .._typing import SecureRandomStateLike
 from ._randomness import check_random_source
 from ._validation import _check_int, check_privacy_params
 
@@ -18,7 +22,13 @@ __all__ = [
 ]
 
 
-def k_ary_randomized_response(labels, *, n_classes, epsilon, random_state=None):
+def k_ary_randomized_response(
+    labels: ArrayLike,
+    *,
+    n_classes: int,
+    epsilon: float,
+    random_state: SecureRandomStateLike = None,
+) -> NDArray[np.int64]:
     """Privatise labels with k-ary randomized response (k-RR).
 
     Each label is kept with probability ``e^eps / (e^eps + k - 1)`` and
@@ -36,7 +46,8 @@ def k_ary_randomized_response(labels, *, n_classes, epsilon, random_state=None):
         Local privacy parameter, ``> 0``.
     random_state : int, Generator, RandomState, "secure" or None, default=None
         Source of randomness (``"secure"``: operating-system randomness with
-        exact Bernoulli and uniform draws, for deployment).
+        exact Bernoulli and uniform draws, for deployment). A
+        :class:`~numpy.random.SeedSequence` is accepted as a seed.
 
     Returns
     -------
@@ -75,7 +86,9 @@ def k_ary_randomized_response(labels, *, n_classes, epsilon, random_state=None):
     return noisy
 
 
-def k_ary_randomized_response_probabilities(*, n_classes, epsilon):
+def k_ary_randomized_response_probabilities(
+    *, n_classes: int, epsilon: float
+) -> NDArray[np.float64]:
     """Channel matrix of :func:`k_ary_randomized_response`.
 
     Parameters
@@ -107,7 +120,9 @@ def k_ary_randomized_response_probabilities(*, n_classes, epsilon):
     return channel
 
 
-def binary_randomized_response(bits, *, epsilon, random_state=None):
+def binary_randomized_response(
+    bits: ArrayLike, *, epsilon: float, random_state: SecureRandomStateLike = None
+) -> NDArray[np.int64] | NDArray[np.bool_]:
     """Privatise bits with Warner's randomized response.
 
     Each bit is reported truthfully with probability ``e^eps / (1 + e^eps)``
@@ -120,7 +135,8 @@ def binary_randomized_response(bits, *, epsilon, random_state=None):
     epsilon : float
         Local privacy parameter, ``> 0``.
     random_state : int, Generator, RandomState, "secure" or None, default=None
-        Source of randomness.
+        Source of randomness; a :class:`~numpy.random.SeedSequence` is
+        accepted as a seed.
 
     Returns
     -------
@@ -155,7 +171,7 @@ def binary_randomized_response(bits, *, epsilon, random_state=None):
     return noisy.astype(bool) if is_bool else noisy
 
 
-def binary_randomized_response_probabilities(*, epsilon):
+def binary_randomized_response_probabilities(*, epsilon: float) -> NDArray[np.float64]:
     """Channel matrix of :func:`binary_randomized_response`.
 
     Parameters
@@ -178,7 +194,9 @@ def binary_randomized_response_probabilities(*, epsilon):
     return k_ary_randomized_response_probabilities(n_classes=2, epsilon=epsilon)
 
 
-def debias_frequencies(noisy_counts_or_freqs, *, n_classes, epsilon):
+def debias_frequencies(
+    noisy_counts_or_freqs: ArrayLike, *, n_classes: int, epsilon: float
+) -> NDArray[np.float64]:
     """Unbiased class frequencies (or counts) from k-RR outputs.
 
     With ``p = e^eps / (e^eps + k - 1)`` and ``r = 1 / (e^eps + k - 1)``, a
@@ -230,7 +248,9 @@ def debias_frequencies(noisy_counts_or_freqs, *, n_classes, epsilon):
     return (noisy - other * total) / _keep_minus_other(n_classes, epsilon)
 
 
-def debias_fraction(noisy_fraction, *, epsilon):
+def debias_fraction(
+    noisy_fraction: ArrayLike, *, epsilon: float
+) -> float | NDArray[np.float64]:
     """Unbiased fraction of ones from binary randomized-response reports.
 
     ``f_hat = c * noisy_fraction - 1 / (e^eps - 1)`` with
@@ -275,19 +295,19 @@ def debias_fraction(noisy_fraction, *, epsilon):
     return float(estimate) if estimate.ndim == 0 else estimate
 
 
-def _channel(n_classes, epsilon):
+def _channel(n_classes: int, epsilon: float) -> tuple[float, float]:
     """``(P(keep), P(each other label))`` without overflowing ``e^eps``."""
     tail = math.exp(-epsilon)
     denominator = 1.0 + (n_classes - 1) * tail
     return 1.0 / denominator, tail / denominator
 
 
-def _keep_minus_other(n_classes, epsilon):
+def _keep_minus_other(n_classes: int, epsilon: float) -> float:
     """``(e^eps - 1) / (e^eps + k - 1)``, accurate for small ``eps``."""
     return -math.expm1(-epsilon) / (1.0 + (n_classes - 1) * math.exp(-epsilon))
 
 
-def _check_labels(labels, n_classes, name):
+def _check_labels(labels: ArrayLike, n_classes: int, name: str) -> NDArray[np.int64]:
     arr = np.asarray(labels)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D; got shape {arr.shape}.")

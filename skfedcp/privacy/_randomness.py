@@ -42,19 +42,25 @@ References
    differential privacy", ACM CCS 2012.
 """
 
+from __future__ import annotations
+
 import bisect
 import random
 from numbers import Integral
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.special import logsumexp
 
+from .._typing import SecureRandomStateLike
 from ..utils._random import SECURE
 
 __all__ = ["SECURE", "check_random_source"]
 
 
-def check_random_source(random_state):
+def check_random_source(
+    random_state: SecureRandomStateLike,
+) -> _NumpySource | _SecureSource:
     """Turn ``random_state`` into a random source for the mechanisms.
 
     Parameters
@@ -105,27 +111,27 @@ class _NumpySource:
 
     secure = False
 
-    def __init__(self, rng):
+    def __init__(self, rng: np.random.Generator | np.random.RandomState) -> None:
         self._rng = rng
 
-    def choice_from_log_weights(self, log_weights):
+    def choice_from_log_weights(self, log_weights: NDArray[np.float64]) -> int:
         """Index ``j`` with probability ``exp(log_weights[j])`` (normalised)."""
         # Gumbel-max: argmax(l_j + G_j) with G_j i.i.d. standard Gumbel has
         # exactly the softmax law, and never exponentiates a logit.
         gumbel = self._rng.gumbel(size=log_weights.shape[0])
         return int(np.argmax(log_weights + gumbel))
 
-    def bernoulli(self, p, size):
+    def bernoulli(self, p: float, size: int) -> NDArray[np.bool_]:
         """Boolean array of ``size`` independent Bernoulli(``p``) draws."""
         return self._rng.random(size) < p
 
-    def integers(self, high, size):
+    def integers(self, high: int, size: int) -> NDArray[np.int64]:
         """Integer array of ``size`` uniform draws from ``{0, ..., high - 1}``."""
         if isinstance(self._rng, np.random.Generator):
             return self._rng.integers(0, high, size=size)
         return self._rng.randint(0, high, size=size)
 
-    def random(self, size):
+    def random(self, size: int) -> NDArray[np.float64]:
         """Float array of ``size`` uniform draws from [0, 1)."""
         return self._rng.random(size)
 
@@ -135,10 +141,10 @@ class _SecureSource:
 
     secure = True
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._rng = random.SystemRandom()
 
-    def choice_from_log_weights(self, log_weights):
+    def choice_from_log_weights(self, log_weights: NDArray[np.float64]) -> int:
         """Index ``j`` with probability ``exp(log_weights[j])`` (normalised).
 
         The float64 probabilities ``p_j`` are written exactly as integers on a
@@ -160,7 +166,7 @@ class _SecureSource:
         # The first index whose cumulative weight exceeds a uniform integer.
         return bisect.bisect_right(cumulative, self._rng.randrange(total))
 
-    def bernoulli(self, p, size):
+    def bernoulli(self, p: float, size: int) -> NDArray[np.bool_]:
         """Exact Bernoulli(``p``) draws for the float ``p``."""
         numerator, denominator = float(p).as_integer_ratio()  # a power of two
         n_bits = denominator.bit_length() - 1
@@ -169,13 +175,13 @@ class _SecureSource:
             (bits(n_bits) < numerator for _ in range(size)), dtype=bool, count=size
         )
 
-    def integers(self, high, size):
+    def integers(self, high: int, size: int) -> NDArray[np.int64]:
         """Exact uniform draws from ``{0, ..., high - 1}``."""
         draw = self._rng.randrange
         draws = (draw(high) for _ in range(size))
         return np.fromiter(draws, dtype=np.int64, count=size)
 
-    def random(self, size):
+    def random(self, size: int) -> NDArray[np.float64]:
         """Uniform floats on [0, 1) (53 random bits each)."""
         draw = self._rng.random
         return np.fromiter((draw() for _ in range(size)), dtype=np.float64, count=size)

@@ -1,22 +1,37 @@
 """Validation of privacy parameters: one helper shared by every mechanism."""
 
+from __future__ import annotations
+
 import math
-from collections import namedtuple
+from collections.abc import Mapping
 from numbers import Real
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ..utils._validation import check_int
 
 __all__ = ["PrivacyParams", "check_privacy_params"]
 
-PrivacyParams = namedtuple("PrivacyParams", ["epsilon", "delta", "bounds", "edges"])
-PrivacyParams.__doc__ = """Validated privacy parameters (``None`` where not given)."""
+
+class PrivacyParams(NamedTuple):
+    """Validated privacy parameters (``None`` where not given)."""
+
+    epsilon: float | None
+    delta: float | None
+    bounds: tuple[float, float] | None
+    edges: NDArray[np.float64] | None
 
 
 def check_privacy_params(
-    *, epsilon=None, delta=None, bounds=None, edges=None, names=None
-):
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    bounds: tuple[float, float] | None = None,
+    edges: ArrayLike | None = None,
+    names: Mapping[str, str] | None = None,
+) -> PrivacyParams:
     """Validate privacy parameters and return them in canonical form.
 
     Only the arguments that are not ``None`` are checked; the others come back
@@ -79,13 +94,13 @@ def check_privacy_params(
     return PrivacyParams(epsilon, delta, bounds, edges)
 
 
-def _check_real(value, name, expected):
+def _check_real(value: object, name: str, expected: str) -> float:
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be {expected}; got {value!r}.")
     return float(value)
 
 
-def _check_bounds(bounds, name):
+def _check_bounds(bounds: Any, name: str) -> tuple[float, float]:
     try:
         low, high = bounds
     except (TypeError, ValueError) as exc:
@@ -103,7 +118,7 @@ def _check_bounds(bounds, name):
     return (low, high)
 
 
-def _check_edges(edges, name):
+def _check_edges(edges: ArrayLike, name: str) -> NDArray[np.float64]:
     try:
         arr = np.asarray(edges, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -122,7 +137,7 @@ def _check_edges(edges, name):
 _check_int = check_int  # the package-wide integer check
 
 
-def _check_open_unit(value, name):
+def _check_open_unit(value: object, name: str) -> float:
     """A float in the open interval (0, 1)."""
     value = _check_real(value, name, "a number in (0, 1)")
     if not 0.0 < value < 1.0:

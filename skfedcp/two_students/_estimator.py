@@ -1,11 +1,15 @@
 """TwoStudentsRegressor: client models distilled into two students."""
 
+from __future__ import annotations
+
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from numbers import Integral, Real
+from typing import Literal
 
 import numpy as np
 from joblib import Parallel, delayed
+from numpy.typing import ArrayLike, NDArray
 from scipy.stats import norm
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
@@ -13,6 +17,7 @@ from sklearn.multioutput import MultiOutputRegressor
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._typing import ClientIds, MatrixLike, RandomStateLike
 from ..exceptions import DistillationWarning, PrivacyLeakWarning, TeacherFilterWarning
 from ..utils._random import check_seed_sequence
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
@@ -266,22 +271,22 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(
         self,
-        estimator=None,
+        estimator: BaseEstimator | None = None,
         *,
-        mean_student=None,
-        uq_student=None,
-        uq_target="log_std",
-        filter="mad",
-        filter_reference="loo",
-        credible_level=0.95,
-        gamma=0.8,
-        filter_start_round=2,
-        min_teachers=2,
-        sigma_floor=1e-3,
-        n_rounds=1,
-        random_state=None,
-        n_jobs=None,
-    ):
+        mean_student: BaseEstimator | None = None,
+        uq_student: BaseEstimator | None = None,
+        uq_target: Literal["log_std", "quantiles"] = "log_std",
+        filter: Literal["mad", "percentile", "none"] = "mad",
+        filter_reference: Literal["loo", "previous"] = "loo",
+        credible_level: float = 0.95,
+        gamma: float = 0.8,
+        filter_start_round: int = 2,
+        min_teachers: int = 2,
+        sigma_floor: float = 1e-3,
+        n_rounds: int = 1,
+        random_state: RandomStateLike = None,
+        n_jobs: int | None = None,
+    ) -> None:
         self.estimator = estimator
         self.mean_student = mean_student
         self.uq_student = uq_student
@@ -326,15 +331,15 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(
         self,
-        X,
-        y,
-        client_ids=None,
+        X: MatrixLike,
+        y: ArrayLike,
+        client_ids: ClientIds = None,
         *,
-        X_unlabeled=None,
-        X_ref=None,
-        client_models=None,
-        trusted_models=None,
-    ):
+        X_unlabeled: MatrixLike | None = None,
+        X_ref: MatrixLike | None = None,
+        client_models: Mapping[object, BaseEstimator] | None = None,
+        trusted_models: Sequence[BaseEstimator] | None = None,
+    ) -> TwoStudentsRegressor:
         """Build the teachers, filter them and distil the two students.
 
         Parameters
@@ -690,7 +695,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         return validate_data(self, X, reset=False)
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return the mean student's predictions (the distilled ensemble mean).
 
         Parameters
@@ -705,7 +710,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         X = self._check_X(X)
         return self.mean_student_.predict(X)
 
-    def predict_std(self, X):
+    def predict_std(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return the uncertainty student's standard deviation, floored.
 
         With ``uq_target="log_std"`` this is ``exp`` of its output; with
@@ -726,7 +731,9 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         X = self._check_X(X)
         return self._sigma(self._students(), X)
 
-    def predict_raw_interval(self, X, *, alpha=0.1):
+    def predict_raw_interval(
+        self, X: MatrixLike, *, alpha: float = 0.1
+    ) -> NDArray[np.float64]:
         """Return the students' **uncalibrated** interval ``mu ± z · sigma``.
 
         ``z = Φ⁻¹(1 - alpha / 2)``. With ``uq_target="quantiles"`` and
@@ -753,7 +760,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         X = self._check_X(X)
         return self._raw_interval(self._students(), X, alpha)
 
-    def predict_teachers(self, X):
+    def predict_teachers(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return every ensemble member's predictions.
 
         Parameters
@@ -770,7 +777,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         X = self._check_X(X)
         return np.asarray([m.predict(X) for m in self.teachers_], dtype=np.float64)
 
-    def staged_predict(self, X):
+    def staged_predict(self, X: MatrixLike) -> Iterator[NDArray[np.float64]]:
         """Yield the mean student's predictions after each round.
 
         Parameters
@@ -787,7 +794,9 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         for entry in self.history_:
             yield entry["mean_student"].predict(X)
 
-    def staged_predict_raw_interval(self, X, *, alpha=0.1):
+    def staged_predict_raw_interval(
+        self, X: MatrixLike, *, alpha: float = 0.1
+    ) -> Iterator[NDArray[np.float64]]:
         """Yield the uncalibrated interval of :meth:`predict_raw_interval` per round.
 
         Parameters

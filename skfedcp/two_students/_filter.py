@@ -1,9 +1,12 @@
 """Ensemble statistics and the truncation filter of Two Students."""
 
+from __future__ import annotations
+
 from numbers import Real
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.stats import norm
 
 __all__ = [
@@ -34,7 +37,7 @@ class TruncationResult(NamedTuple):
     accepted: np.ndarray
 
 
-def _check_predictions(predictions, name):
+def _check_predictions(predictions: ArrayLike, name: str) -> NDArray[np.float64]:
     P = np.asarray(predictions, dtype=np.float64)
     if P.ndim != 2 or P.shape[0] == 0 or P.shape[1] == 0:
         raise ValueError(
@@ -52,7 +55,9 @@ def _check_level(value, name):
     return float(value)
 
 
-def ensemble_stats(predictions, *, credible_level=0.95):
+def ensemble_stats(
+    predictions: ArrayLike, *, credible_level: float = 0.95
+) -> EnsembleStats:
     """Mean, standard deviation and percentile band of an ensemble, point by point.
 
     This is the paper's ``EnsembleStats``: for member predictions
@@ -92,7 +97,7 @@ def ensemble_stats(predictions, *, credible_level=0.95):
     return EnsembleStats(mean, std, lower, upper)
 
 
-def _band(P, method, level):
+def _band(P: NDArray[np.float64], method: str, level: float) -> NDArray[np.float64]:
     if method == "percentile":
         a = (1.0 - level) / 2.0
         return np.quantile(P, [a, 1.0 - a], axis=0)
@@ -102,7 +107,12 @@ def _band(P, method, level):
     return np.stack([med - half, med + half])
 
 
-def credible_band(predictions, *, method="percentile", credible_level=0.95):
+def credible_band(
+    predictions: ArrayLike,
+    *,
+    method: Literal["percentile", "mad"] = "percentile",
+    credible_level: float = 0.95,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Per-point band that a plausible ensemble member should stay inside.
 
     ``"percentile"`` is the paper's credible band: the empirical
@@ -144,14 +154,21 @@ def credible_band(predictions, *, method="percentile", credible_level=0.95):
     return lower, upper
 
 
-def _in_band(P, lower, upper):
+def _in_band(
+    P: NDArray[np.float64], lower: NDArray[np.float64], upper: NDArray[np.float64]
+) -> NDArray[np.float64]:
     """Fraction of each row of ``P`` inside ``[lower, upper]`` (inclusive)."""
     return np.mean((P >= lower) & (P <= upper), axis=1)
 
 
 def truncation_filter(
-    predictions, *, method="mad", credible_level=0.95, gamma=0.8, reference=None
-):
+    predictions: ArrayLike,
+    *,
+    method: Literal["percentile", "mad"] = "mad",
+    credible_level: float = 0.95,
+    gamma: float = 0.8,
+    reference: ArrayLike | None = None,
+) -> TruncationResult:
     """Keep the candidate models whose predictions mostly lie in the others' band.
 
     Candidate ``g`` is scored by its *in-band fraction*

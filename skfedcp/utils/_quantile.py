@@ -1,9 +1,12 @@
 """The one rank helper behind every conformal threshold in skfedcp."""
 
+from __future__ import annotations
+
 import math
 from numbers import Integral
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..exceptions import SmallCalibrationSetWarning
 from ..utils._warnings import warn_user
@@ -15,12 +18,12 @@ __all__ = ["conformal_quantile", "conformal_rank", "order_statistic"]
 _CEIL_EPS = 1e-9
 
 
-def float_safe_ceil(x):
+def float_safe_ceil(x: float) -> int:
     """Ceil that ignores float noise below 1e-9 above an integer."""
     return int(math.ceil(x - _CEIL_EPS))
 
 
-def conformal_rank(n, alpha):
+def conformal_rank(n: int, alpha: float) -> int:
     """Rank of the split-conformal quantile, ``ceil((n + 1) * (1 - alpha))``.
 
     Computed float-safely: ``(n + 1)(1 - alpha)`` within 1e-9 above an integer
@@ -48,7 +51,7 @@ def conformal_rank(n, alpha):
     return max(float_safe_ceil((n + 1) * (1.0 - alpha)), 1)
 
 
-def order_statistic(values, rank):
+def order_statistic(values: ArrayLike, rank: int) -> float:
     """Return the ``rank``-th smallest element (1-based), ``+inf`` past the end.
 
     Repeated values count with their multiplicity (``Q_r`` of the papers).
@@ -83,7 +86,7 @@ def order_statistic(values, rank):
     return float(np.partition(values, rank - 1)[rank - 1])
 
 
-def conformal_quantile(values, alpha, *, warn=True):
+def conformal_quantile(values: ArrayLike, alpha: float, *, warn: bool = True) -> float:
     """Split-conformal quantile: the ``ceil((n+1)(1-alpha))``-th smallest value.
 
     Parameters

@@ -18,10 +18,15 @@ from a parent stream): stream 0 is the server's, stream ``j + 1`` is client
 the same server stream as the in-process simulation.
 """
 
+from __future__ import annotations
+
 from collections.abc import Sequence
 from numbers import Integral
+from typing import Final, Literal, overload
 
 import numpy as np
+
+from .._typing import SecureRandomStateLike
 
 __all__ = [
     "SECURE",
@@ -31,10 +36,33 @@ __all__ = [
     "spawn_random_states",
 ]
 
-SECURE = "secure"
+SECURE: Final = "secure"
 
 
-def check_seed_sequence(random_state, *, name="random_state", allow_secure=True):
+@overload
+def check_seed_sequence(
+    random_state: SecureRandomStateLike,
+    *,
+    name: str = ...,
+    allow_secure: Literal[False],
+) -> np.random.SeedSequence: ...
+
+
+@overload
+def check_seed_sequence(
+    random_state: SecureRandomStateLike,
+    *,
+    name: str = ...,
+    allow_secure: bool = ...,
+) -> np.random.SeedSequence | Literal["secure"]: ...
+
+
+def check_seed_sequence(
+    random_state: SecureRandomStateLike,
+    *,
+    name: str = "random_state",
+    allow_secure: bool = True,
+) -> np.random.SeedSequence | Literal["secure"]:
     """Return the :class:`~numpy.random.SeedSequence` behind ``random_state``.
 
     Parameters
@@ -83,7 +111,9 @@ def check_seed_sequence(random_state, *, name="random_state", allow_secure=True)
     )
 
 
-def spawn_generators(random_state, n_streams, *, name="random_state"):
+def spawn_generators(
+    random_state: SecureRandomStateLike, n_streams: int, *, name: str = "random_state"
+) -> list[np.random.Generator] | list[Literal["secure"]]:
     """Independent generators (or ``"secure"``) for ``n_streams`` consumers.
 
     Parameters
@@ -109,11 +139,14 @@ def spawn_generators(random_state, n_streams, *, name="random_state"):
     """
     children = _spawn(random_state, n_streams, name)
     if isinstance(children, str):
-        return [SECURE] * n_streams
+        secure: list[Literal["secure"]] = [SECURE] * n_streams
+        return secure
     return [np.random.default_rng(child) for child in children]
 
 
-def spawn_random_states(random_state, n_streams, *, name="random_state"):
+def spawn_random_states(
+    random_state: SecureRandomStateLike, n_streams: int, *, name: str = "random_state"
+) -> SpawnedStreams | list[Literal["secure"]]:
     """Like :func:`spawn_generators`, as ``RandomState`` objects, made lazily.
 
     Stream ``i`` is a :class:`~numpy.random.RandomState` over a ``PCG64``
@@ -142,7 +175,7 @@ def spawn_random_states(random_state, n_streams, *, name="random_state"):
     return SpawnedStreams(seed, range(n_streams))
 
 
-class SpawnedStreams(Sequence):
+class SpawnedStreams(Sequence[np.random.RandomState]):
     """Children ``indices`` of a ``SeedSequence``, each a ``RandomState``.
 
     Child ``i`` is ``SeedSequence(entropy, spawn_key=spawn_key + (i,))``,
@@ -151,14 +184,20 @@ class SpawnedStreams(Sequence):
     client's stream once and keep it (indexing twice replays the same draws).
     """
 
-    def __init__(self, seed, indices):
+    def __init__(self, seed: np.random.SeedSequence, indices: range) -> None:
         self._seed = seed
         self._indices = indices
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._indices)
 
-    def __getitem__(self, item):
+    @overload
+    def __getitem__(self, item: int) -> np.random.RandomState: ...
+
+    @overload
+    def __getitem__(self, item: slice) -> SpawnedStreams: ...
+
+    def __getitem__(self, item: int | slice) -> np.random.RandomState | SpawnedStreams:
         if isinstance(item, slice):
             return SpawnedStreams(self._seed, self._indices[item])
         i = self._indices[item]
@@ -170,7 +209,9 @@ class SpawnedStreams(Sequence):
         return np.random.RandomState(np.random.PCG64(child))
 
 
-def _spawn(random_state, n_streams, name):
+def _spawn(
+    random_state: SecureRandomStateLike, n_streams: int, name: str
+) -> list[np.random.SeedSequence] | Literal["secure"]:
     seed = check_seed_sequence(random_state, name=name)
     if isinstance(seed, str):
         return seed

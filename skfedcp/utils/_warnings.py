@@ -1,8 +1,11 @@
 """Warnings that point at the user's line, not at the library's."""
 
+from __future__ import annotations
+
 import os
 import sys
 import warnings
+from types import FrameType
 
 __all__ = ["warn_user"]
 
@@ -12,11 +15,16 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 _SKIPPED = (_PACKAGE_DIR,)
 
 
-def _is_library_frame(filename):
+def _is_library_frame(filename: str) -> bool:
     return filename.startswith(_SKIPPED)
 
 
-def warn_user(message, category, *, skip_modules=("sklearn", "joblib")):
+def warn_user(
+    message: str,
+    category: type[Warning],
+    *,
+    skip_modules: tuple[str, ...] = ("sklearn", "joblib"),
+) -> None:
     """Emit ``message`` with the location of the first caller outside skfedcp.
 
     ``warnings.warn(..., stacklevel=2)`` points at the line that called the
@@ -45,11 +53,11 @@ def warn_user(message, category, *, skip_modules=("sklearn", "joblib")):
     False
     """
     skipped = tuple(
-        os.path.dirname(mod.__file__) + os.sep
+        os.path.dirname(path) + os.sep
         for name in skip_modules
-        if (mod := sys.modules.get(name)) is not None and getattr(mod, "__file__", None)
+        if (path := getattr(sys.modules.get(name), "__file__", None))
     )
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 2  # stacklevel 2 is the frame of sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
