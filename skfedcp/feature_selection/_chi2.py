@@ -12,11 +12,11 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 from ..exceptions import SingleClientWarning
 from ..federated._partition import ClientPartition
 from ..federated._secure_aggregation import (
+    _circulant_graph,
     _masked_sum_simulation,
     fixed_point_decode,
     fixed_point_encode,
     fixed_point_plan,
-    secure_aggregation_graph,
 )
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ..utils._warnings import warn_user
@@ -337,9 +337,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         edges = (
             None
             if self.secure_agg == "none"
-            else secure_aggregation_graph(
-                n_clients, graph=self.secure_agg, random_state=rng
-            )
+            else _circulant_graph(n_clients, graph=self.secure_agg, random_state=rng)
         )
 
         tables = _client_tables(X, y_codes, codes, n_clients, n_classes, n_levels)
