@@ -919,7 +919,7 @@ def _sum_rows(a):
 
 
 def _circulant_masked_sum(
-    enc, survivors, graph, rng, *, n_clients, self_masks, max_words
+    enc, survivors, graph, rng, *, n_clients, self_masks, max_words, trace=None
 ):
     """:func:`_masked_sum_simulation` on a :class:`_CirculantGraph`.
 
@@ -929,6 +929,10 @@ def _circulant_masked_sum(
     s]``, else ``-D[i]`` (uniform too), so that the smaller client adds
     ``m`` and the larger subtracts it exactly when position ``i`` adds
     ``D[i]`` and position ``i + s`` subtracts it: two slices per layer.
+
+    ``trace`` (tests only): a list that receives, per column chunk, the
+    messages ``y``, the self masks ``t`` and each layer's ``(s, D)``, all in
+    position order.
     """
     surv = np.asarray(survivors, dtype=np.intp)
     n = graph.n_clients
@@ -983,7 +987,8 @@ def _circulant_masked_sum(
                     sub = [(y[s:], d[: n - s]), (y[:s], d[n - s :])]
                 else:  # the half layer of an even complete graph: s = m = n/2
                     sub = [(y[s:], d)]
-                steps.append((stream.filler(d_buf, m * w), y[:m], d, sub, plus, minus))
+                fill_d = stream.filler(d_buf, m * w)
+                steps.append((s, fill_d, y[:m], d, sub, plus, minus))
         # ---- clients: y = q + t + (pairwise masks), position by position ----
         if self_masks:
             fill_t()
@@ -991,8 +996,11 @@ def _circulant_masked_sum(
         else:
             y[...] = q[:, c0:c1]
         z = np.zeros(w, dtype=np.uint64)
-        for fill_d, y_add, d, sub, plus, minus in steps:
+        drawn = []
+        for s, fill_d, y_add, d, sub, plus, minus in steps:
             fill_d()
+            if trace is not None:
+                drawn.append((s, d.copy()))
             np.add(y_add, d, out=y_add)
             for y_sub, d_sub in sub:
                 np.subtract(y_sub, d_sub, out=y_sub)
@@ -1010,6 +1018,8 @@ def _circulant_masked_sum(
             z += _sum_rows(y[alive_pos])
             if self_masks:
                 z -= _sum_rows(t[alive_pos])
+        if trace is not None:
+            trace.append((c0, y.copy(), t.copy() if self_masks else None, drawn))
         total[c0:c1] = z
     return total
 
