@@ -97,9 +97,15 @@ def _client_tables(X, y_codes, client_codes, n_clients, n_classes, n_levels):
     n_samples = X.shape[0]
     cell = client_codes.astype(np.intp) * n_classes + y_codes
     if n_levels is None:
+        # The (client, class) x sample indicator, built as CSR directly (half
+        # the memory of going through COO); each row lists its samples in
+        # increasing order, so every cell sums its rows in sample order.
+        n_cells = n_clients * n_classes
+        indptr = np.zeros(n_cells + 1, dtype=np.intp)
+        np.cumsum(np.bincount(cell, minlength=n_cells), out=indptr[1:])
         onehot = sp.csr_matrix(
-            (np.ones(n_samples), (cell, np.arange(n_samples))),
-            shape=(n_clients * n_classes, n_samples),
+            (np.ones(n_samples), np.argsort(cell, kind="stable"), indptr),
+            shape=(n_cells, n_samples),
         )
         obs = onehot @ X
         obs = obs.toarray() if sp.issparse(obs) else np.asarray(obs)
