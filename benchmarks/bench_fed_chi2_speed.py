@@ -219,13 +219,13 @@ def main():
         )
     print(f"masked and unmasked sketches bit-identical: {identical}")
     mb = 2.0**20
+    traced, x_mb = mem["traced_peak"] / mb, mem["x_bytes"] / mb
+    rss, above = mem["rss_peak"] / mb, (mem["rss_peak"] - mem["rss_before_fit"]) / mb
     print("\n== 3. 2 clients x 500,000 rows x 20 features: memory of fit ==")
     print(
-        f"tracemalloc peak in fit {mem['traced_peak'] / mb:.1f} MB "
-        f"({mem['traced_peak'] / mem['x_bytes']:.2f} x X of "
-        f"{mem['x_bytes'] / mb:.1f} MB); peak RSS during fit {mem['rss_peak'] / mb:.0f} "
-        f"MB, of which {(mem['rss_peak'] - mem['rss_before_fit']) / mb:.0f} MB "
-        "above the RSS just before fit"
+        f"tracemalloc peak in fit {traced:.1f} MB ({traced / x_mb:.2f} x X of "
+        f"{x_mb:.1f} MB); peak RSS during fit {rss:.0f} MB, of which "
+        f"{above:.0f} MB above the RSS just before fit"
     )
 
     seconds = small["FedChi2Selector default (harary masks)"]
