@@ -12,21 +12,23 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 from ..exceptions import SingleClientWarning
 from ..federated._partition import ClientPartition
 from ..federated._secure_aggregation import (
+    _circulant_graph,
     _masked_sum_simulation,
     fixed_point_decode,
     fixed_point_encode,
-    fixed_point_plan,
-    secure_aggregation_graph,
 )
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ..utils._warnings import warn_user
-from ._protocol import (
+from ._protocol import (  # _ROUND1_FRAC_BITS: for skfedcp.flower._server
+    _ROUND1_FRAC_BITS,  # noqa: F401
     _blocks,
     _class_counts,
     _client_tables,
     _dof,
     _exact_scores,
     _frac_bits,
+    _marginals_bound,
+    _marginals_plan,
     _offsets,
     _project_block,
     _residual_stack,
@@ -41,9 +43,6 @@ from ._sketch import (
 
 __all__ = ["FedChi2Selector", "fed_chi2"]
 
-# Fixed-point precision of round-1 sums of non-integer X (A5): at most this
-# many fractional bits, fewer when the public bound on the totals needs them.
-_ROUND1_FRAC_BITS = 32
 # Client-by-feature entries of round two processed at once (bounds memory).
 _ROUND2_ENTRIES = 2**21
 
@@ -101,7 +100,9 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         paper's choice); ``"complete"``: masks between every pair of clients
         (Bonawitz et al., 2017); ``"none"``: plain modular sum of the
         fixed-point messages. The masks cancel exactly, so all three give
-        bit-identical results; ``"none"`` is fastest.
+        bit-identical results; ``"none"`` is fastest. The simulated masks
+        are AES-128-CTR streams (numpy PCG64 streams when the
+        ``cryptography`` package is missing: the same sums, slower masks).
     frac_bits : int, default=None
         Fixed-point fractional bits of the sketch (and the most allowed for
         the round-1 sums of non-integer X). None: the sketch's bits are
@@ -337,9 +338,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         edges = (
             None
             if self.secure_agg == "none"
-            else secure_aggregation_graph(
-                n_clients, graph=self.secure_agg, random_state=rng
-            )
+            else _circulant_graph(n_clients, graph=self.secure_agg, random_state=rng)
         )
 
         tables = _client_tables(X, y_codes, codes, n_clients, n_classes, n_levels)
@@ -453,45 +452,19 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         """Round 1: fixed-point plan from public bounds, then the secure sum.
 
         Each client announces a power-of-two bound on the magnitude of each
-        coordinate of its message (the plan is public: the ring Z/2**64, the
-        fractional bits and the bounds); each coordinate gets the most
-        fractional bits, up to 32 (0 for integer X, summed exactly), with
-        which the total cannot wrap around.
+        coordinate of its message (:func:`_marginals_bound`); the public plan
+        (the ring Z/2**64, the fractional bits and the bounds) gives each
+        coordinate the most fractional bits, up to 32 (0 for integer X,
+        summed exactly), with which the total cannot wrap around
+        (:func:`_marginals_plan`).
         """
         n = int(survivors.shape[0])
-        top = np.max(np.abs(messages[survivors]), axis=0)
-        if not np.all(np.isfinite(top)):
-            raise ValueError(
-                "X: the column sums of X overflow float64 (the values are finite, "
-                "their sums are not); rescale X."
-            )
-        with np.errstate(divide="ignore"):
-            bound = np.exp2(np.ceil(np.log2(np.where(top > 0, top, 1.0))))
-        bound = np.where(top > 0, np.maximum(bound, top), 0.0)
-        if integer_x:
-            cap = 0
-        elif self.frac_bits is None:
-            cap = _ROUND1_FRAC_BITS
-        else:
-            cap = self.frac_bits
-        try:
-            plan = fixed_point_plan(bound, n, max_frac_bits=cap, name="X")
-        except ValueError as exc:
-            raise ValueError(
-                f"X: the per-client sums of X reach {np.max(top):.4g}; with {n} "
-                "clients their total cannot be summed in the 64-bit ring "
-                "of the secure sum without wrapping around. Rescale X."
-            ) from exc
-        short = plan.frac_bits < cap
-        if self.frac_bits is not None and not integer_x and np.any(short):
-            raise ValueError(
-                f"frac_bits={self.frac_bits} is too fine for the round-one sums of "
-                f"X (per-client sums up to {np.max(top):.4g}, {n} clients): the "
-                "total would wrap around the 64-bit ring. Use frac_bits <= "
-                f"{int(plan.frac_bits.min())}, or None to choose it from the "
-                "data's range."
-            )
-        enc = plan.encode(messages[survivors], name="X")
+        sent = messages[survivors]
+        # The maximum of the clients' power-of-two bounds is the bound of
+        # their maximum (one pass instead of one bound per client).
+        bound = _marginals_bound(sent)
+        plan = _marginals_plan(bound, n, integer_x=integer_x, frac_bits=self.frac_bits)
+        enc = plan.encode(sent, name="X")
         total = self._secure_total(enc, survivors, messages.shape[0], edges, rng)
         return plan.decode(total)
 

@@ -8,11 +8,10 @@ import pandas as pd
 
 from ..federated._partition import ClientPartition
 from ..federated._secure_aggregation import (
-    _remove_masks,
+    _circulant_graph,
+    _masked_sum_simulation,
     fixed_point_decode,
     fixed_point_encode,
-    make_masking_setup,
-    mask_input,
 )
 from ._chi2 import FedChi2Selector
 from ._sketch import (
@@ -274,17 +273,12 @@ def fed_entropy(
     counts = np.bincount(cell, minlength=n * len(uniques)).reshape(n, len(uniques))
 
     def secure(messages, frac_bits):
-        setup = (
-            None
-            if secure_agg == "none"
-            else make_masking_setup(n, graph=secure_agg, random_state=rng)
-        )
         enc = fixed_point_encode(messages, frac_bits)
-        total = np.zeros(messages.shape[1], dtype=np.uint64)
-        for i in range(n):
-            total += enc[i] if setup is None else mask_input(enc[i], i, setup)
-        if setup is not None:
-            total = _remove_masks(total, np.arange(n), setup)
+        if secure_agg == "none":
+            total = np.sum(enc, axis=0, dtype=np.uint64)
+        else:  # every client masks, the server sums (no dropout here)
+            graph = _circulant_graph(n, graph=secure_agg, random_state=rng)
+            total = _masked_sum_simulation(enc, np.arange(n), graph, rng)
         return fixed_point_decode(total, frac_bits)
 
     # Round 1: N, exactly.

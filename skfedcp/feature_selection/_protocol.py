@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from scipy import special
 
 from ..exceptions import InvalidMessageError
+from ..federated._secure_aggregation import fixed_point_plan
 from ._sketch import (
     _check_positive_int,
     _check_seed,
@@ -97,9 +98,15 @@ def _client_tables(X, y_codes, client_codes, n_clients, n_classes, n_levels):
     n_samples = X.shape[0]
     cell = client_codes.astype(np.intp) * n_classes + y_codes
     if n_levels is None:
+        # The (client, class) x sample indicator, built as CSR directly (half
+        # the memory of going through COO); each row lists its samples in
+        # increasing order, so every cell sums its rows in sample order.
+        n_cells = n_clients * n_classes
+        indptr = np.zeros(n_cells + 1, dtype=np.intp)
+        np.cumsum(np.bincount(cell, minlength=n_cells), out=indptr[1:])
         onehot = sp.csr_matrix(
-            (np.ones(n_samples), (cell, np.arange(n_samples))),
-            shape=(n_clients * n_classes, n_samples),
+            (np.ones(n_samples), np.argsort(cell, kind="stable"), indptr),
+            shape=(n_cells, n_samples),
         )
         obs = onehot @ X
         obs = obs.toarray() if sp.issparse(obs) else np.asarray(obs)
@@ -501,6 +508,69 @@ def chi2_server_marginals(
                 field="row_totals",
             )
     return Chi2Marginals(counts, rows, n_levels)
+
+
+# Fixed-point precision of round-1 sums of non-integer X (A5): at most this
+# many fractional bits, fewer when the public bound on the totals needs them.
+_ROUND1_FRAC_BITS = 32
+
+
+def _marginals_bound(message):
+    """Round 1, client step: the power-of-two bound a client announces.
+
+    ``message`` is one client's :func:`chi2_client_marginals` vector, or a
+    stack of them (the bound then covers every row). Each coordinate gets
+    the smallest power of two at least its magnitude (0 for a zero
+    coordinate). The server takes the maximum over the clients and builds
+    the public plan with :func:`_marginals_plan`.
+    """
+    top = np.max(np.abs(np.atleast_2d(message)), axis=0)
+    if not np.all(np.isfinite(top)):
+        raise ValueError(
+            "X: the column sums of X overflow float64 (the values are finite, "
+            "their sums are not); rescale X."
+        )
+    with np.errstate(divide="ignore"):
+        bound = np.exp2(np.ceil(np.log2(np.where(top > 0, top, 1.0))))
+    return np.where(top > 0, np.maximum(bound, top), 0.0)
+
+
+def _marginals_plan(bound, n_clients, *, integer_x, frac_bits=None):
+    """Round 1, server step: the public fixed-point plan of the marginals.
+
+    Each coordinate gets the most fractional bits, up to 32 (or
+    ``frac_bits``; 0 for integer X, summed exactly), with which the total of
+    ``n_clients`` values within ``bound`` cannot wrap around the ring. The
+    clients encode with ``plan.encode`` (which refuses a value over its
+    bound) and the server decodes with ``plan.decode``.
+
+    Raises a ValueError naming X when no scale can hold the totals, or when
+    an explicit ``frac_bits`` is too fine for them.
+    """
+    if integer_x:
+        cap = 0
+    elif frac_bits is None:
+        cap = _ROUND1_FRAC_BITS
+    else:
+        cap = frac_bits
+    try:
+        plan = fixed_point_plan(bound, n_clients, max_frac_bits=cap, name="X")
+    except ValueError as exc:
+        raise ValueError(
+            f"X: the per-client sums of X reach {np.max(bound):.4g}; with "
+            f"{n_clients} clients their total cannot be summed in the 64-bit ring "
+            "of the secure sum without wrapping around. Rescale X."
+        ) from exc
+    short = plan.frac_bits < cap
+    if frac_bits is not None and not integer_x and np.any(short):
+        raise ValueError(
+            f"frac_bits={frac_bits} is too fine for the round-one sums of X "
+            f"(per-client sums up to {np.max(bound):.4g}, {n_clients} clients): "
+            "the total would wrap around the 64-bit ring. Use frac_bits <= "
+            f"{int(plan.frac_bits.min())}, or None to choose it from the data's "
+            "range."
+        )
+    return plan
 
 
 def chi2_frac_bits(marginals):

@@ -15,7 +15,12 @@ from skfedcp.feature_selection import (
     chi2_server_decode,
     chi2_server_marginals,
 )
-from skfedcp.feature_selection._protocol import _offsets, _residual_rows
+from skfedcp.feature_selection._protocol import (
+    _marginals_bound,
+    _marginals_plan,
+    _offsets,
+    _residual_rows,
+)
 from skfedcp.federated import fixed_point_decode, fixed_point_encode
 
 
@@ -208,3 +213,39 @@ class TestClientServerSteps:
     def test_offsets(self):
         assert _offsets(3, None).tolist() == [0, 1, 2, 3]
         assert _offsets(2, np.array([3, 2])).tolist() == [0, 3, 5]
+
+
+@pytest.mark.parametrize("integer_x", [True, False])
+def test_round_one_plan_from_the_clients_bounds(count_data, integer_x):
+    # A deployment announces one power-of-two bound per client; the plan
+    # built from their maximum is the simulation's, and the clients' encoded
+    # marginals sum (in the ring) to the marginals FedChi2Selector learns.
+    X, y, clients = count_data
+    if not integer_x:
+        X = X * 0.37
+    classes = np.unique(y)
+    msgs = [
+        chi2_client_marginals(Xc, yc, classes=classes)
+        for Xc, yc in _split(X, y, clients)
+    ]
+    bounds = np.array([_marginals_bound(m) for m in msgs])
+    assert np.all((bounds == 0) | (np.log2(np.where(bounds > 0, bounds, 1)) % 1 == 0))
+    bound = bounds.max(axis=0)
+    assert np.array_equal(bound, _marginals_bound(np.stack(msgs)))
+    plan = _marginals_plan(bound, len(msgs), integer_x=integer_x)
+    assert np.all(plan.frac_bits == 0) if integer_x else np.all(plan.frac_bits > 0)
+    total = plan.decode(np.sum([plan.encode(m) for m in msgs], axis=0, dtype=np.uint64))
+    sel = FedChi2Selector(random_state=0).fit(X, y, client_ids=clients)
+    assert np.array_equal(total[: classes.size], sel.class_counts_)
+    assert np.array_equal(total[classes.size :], sel.feature_totals_)
+    with pytest.raises(ValueError, match="bound"):
+        plan.encode(2 * np.stack(msgs).max(axis=0) + 1)
+
+
+def test_round_one_plan_refusals():
+    with pytest.raises(ValueError, match="per-client sums of X reach"):
+        _marginals_plan(np.array([2.0**60]), 8, integer_x=True)
+    with pytest.raises(ValueError, match="frac_bits=40 is too fine"):
+        _marginals_plan(np.array([2.0**30]), 4, integer_x=False, frac_bits=40)
+    with pytest.raises(ValueError, match="overflow float64"):
+        _marginals_bound(np.array([np.inf, 1.0]))

@@ -1,6 +1,9 @@
 """Simulated secure aggregation: fixed point, masks, dropout recovery."""
 
 import math
+import sys
+from contextlib import contextmanager
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -19,7 +22,11 @@ from skfedcp.federated import (
     unmask_sum,
 )
 from skfedcp.federated._secure_aggregation import (
+    _circulant_graph,
+    _circulant_masked_sum,
     _masked_sum_simulation,
+    _MaskStream,
+    _sum_rows,
     fixed_point_plan,
 )
 
@@ -277,3 +284,202 @@ class TestBatchedSimulation:
             max_words=words,
         )
         assert np.array_equal(z, _ring_sum(list(enc[surv])))
+
+
+# --------------------------------------------------------------------------
+# The circulant simulation (what the estimators run) against the references:
+# the previous edge-list construction, the incidence-matrix simulation and the
+# protocol's definition of every message.
+
+
+def _reference_edges(n, graph, seed):
+    # The edge list as secure_aggregation_graph built it before graphs became
+    # circulant layers (a Harary graph from a relabelled cycle, np.unique).
+    k = min(2 * int(np.ceil(np.log2(max(n, 2)))), n - 1)
+    if graph == "harary" and k < n - 1:
+        label = np.random.default_rng(seed).permutation(n)
+        a = np.repeat(np.arange(n), k // 2)
+        b = (a + np.tile(np.arange(1, k // 2 + 1), n)) % n
+        pairs = np.sort(np.column_stack([label[a], label[b]]), axis=1)
+        return np.unique(pairs, axis=0).astype(np.intp)
+    i, j = np.triu_indices(n, k=1)
+    return np.column_stack([i, j]).astype(np.intp)
+
+
+@contextmanager
+def _mask_backend(name):
+    """Masks from AES-CTR (``cryptography``) or from numpy's PCG64 fallback."""
+    if name == "aes":
+        pytest.importorskip("cryptography")
+        yield
+    else:  # a None entry in sys.modules makes the import raise ImportError
+        with mock.patch.dict(
+            sys.modules, {"cryptography.hazmat.primitives.ciphers": None}
+        ):
+            yield
+
+
+class TestCirculantSimulation:
+    @pytest.mark.parametrize("graph", ["complete", "harary"])
+    def test_graph_matches_the_reference_edge_list(self, graph):
+        for n in range(1, 45):
+            for seed in (0, 7):
+                got = secure_aggregation_graph(n, graph=graph, random_state=seed)
+                assert np.array_equal(got, _reference_edges(n, graph, seed))
+        g = _circulant_graph(1000, graph="harary", random_state=3)
+        assert np.array_equal(g.edges(), _reference_edges(1000, "harary", 3))
+
+    @pytest.mark.parametrize("backend", ["aes", "numpy"])
+    @settings(max_examples=40, deadline=None)
+    @given(data=st.data())
+    def test_bit_exact_as_the_incidence_simulation(self, backend, data):
+        n = data.draw(st.integers(1, 40), label="n_clients")
+        length = data.draw(st.integers(1, 30), label="length")
+        graph = data.draw(st.sampled_from(["complete", "harary"]), label="graph")
+        self_masks = data.draw(st.booleans(), label="self_masks")
+        n_drop = data.draw(st.integers(0, n - 1), label="n_dropped")
+        words = data.draw(st.integers(1, 400), label="max_words")
+        survivors_only = data.draw(st.booleans(), label="survivors_only")
+        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+        rng = np.random.default_rng(seed)
+        enc = rng.integers(0, 2**64, (n, length), dtype=np.uint64)
+        surv = np.sort(rng.choice(n, n - n_drop, replace=False))
+        rows = enc[surv] if survivors_only else enc
+        options = {
+            "n_clients": n if survivors_only else None,
+            "self_masks": self_masks,
+            "max_words": words,
+        }
+        with _mask_backend(backend):
+            fast = _masked_sum_simulation(
+                rows,
+                surv,
+                _circulant_graph(n, graph=graph, random_state=seed),
+                np.random.default_rng(seed + 1),
+                **options,
+            )
+        reference = _masked_sum_simulation(
+            rows,
+            surv,
+            secure_aggregation_graph(n, graph=graph, random_state=seed),
+            np.random.default_rng(seed + 1),
+            **options,
+        )
+        assert np.array_equal(fast, reference)
+        assert np.array_equal(fast, _ring_sum(list(enc[surv])))
+
+    @pytest.mark.parametrize("backend", ["aes", "numpy"])
+    @pytest.mark.parametrize(
+        "n, graph, n_drop",
+        [
+            (2, "complete", 0),
+            (7, "complete", 2),
+            (8, "complete", 3),
+            (33, "harary", 0),
+            (33, "harary", 9),
+            (64, "harary", 5),
+        ],
+    )
+    def test_messages_follow_the_protocol(self, backend, n, graph, n_drop):
+        # Every survivor's message is y_i = q_i + t_i + sum_{j > i} m_ij -
+        # sum_{j < i} m_ij over its neighbours in the graph, each edge has
+        # exactly one mask, and the server's total removes exactly the self
+        # masks of survivors and the masks of survivor-dropped edges.
+        rng = np.random.default_rng(n + n_drop)
+        length = 23
+        enc = rng.integers(0, 2**64, (n, length), dtype=np.uint64)
+        surv = np.sort(rng.choice(n, n - n_drop, replace=False))
+        graph_ = _circulant_graph(n, graph=graph, random_state=n)
+        trace = []
+        with _mask_backend(backend):
+            z = _circulant_masked_sum(
+                enc,
+                surv,
+                graph_,
+                np.random.default_rng(1),
+                n_clients=n,
+                self_masks=True,
+                max_words=5 * n,  # several column chunks
+                trace=trace,
+            )
+        label = graph_.label
+        edges = {
+            tuple(e) for e in secure_aggregation_graph(n, graph=graph, random_state=n)
+        }
+        y = np.empty((n, length), dtype=np.uint64)
+        t = np.empty((n, length), dtype=np.uint64)
+        masks = {}
+        for c0, y_chunk, t_chunk, drawn in trace:
+            w = y_chunk.shape[1]
+            y[label, c0 : c0 + w] = y_chunk
+            t[label, c0 : c0 + w] = t_chunk
+            for s, d in drawn:
+                for i in range(d.shape[0]):
+                    a, b = int(label[i]), int(label[(i + s) % n])
+                    m = d[i] if a < b else np.uint64(0) - d[i]
+                    masks.setdefault((min(a, b), max(a, b)), []).append((c0, m))
+        assert set(masks) == edges
+        m_full = {}
+        for e, parts in masks.items():
+            assert sorted(c0 for c0, _ in parts) == sorted({c0 for c0, _ in parts})
+            m_full[e] = np.concatenate(
+                [m for _, m in sorted(parts, key=lambda p: p[0])]
+            )
+            assert m_full[e].shape == (length,)
+        alive = np.zeros(n, dtype=bool)
+        alive[surv] = True
+        for i in surv:
+            expect = enc[i] + t[i]
+            for (a, b), m in m_full.items():
+                if a == i:
+                    expect += m
+                elif b == i:
+                    expect -= m
+            assert np.array_equal(y[i], expect)
+            assert not np.any(y[i] == enc[i])  # masked everywhere (w.p. ~1)
+        server = _ring_sum(list(y[surv])) - _ring_sum(list(t[surv]))
+        for (a, b), m in m_full.items():
+            if alive[a] and not alive[b]:
+                server -= m
+            elif alive[b] and not alive[a]:
+                server += m
+        assert np.array_equal(server, z)
+        assert np.array_equal(z, _ring_sum(list(enc[surv])))
+
+    @pytest.mark.parametrize("backend", ["aes", "numpy"])
+    def test_masks_are_fresh_uniform_words(self, backend):
+        n, length = 50, 400
+        trace = []
+        with _mask_backend(backend):
+            aes = _MaskStream(np.random.default_rng(0))._cipher is not None
+            assert aes == (backend == "aes")
+            _circulant_masked_sum(
+                np.zeros((n, length), dtype=np.uint64),
+                np.arange(n),
+                _circulant_graph(n, graph="harary", random_state=0),
+                np.random.default_rng(0),
+                n_clients=n,
+                self_masks=True,
+                max_words=2000,
+                trace=trace,
+            )
+        words = np.concatenate(
+            [t.ravel() for _, _, t, _ in trace]
+            + [d.ravel() for _, _, _, drawn in trace for _, d in drawn]
+        )
+        assert words.size == n * length * (1 + 6)  # self masks + k/2 = 6 layers
+        # No word repeats (a collision of 2.4e5 uniform 64-bit words has
+        # probability ~1.5e-9).
+        assert np.unique(words).size == words.size
+        # Each of the 64 bits is set with probability 1/2: the share of ones
+        # lies within 5 binomial standard errors (sd = 0.5 / sqrt(N)) of 1/2.
+        bits = (words[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
+        share = bits.mean(axis=0)
+        assert np.all(np.abs(share - 0.5) < 5 * 0.5 / np.sqrt(words.size))
+
+    def test_sum_rows_is_the_ring_sum(self):
+        rng = np.random.default_rng(0)
+        for n in (1, 2, 63, 64, 65, 129, 1000, 1001):
+            for w in (1, 3, 70):
+                a = rng.integers(0, 2**64, (n, w), dtype=np.uint64)
+                assert np.array_equal(_sum_rows(a), np.sum(a, axis=0, dtype=np.uint64))
