@@ -22,6 +22,7 @@ vectors, the dropped set and the recovered masks, and that the result is
 bit-exact: ``sum of the survivors' inputs mod 2^64``.
 """
 
+import hashlib
 from numbers import Integral
 from typing import NamedTuple
 
@@ -581,11 +582,28 @@ def make_masking_setup(
 
 
 def _prg(seed, length, offset=0):
-    # Mask stream m = PCG64(SeedSequence(seed)).random_raw(...), from ``offset``.
-    bitgen = np.random.PCG64(np.random.SeedSequence(seed))
-    if offset:
-        bitgen.advance(int(offset))
-    return bitgen.random_raw(int(length))
+    """Mask words ``offset .. offset + length - 1`` of the stream of ``seed``.
+
+    A cryptographic pseudorandom generator, as secure aggregation requires
+    (a statistical one such as PCG64 can be predicted from its outputs):
+    AES-128 in counter mode keyed by the first 16 bytes of SHA-256 of the
+    seed (an integer below 2**256), counter from zero; each 16-byte block
+    gives two little-endian 64-bit words of the ring.
+    """
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    seed, length, offset = int(seed), int(length), int(offset)
+    if not 0 <= seed < 2**256:
+        raise ValueError(f"mask seeds are integers in [0, 2**256); got {seed}.")
+    key = hashlib.sha256(b"skfedcp-mask/" + seed.to_bytes(32, "little")).digest()
+    first, skip = divmod(offset, 2)
+    n_blocks = (skip + length + 1) // 2
+    encryptor = Cipher(
+        algorithms.AES(key[:16]), modes.CTR(first.to_bytes(16, "big"))
+    ).encryptor()
+    stream = encryptor.update(bytes(16 * n_blocks))
+    words = np.frombuffer(stream, dtype="<u8").astype(np.uint64, copy=False)
+    return words[skip : skip + length].copy()
 
 
 def _as_ring_vector(q, name="q"):

@@ -6,7 +6,7 @@ key pair for the run and publishes its public key through the server. For an
 aggregation with tag ``t`` over participants ``0..p-1`` (ordered by client
 label), nodes ``i`` and ``j`` derive the same 128-bit seed
 ``HKDF-SHA256(X25519(sk_i, pk_j), info=t)``, expand it into the mask
-``m_ij`` (PCG64, as the simulation) and node ``i`` sends
+``m_ij`` (AES-128-CTR, as the simulation's ``_prg``) and node ``i`` sends
 ``y_i = q_i + sum_{j > i} m_ij - sum_{j < i} m_ij (mod 2**64)``. The server
 adds the ``y_i``: the masks cancel and it obtains ``sum_i q_i`` bit for bit.
 
@@ -17,7 +17,7 @@ then repeats the aggregation among the nodes that answered, under a new tag.
 A node answers each tag at most once and never with fewer than two
 participants, so the server cannot ask for an unmasked vector.
 
-``cryptography`` (a dependency of ``flwr``) is imported inside the functions.
+``cryptography`` (a dependency of skfedcp) is imported inside the functions.
 """
 
 from __future__ import annotations
