@@ -6,10 +6,9 @@ import numpy as np
 import pandas as pd
 from sklearn.base import ClassifierMixin, clone
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
 
-from .base import _SCORE, _SPLIT, BaseFedConformal, is_prefit
+from .base import _SCORE, _SPLIT, BaseFedConformal, input_tags, is_prefit
 from .calibrators import get_calibrator
 from .scores import (
     CLASSIFICATION_SCORES,
@@ -222,9 +221,9 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        inner = get_tags(self._inner())
-        tags.input_tags.allow_nan = inner.input_tags.allow_nan
-        tags.input_tags.sparse = inner.input_tags.sparse
+        inner = input_tags(self._inner())
+        tags.input_tags.allow_nan = inner.allow_nan
+        tags.input_tags.sparse = inner.sparse
         return tags
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -271,8 +270,12 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
                 self._rows(X_use, train_idx), y[train_idx]
             )
         self.classes_ = np.asarray(self.estimator_.classes_)
-        y_encoded = self._encode(y[cal_idx])
-        proba = self.estimator_.predict_proba(self._rows(X_use, cal_idx))
+        # A prefit model calibrates on every row: X, y and client_ids are used
+        # as validated, without indexing (cal_idx is None).
+        y_encoded = self._encode(self._rows(y, cal_idx))
+        proba = self._predict_checked(
+            self.estimator_.predict_proba, self._rows(X_use, cal_idx)
+        )
         # LDP-L scores every label of every row (users send x and a noisy y).
         needs_matrix = get_calibrator(self.calibrator).requires_score_matrix
         score_rng = np.random.default_rng(streams[_SCORE])
@@ -283,7 +286,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         self.conformity_score_ = score
         self._fit_calibrator(
             scores,
-            client_ids[cal_idx],
+            self._rows(client_ids, cal_idx),
             calibrator_seed,
             natural_bounds=score.bounds,
             labels=y_encoded if needs_matrix else None,
