@@ -8,7 +8,7 @@ from sklearn import config_context
 from sklearn.base import BaseEstimator, MetaEstimatorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.utils import get_tags
+from sklearn.utils import assert_all_finite, get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .calibrators import (
@@ -262,15 +262,18 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         """
         _check_y_matches_X(X, y, y_numeric=y_numeric)
         tags = get_tags(self).input_tags
-        X_checked, y = validate_data(
-            self,
-            X,
-            y,
-            accept_sparse=("csr", "csc") if tags.sparse else False,
-            ensure_all_finite="allow-nan" if tags.allow_nan else True,
-            dtype=None,
-            y_numeric=y_numeric,
-        )
+        if _plain_arrays(X, y):
+            X_checked = self._validate_plain(X, y, allow_nan=tags.allow_nan)
+        else:
+            X_checked, y = validate_data(
+                self,
+                X,
+                y,
+                accept_sparse=("csr", "csc") if tags.sparse else False,
+                ensure_all_finite="allow-nan" if tags.allow_nan else True,
+                dtype=None,
+                y_numeric=y_numeric,
+            )
         if X_checked.dtype.kind == "O":  # frozen pipelines may take mixed frames
             X_checked = X
         X_use = X if hasattr(X, "iloc") else X_checked
@@ -285,6 +288,20 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
                 SingleClientWarning,
             )
         return X_use, y, self._check_client_ids(client_ids, y.shape[0])
+
+    def _validate_plain(self, X, y, *, allow_nan):
+        """``validate_data(self, X, y, dtype=None)`` for a 2-D float and a 1-D array.
+
+        The same checks in the same order, with scikit-learn's own functions
+        and messages, minus the dataframe and array-API detection that costs
+        a fixed ~0.3 ms per fit (``_plain_arrays`` has ruled those out).
+        """
+        name = type(self).__name__
+        _check_feature_names(self, X, reset=True)
+        assert_all_finite(X, allow_nan=allow_nan, estimator_name=name, input_name="X")
+        assert_all_finite(y, estimator_name=name, input_name="y")
+        _check_n_features(self, X, reset=True)
+        return X
 
     def _calibrator_label(self):
         if isinstance(self.calibrator, str):
@@ -353,6 +370,25 @@ class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
         self.messages_ = calibrator.messages_
         self.epsilon_spent_ = float(getattr(calibrator, "epsilon_spent_", math.inf))
         return calibrator
+
+
+def _plain_arrays(X, y):
+    """Whether ``X`` is a non-empty 2-D float ndarray and ``y`` a 1-D numeric one.
+
+    For these, ``validate_data(dtype=None)`` converts nothing and only checks
+    values, feature names and counts (see ``_validate_plain``). Lengths are
+    already known to match (``_check_y_matches_X``).
+    """
+    return (
+        type(X) is np.ndarray
+        and X.ndim == 2
+        and X.dtype.kind == "f"
+        and X.shape[0] > 0
+        and X.shape[1] > 0
+        and type(y) is np.ndarray
+        and y.ndim == 1
+        and y.dtype.kind in "iuf"
+    )
 
 
 def _n_rows(a):
