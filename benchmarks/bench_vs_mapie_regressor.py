@@ -47,6 +47,9 @@ def main(argv=None):
     parser.add_argument("--n-features", type=int, default=20)
     parser.add_argument("--n-clients", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--shuffled", action="store_true", help="clients' rows interleaved"
+    )
     parser.add_argument("--quick", action="store_true", help="20k + 20k rows")
     args = parser.parse_args(argv)
     if args.quick:
@@ -58,7 +61,10 @@ def main(argv=None):
     )
     model = Ridge().fit(X_train, y_train)
     frozen = FrozenEstimator(model)
-    client_ids = np.arange(args.n_cal) % args.n_clients
+    # Equal clients, rows grouped by client (--shuffled: interleaved rows).
+    client_ids = np.arange(args.n_cal) * args.n_clients // args.n_cal
+    if args.shuffled:
+        client_ids = np.random.default_rng(1).permutation(client_ids)
 
     def skfedcp(calibrator, ids):
         reg = FedConformalRegressor(frozen, alpha=ALPHA, calibrator=calibrator)

@@ -252,10 +252,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
             raise ValueError(
                 "y contains missing labels (NaN or None); every row needs a label."
             )
-        try:
-            check_classification_targets(y)
-        except ValueError as exc:
-            raise ValueError(f"y must hold class labels: {exc}") from None
+        _check_class_labels(y)
         calibrator_seed, streams = self._fit_randomness()
         score = resolve_classification_score(self.conformity_score)
         prefit = is_prefit(inner)
@@ -368,3 +365,18 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         return self.conformity_score_.predict_set(
             proba, self.threshold_, random_state=random_state
         )
+
+
+def _check_class_labels(y):
+    """Refuse targets that are not class labels (e.g. continuous floats).
+
+    A 1-D array of integers, booleans or strings always holds class labels:
+    scikit-learn's check, which finds the distinct values twice (a hash of
+    every row), is run only for the other dtypes, where it can fail.
+    """
+    if y.ndim == 1 and y.dtype.kind in "biuUS":
+        return
+    try:
+        check_classification_targets(y)
+    except ValueError as exc:
+        raise ValueError(f"y must hold class labels: {exc}") from None

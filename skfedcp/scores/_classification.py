@@ -158,6 +158,13 @@ class LACScore(BaseClassificationScore):
         scores = np.subtract(1.0, _check_proba(proba))
         return np.clip(scores, 0.0, 1.0, out=scores)  # in place: one temporary
 
+    def predict_set(self, proba, threshold, *, random_state=None):
+        """Return the boolean label sets ``{y : 1 - p_y(x) <= threshold}``.
+
+        Same sets as the base class, with ``proba`` checked once.
+        """
+        return self.label_scores(proba) <= threshold
+
     def conformity_score(self, y_encoded, proba, *, random_state=None):
         """Return ``1 - p_y`` of each row's label, clipped to [0, 1].
 
