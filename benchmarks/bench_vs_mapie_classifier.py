@@ -21,6 +21,7 @@ import argparse
 import warnings
 
 import _common
+import _peers
 import numpy as np
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
@@ -88,28 +89,28 @@ def main(argv=None):
         coverage = float(ours[np.arange(y_test.shape[0]), y_test].mean())
         dp = skfedcp("dp-central")
         dp_coverage = float(dp[np.arange(y_test.shape[0]), y_test].mean())
-        times = _common.compare_times(contenders, repeat=args.repeat, min_time=0.0)
+        wall, cpu = _peers.interleaved_best(contenders, repeat=args.repeat)
 
-    base = times["LogisticRegression.predict_proba"]
     print(
         f"\nLAC fit + predict_set, frozen LogisticRegression: {args.n_cal:,} "
         f"calibration + {args.n_test:,} test rows x {args.n_features} features, "
         f"{args.n_classes} classes (best of {args.repeat} interleaved rounds; "
         "floor 2.0x)"
     )
-    print(f"{'contender':34s} {'ms':>8s} {'ratio':>7s}  goal")
     goals = {
         "LogisticRegression.predict_proba": "1.00x",
         "skfedcp LAC, central": "< MAPIE",
         "skfedcp LAC, dp-central (eps=1)": "(private)",
         "MAPIE SplitConformalClassifier": "(peer)",
     }
-    record = {}
-    for name, t in times.items():
-        print(f"{name:34s} {t * 1e3:8.2f} {t / base:6.2f}x  {goals[name]}")
-        record[name] = {"seconds": t, "ratio_to_predict_proba": t / base}
-    mapie_t = times["MAPIE SplitConformalClassifier"]
-    print(f"  skfedcp central / MAPIE: {times['skfedcp LAC, central'] / mapie_t:.2f}")
+    record = _peers.print_table(
+        wall, cpu, goals, base="LogisticRegression.predict_proba"
+    )
+    print(
+        _peers.versus(
+            wall, cpu, "skfedcp LAC, central", "MAPIE SplitConformalClassifier"
+        )
+    )
     print(
         f"sets: central == MAPIE: {same}; test coverage central {coverage:.4f}, "
         f"dp-central {dp_coverage:.4f}"

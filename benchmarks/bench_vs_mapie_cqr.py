@@ -22,6 +22,7 @@ import argparse
 import warnings
 
 import _common
+import _peers
 import numpy as np
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import QuantileRegressor
@@ -110,34 +111,25 @@ def main(argv=None):
             assert ours.flags.c_contiguous
         qq = skfedcp("qq", client_ids)
         coverage = float(np.mean((y_test >= qq[:, 0]) & (y_test <= qq[:, 1])))
-        times = _common.compare_times(contenders, repeat=args.repeat, min_time=0.0)
+        wall, cpu = _peers.interleaved_best(contenders, repeat=args.repeat)
 
-    base = times["pair predict (test rows)"]
     print(
         f"\nCQR fit + predict_interval, frozen QuantileRegressor pair: "
         f"{args.n_cal:,} calibration + {args.n_test:,} test rows x "
         f"{args.n_features} features (best of {args.repeat} interleaved rounds; "
         "floor 2.0x, MAPIE's 3.0x with its median model)"
     )
-    print(f"{'contender':36s} {'ms':>8s} {'ratio':>7s}  goal")
     goals = dict.fromkeys(contenders, "< MAPIE")
     goals["pair predict (test rows)"] = "1.00x"
     goals["MAPIE symmetric_correction=True"] = "(peer)"
     goals["MAPIE default (asymmetric)"] = "(peer)"
-    record = {}
-    for name, t in times.items():
-        print(f"{name:36s} {t * 1e3:8.2f} {t / base:6.2f}x  {goals[name]}")
-        record[name] = {"seconds": t, "ratio_to_predict": t / base}
-    sym, asym = (
-        times["MAPIE symmetric_correction=True"],
-        times["MAPIE default (asymmetric)"],
-    )
-    print(
-        f"  symmetric central / MAPIE: {times['skfedcp symmetric, central'] / sym:.2f}"
-        f"; qq / MAPIE: {times[f'skfedcp symmetric, qq {n} clients'] / sym:.2f}"
-        f"; asymmetric central / MAPIE: "
-        f"{times['skfedcp asymmetric, central'] / asym:.2f}"
-    )
+    record = _peers.print_table(wall, cpu, goals, base="pair predict (test rows)")
+    for ours, peer in (
+        ("skfedcp symmetric, central", "MAPIE symmetric_correction=True"),
+        (f"skfedcp symmetric, qq {n} clients", "MAPIE symmetric_correction=True"),
+        ("skfedcp asymmetric, central", "MAPIE default (asymmetric)"),
+    ):
+        print(_peers.versus(wall, cpu, ours, peer))
     print(
         "bounds: central == MAPIE bit for bit where uncrossed: "
         + ", ".join(f"{k} {v}" for k, v in checks.items())

@@ -20,6 +20,7 @@ import argparse
 import warnings
 
 import _common
+import _peers
 import numpy as np
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import Ridge
@@ -97,27 +98,23 @@ def main(argv=None):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        times = _common.compare_times(contenders, repeat=args.repeat, min_time=0.0)
-    base = times["Ridge.predict (test rows)"]
+        wall, cpu = _peers.interleaved_best(contenders, repeat=args.repeat)
+    n = args.n_clients
     goals = {
         "Ridge.predict (test rows)": "1.00x",
         "skfedcp central": "<= 2.4x, < MAPIE",
-        f"skfedcp qq, {args.n_clients} clients": "<= 2.4x, < MAPIE",
+        f"skfedcp qq, {n} clients": "<= 2.4x, < MAPIE",
         "MAPIE SplitConformalRegressor": "(peer)",
     }
     print(
         f"\nfit + predict_interval, frozen Ridge: {args.n_cal:,} calibration + "
-        f"{args.n_test:,} test rows x {args.n_features} features "
+        f"{args.n_test:,} test rows x {args.n_features} features, "
+        f"{'shuffled' if args.shuffled else 'grouped'} clients "
         f"(best of {args.repeat} interleaved rounds; floor 2.0x)"
     )
-    print(f"{'contender':34s} {'ms':>8s} {'ratio':>7s}  goal")
-    record = {}
-    for name, t in times.items():
-        print(f"{name:34s} {t * 1e3:8.2f} {t / base:6.2f}x  {goals[name]}")
-        record[name] = {"seconds": t, "ratio_to_predict": t / base}
-    mapie_t = times["MAPIE SplitConformalRegressor"]
-    for name in list(times)[1:3]:
-        print(f"  {name} / MAPIE: {times[name] / mapie_t:.2f}")
+    record = _peers.print_table(wall, cpu, goals, base="Ridge.predict (test rows)")
+    for name in ("skfedcp central", f"skfedcp qq, {n} clients"):
+        print(_peers.versus(wall, cpu, name, "MAPIE SplitConformalRegressor"))
     print(
         f"intervals: central == MAPIE bit for bit: {same}; test coverage "
         + ", ".join(f"{k} {v:.4f}" for k, v in coverage.items())
