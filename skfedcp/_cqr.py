@@ -1,20 +1,24 @@
 """FedCQRRegressor: conformalized quantile regression calibrated across clients."""
 
 import inspect
+import sys
 from numbers import Real
 
 import numpy as np
-from quantile_forest import (
-    ExtraTreesQuantileRegressor,
-    RandomForestQuantileRegressor,
-)
 from scipy.sparse import issparse
 from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
-from sklearn.utils import assert_all_finite, get_tags
+from sklearn.utils import assert_all_finite
 
-from .base import _MODEL, _SPLIT, REGRESSION_CALIBRATORS, BaseFedConformal, is_prefit
+from .base import (
+    _MODEL,
+    _SPLIT,
+    REGRESSION_CALIBRATORS,
+    BaseFedConformal,
+    input_tags,
+    is_prefit,
+)
 from .exceptions import CrossingQuantilesWarning
 from .scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
 from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
@@ -32,7 +36,30 @@ _CROSSING_WARN_FRACTION = 0.05
 # (``default_quantiles``).
 _LEVEL_PARAMS = ("quantile", "quantile_alpha", "alpha", "default_quantiles")
 _QUANTILE_LOSSES = ("quantile", "reg:quantileerror")
-_QUANTILE_FORESTS = (RandomForestQuantileRegressor, ExtraTreesQuantileRegressor)
+
+
+def _is_quantile_forest(model):
+    """Whether ``model`` (unwrapped) is a quantile-forest model.
+
+    quantile-forest is imported only when its default model is built: a model
+    of that package cannot exist unless the package was imported already, so
+    when it is not in ``sys.modules`` the answer is no, without importing it.
+    """
+    package = sys.modules.get("quantile_forest")
+    if package is None:
+        return False
+    forests = (
+        package.RandomForestQuantileRegressor,
+        package.ExtraTreesQuantileRegressor,
+    )
+    return isinstance(_final_step(model)[1], forests)
+
+
+def _default_forest(**params):
+    """The default single model, ``RandomForestQuantileRegressor(**params)``."""
+    from quantile_forest import RandomForestQuantileRegressor
+
+    return RandomForestQuantileRegressor(**params)
 
 
 def _final_step(estimator):
@@ -330,29 +357,28 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
     def _is_pair(self):
         return self.estimator_lower is not None or self.estimator_upper is not None
 
-    def _models_for_tags(self):
-        models = [
+    def _given_models(self):
+        """The models passed by the user (empty: the default quantile forest)."""
+        return [
             m
             for m in (self.estimator, self.estimator_lower, self.estimator_upper)
             if m is not None
         ]
-        return models or [RandomForestQuantileRegressor()]
+
+    def _uses_quantile_forest(self):
+        models = self._given_models()
+        return not models or any(_is_quantile_forest(m) for m in models)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        models = self._models_for_tags()
-        # FrozenEstimator deep-copies its model's tags on every call: read the
-        # model's own tags (the same facts) to keep fit and predict cheap.
-        inner = [
-            get_tags(m.estimator if isinstance(m, FrozenEstimator) else m).input_tags
-            for m in models
-        ]
+        inner = [input_tags(m) for m in self._given_models()]
         tags.input_tags.allow_nan = all(t.allow_nan for t in inner)
         tags.input_tags.sparse = all(t.sparse for t in inner)
-        if any(isinstance(_final_step(m)[1], _QUANTILE_FORESTS) for m in models):
+        if self._uses_quantile_forest():
             # quantile-forest 1.4 inherits both tags from scikit-learn's
             # forests, but its fit rejects NaN and its predict fails on
-            # sparse input (it calls len(X)).
+            # sparse input (it calls len(X)). The default model is such a
+            # forest; its tags are known without importing the package.
             tags.input_tags.allow_nan = False
             tags.input_tags.sparse = False
         return tags
@@ -466,7 +492,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         else:  # all prefit: every row calibrates, no copy
             self._fit_models(models, prefit, levels, None, None, streams[_MODEL])
             X_cal, y_cal, ids_cal = X_use, y, client_ids
-        bounds = self._predict_bounds(X_cal)
+        bounds = self._predict_checked(self._predict_bounds, X_cal)
         self._warn_crossing(bounds)
         self.conformity_score_ = score
         scores = score.conformity_score(y_cal, bounds, X_cal)
@@ -485,7 +511,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
             if prefit["estimator"]:
                 self.estimator_ = self.estimator
             elif self.estimator is None:
-                forest = RandomForestQuantileRegressor(
+                forest = _default_forest(
                     random_state=int(seed.generate_state(1)[0]), n_jobs=self.n_jobs
                 )
                 self.estimator_ = forest.fit(X_train, y_train)
@@ -550,10 +576,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
 
     def _check_predict_X(self, X):
         super()._check_predict_X(X)
-        if not issparse(X) and any(
-            isinstance(_final_step(m)[1], _QUANTILE_FORESTS)
-            for m in self._models_for_tags()
-        ):
+        if not issparse(X) and self._uses_quantile_forest():
             # Quantile forests do not validate X at predict time (NaN would
             # pass silently); one scan is cheap next to a forest's prediction.
             # Other models validate X themselves.

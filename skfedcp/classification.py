@@ -6,10 +6,9 @@ import numpy as np
 import pandas as pd
 from sklearn.base import ClassifierMixin, clone
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
 
-from .base import _SCORE, _SPLIT, BaseFedConformal, is_prefit
+from .base import _SCORE, _SPLIT, BaseFedConformal, input_tags, is_prefit
 from .calibrators import get_calibrator
 from .scores import (
     CLASSIFICATION_SCORES,
@@ -222,9 +221,9 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        inner = get_tags(self._inner())
-        tags.input_tags.allow_nan = inner.input_tags.allow_nan
-        tags.input_tags.sparse = inner.input_tags.sparse
+        inner = input_tags(self._inner())
+        tags.input_tags.allow_nan = inner.allow_nan
+        tags.input_tags.sparse = inner.sparse
         return tags
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -253,10 +252,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
             raise ValueError(
                 "y contains missing labels (NaN or None); every row needs a label."
             )
-        try:
-            check_classification_targets(y)
-        except ValueError as exc:
-            raise ValueError(f"y must hold class labels: {exc}") from None
+        _check_class_labels(y)
         calibrator_seed, streams = self._fit_randomness()
         score = resolve_classification_score(self.conformity_score)
         prefit = is_prefit(inner)
@@ -271,8 +267,12 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
                 self._rows(X_use, train_idx), y[train_idx]
             )
         self.classes_ = np.asarray(self.estimator_.classes_)
-        y_encoded = self._encode(y[cal_idx])
-        proba = self.estimator_.predict_proba(self._rows(X_use, cal_idx))
+        # A prefit model calibrates on every row: X, y and client_ids are used
+        # as validated, without indexing (cal_idx is None).
+        y_encoded = self._encode(self._rows(y, cal_idx))
+        proba = self._predict_checked(
+            self.estimator_.predict_proba, self._rows(X_use, cal_idx)
+        )
         # LDP-L scores every label of every row (users send x and a noisy y).
         needs_matrix = get_calibrator(self.calibrator).requires_score_matrix
         score_rng = np.random.default_rng(streams[_SCORE])
@@ -283,7 +283,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         self.conformity_score_ = score
         self._fit_calibrator(
             scores,
-            client_ids[cal_idx],
+            self._rows(client_ids, cal_idx),
             calibrator_seed,
             natural_bounds=score.bounds,
             labels=y_encoded if needs_matrix else None,
@@ -365,3 +365,18 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         return self.conformity_score_.predict_set(
             proba, self.threshold_, random_state=random_state
         )
+
+
+def _check_class_labels(y):
+    """Refuse targets that are not class labels (e.g. continuous floats).
+
+    A 1-D array of integers, booleans or strings always holds class labels:
+    scikit-learn's check, which finds the distinct values twice (a hash of
+    every row), is run only for the other dtypes, where it can fail.
+    """
+    if y.ndim == 1 and y.dtype.kind in "biuUS":
+        return
+    try:
+        check_classification_targets(y)
+    except ValueError as exc:
+        raise ValueError(f"y must hold class labels: {exc}") from None

@@ -6,10 +6,15 @@ import numpy as np
 from sklearn.base import RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
-from sklearn.utils import get_tags
 from sklearn.utils.validation import has_fit_parameter
 
-from .base import _SPLIT, REGRESSION_CALIBRATORS, BaseFedConformal, is_prefit
+from .base import (
+    _SPLIT,
+    REGRESSION_CALIBRATORS,
+    BaseFedConformal,
+    input_tags,
+    is_prefit,
+)
 from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
 from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 
@@ -184,9 +189,9 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        inner = get_tags(self._inner())
-        tags.input_tags.allow_nan = inner.input_tags.allow_nan
-        tags.input_tags.sparse = inner.input_tags.sparse
+        inner = input_tags(self._inner())
+        tags.input_tags.allow_nan = inner.allow_nan
+        tags.input_tags.sparse = inner.sparse
         return tags
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -246,11 +251,12 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         if getattr(score, "requires_estimator", False):
             score.set_estimator(self.estimator_)  # scores reading the model's std
         self.conformity_score_ = score
+        # A prefit model calibrates on every row: X, y and client_ids are used
+        # as validated, without indexing (cal_idx is None).
         X_cal = self._rows(X_use, cal_idx)
-        scores = score.conformity_score(
-            y[cal_idx], self.estimator_.predict(X_cal), X_cal
-        )
-        self._fit_calibrator(scores, client_ids[cal_idx], calibrator_seed)
+        y_pred = self._predict_checked(self.estimator_.predict, X_cal)
+        scores = score.conformity_score(self._rows(y, cal_idx), y_pred, X_cal)
+        self._fit_calibrator(scores, self._rows(client_ids, cal_idx), calibrator_seed)
         return self
 
     def predict(self, X):

@@ -26,10 +26,10 @@ def ordered_interval(lower, upper):
     array([[0., 1.],
            [2., 3.]])
     """
-    out = np.empty((2, lower.shape[0]))
-    np.minimum(lower, upper, out=out[0])
-    np.maximum(lower, upper, out=out[1])
-    return out.T
+    out = np.empty((lower.shape[0], 2))  # C-ordered: row i is (lower_i, upper_i)
+    np.minimum(lower, upper, out=out[:, 0])
+    np.maximum(lower, upper, out=out[:, 1])
+    return out
 
 
 class BaseRegressionScore(BaseEstimator):

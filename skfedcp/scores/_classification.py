@@ -155,7 +155,25 @@ class LACScore(BaseClassificationScore):
 
     def label_scores(self, proba, *, random_state=None):
         """Return ``1 - proba``, clipped to [0, 1]."""
-        return np.clip(1.0 - _check_proba(proba), 0.0, 1.0)
+        scores = np.subtract(1.0, _check_proba(proba))
+        return np.clip(scores, 0.0, 1.0, out=scores)  # in place: one temporary
+
+    def predict_set(self, proba, threshold, *, random_state=None):
+        """Return the boolean label sets ``{y : 1 - p_y(x) <= threshold}``.
+
+        Same sets as the base class, with ``proba`` checked once.
+        """
+        return self.label_scores(proba) <= threshold
+
+    def conformity_score(self, y_encoded, proba, *, random_state=None):
+        """Return ``1 - p_y`` of each row's label, clipped to [0, 1].
+
+        Reads one probability per row instead of scoring every label.
+        """
+        proba = _check_proba(proba)
+        y_encoded = _check_labels(y_encoded, proba)
+        scores = np.subtract(1.0, proba[np.arange(proba.shape[0]), y_encoded])
+        return np.clip(scores, 0.0, 1.0, out=scores)
 
 
 class APSScore(BaseClassificationScore):

@@ -111,7 +111,11 @@ class AsymmetricCQRScore(BaseCQRScore):
         """Return the columns ``(f_lo - y, y - f_hi)``, shape (n_samples, 2)."""
         lower, upper = _check_bounds(y_pred)
         y = np.asarray(y, dtype=np.float64)
-        return np.column_stack([lower - y, y - upper])
+        # Column-major: each side's scores are contiguous for its calibrator.
+        scores = np.empty((2, y.shape[0]))
+        np.subtract(lower, y, out=scores[0])
+        np.subtract(y, upper, out=scores[1])
+        return scores.T
 
     def interval(self, y_pred, threshold, X=None):
         """Return ``[f_lo - threshold[0], f_hi + threshold[1]]``, never crossed."""
