@@ -19,8 +19,7 @@ from ..federated._secure_aggregation import (
 )
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ..utils._warnings import warn_user
-from ._protocol import (  # _ROUND1_FRAC_BITS: for skfedcp.flower._server
-    _ROUND1_FRAC_BITS,  # noqa: F401
+from ._protocol import (
     _blocks,
     _class_counts,
     _client_tables,

@@ -40,7 +40,8 @@ from ..feature_selection import (
     chi2_client_encode,
     chi2_client_marginals,
 )
-from ..federated import fixed_point_encode
+from ..feature_selection._protocol import _marginals_bound
+from ..federated import FixedPointPlan, fixed_point_encode
 from ..privacy._randomness import SECURE
 from ..scores import (
     CLASSIFICATION_SCORES,
@@ -65,7 +66,7 @@ __all__ = [
     "simulation_seeds",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 #: Strategies whose client message holds the node's per-row scores (LDP-L:
 #: the score of every class, which reveals the features; only labels are
@@ -534,6 +535,10 @@ class _NodeSession:
             reply["selection_n"] = int(y.shape[0])
             reply["n_features"] = int(X.shape[1])
             reply["integer_x"] = bool(np.all(X == np.floor(X)))
+            # Round one's public fixed-point plan: the power-of-two bound of
+            # each column total of X (as the simulation's clients announce).
+            own = chi2_client_marginals(X, y, classes=np.unique(y))
+            reply["column_bound"] = _marginals_bound(own[own.shape[0] - X.shape[1] :])
             if request.get("classes", False):
                 reply["classes"] = np.unique(y)
             reply["public_key"] = self._public_key()
@@ -648,10 +653,12 @@ class _NodeSession:
     def _chi2_marginals(self, request):
         X, y = self.selection()
         message = chi2_client_marginals(X, y, classes=np.asarray(request["classes"]))
-        frac_bits = int(request["frac_bits"])
-        if frac_bits == 0:
-            return np.rint(message).astype(np.int64).view(np.uint64)
-        return fixed_point_encode(message, frac_bits)
+        plan = FixedPointPlan(
+            np.asarray(request["frac_bits"], dtype=np.int64),
+            np.asarray(request["bound"], dtype=np.float64),
+            int(request["n_clients"]),
+        )
+        return plan.encode(message, name="X")
 
     def _chi2_sketch(self, request):
         X, y = self.selection()

@@ -29,8 +29,8 @@ from ..feature_selection import (
     chi2_server_decode,
     chi2_server_marginals,
 )
-from ..feature_selection._chi2 import _ROUND1_FRAC_BITS, FedChi2Selector
-from ..feature_selection._protocol import _dof
+from ..feature_selection._chi2 import FedChi2Selector
+from ..feature_selection._protocol import _dof, _marginals_bound, _marginals_plan
 from ..federated import fixed_point_decode
 from ..utils._random import check_seed_sequence, spawn_random_states
 from ..utils._validation import check_alpha
@@ -637,23 +637,37 @@ def select_chi2_nodes(session, nodes, selector, *, classes=None, max_attempts=3)
     classes = np.asarray(classes)
     n_classes = classes.shape[0]
     integer_x = all(bool(session.info[n]["integer_x"]) for n in nodes)
-    f1 = (
-        0
-        if integer_x
-        else (_ROUND1_FRAC_BITS if selector.frac_bits is None else selector.frac_bits)
+    nodes = _check_column_bounds(session, nodes, width)
+    # Round one's public plan, as in the simulation: class counts are at most
+    # a node's rows (integers: exact at any precision), column totals within
+    # the largest power-of-two bound the nodes announced.
+    count_bound = _marginals_bound(
+        np.array([max(float(session.info[n]["selection_n"]) for n in nodes)])
+    )
+    bound = np.concatenate(
+        [
+            np.full(n_classes, count_bound[0]),
+            np.max([session.info[n]["column_bound"] for n in nodes], axis=0),
+        ]
+    )
+    plan = _marginals_plan(
+        bound, len(nodes), integer_x=integer_x, frac_bits=selector.frac_bits
     )
 
     total, round1 = _secure_sum(
         session,
         "chi2_marginals",
         nodes,
-        lambda _: {"classes": classes, "frac_bits": f1},
+        lambda _: {
+            "classes": classes,
+            "frac_bits": plan.frac_bits,
+            "bound": plan.bound,
+            "n_clients": plan.n_clients,
+        },
         n_classes + width,
         max_attempts,
     )
-    marginals = chi2_server_marginals(
-        fixed_point_decode(total, f1), n_classes=n_classes
-    )
+    marginals = chi2_server_marginals(plan.decode(total), n_classes=n_classes)
     bits = (
         chi2_frac_bits(marginals)
         if selector.frac_bits is None
@@ -692,3 +706,34 @@ def select_chi2_nodes(session, nodes, selector, *, classes=None, max_attempts=3)
     selector.sketch_ = sketch
     selector.n_features_in_ = width
     return selector, round1
+
+
+def _check_column_bounds(session, nodes, width):
+    """The nodes whose announced column bounds fit the public plan.
+
+    A bound must be a vector of ``width`` non-negative finite numbers; a node
+    that sends anything else is left out with a warning (a dishonest node
+    cannot turn the plan's scale into NaN).
+    """
+    kept = []
+    for node in nodes:
+        try:
+            value = np.asarray(session.info[node].get("column_bound"), dtype=np.float64)
+        except (TypeError, ValueError):
+            value = None
+        if (
+            value is None
+            or value.shape != (width,)
+            or not np.all(np.isfinite(value))
+            or np.any(value < 0)
+        ):
+            session.exclude(
+                node,
+                f"its field 'column_bound' is not {width} non-negative finite numbers",
+                invalid=True,
+            )
+            session.info[node]["column_bound"] = None
+        else:
+            session.info[node]["column_bound"] = value
+            kept.append(node)
+    return kept

@@ -304,6 +304,48 @@ class TestEqualsInProcessFit:
         )
         assert_same_fit(deployed, reference)
 
+    def test_round_one_plan_from_the_nodes_bounds(self, regression):
+        # Column totals near 1e11: a fixed 32 fractional bits would wrap the
+        # ring; the public plan from the announced bounds gives fewer bits and
+        # the in-process fit's result bit for bit.
+        data = dict(regression, X_sel=regression["X_sel"] * (1e8 / 3.0))
+        grid = _grid(data)
+        deployed, _ = flower.run_chi2_selection(
+            grid, FedChi2Selector(k=5, n_projections=20), classes=np.arange(10)
+        )
+        reference = FedChi2Selector(k=5, n_projections=20, random_state=RS).fit(
+            data["X_sel"], data["y_sel"], data["sel_ids"]
+        )
+        assert_same_fit(deployed, reference)
+
+    @pytest.mark.parametrize(
+        "bad", [np.array([np.nan]), "big", np.full(3, -1.0)], ids=str
+    )
+    def test_node_with_a_bad_column_bound_is_left_out(self, regression, bad):
+        width = regression["X_sel"].shape[1]
+        value = (  # a NaN in every coordinate
+            np.full(width, np.nan)
+            if isinstance(bad, np.ndarray) and bad.size == 1
+            else bad
+        )
+
+        def edit(payload):
+            payload["column_bound"] = value
+
+        grid = _grid(regression, wrap=_tampering(BAD, edit, kinds=("hello",)))
+        with pytest.warns(InvalidMessageWarning, match="column_bound"):
+            deployed, _ = flower.run_chi2_selection(
+                grid, FedChi2Selector(k=5, n_projections=20)
+            )
+        keep = regression["sel_ids"] != BAD
+        reference = FedChi2Selector(k=5, n_projections=20, random_state=RS).fit(
+            regression["X_sel"][keep],
+            regression["y_sel"][keep],
+            regression["sel_ids"][keep],
+        )
+        assert BAD not in deployed.clients_.tolist()
+        assert_same_fit(deployed, reference)
+
     def test_public_classes_keep_label_sets_on_the_nodes(self, regression):
         grid = _grid(regression)
         session = _app._session(grid, 10.0, 1)
@@ -570,7 +612,9 @@ class TestNodeGuards:
             "tag": tag,
             "public_keys": keys,
             "classes": np.arange(10),
-            "frac_bits": 0,
+            "frac_bits": 0,  # the public plan (scalars broadcast)
+            "bound": 1e12,
+            "n_clients": 2,
         }
 
     def test_secure_sum_needs_two_participants(self):
