@@ -81,6 +81,11 @@ _TAIL_TOL = 1e-12
 # (_coverage_unequal_all_k) instead of a bisection on k while the DP is small,
 # m_active x (number of distinct (n_j, l_j)) <= this.
 _ALL_K_MAX_WORK = 12_000
+# local_rank="auto" with unequal sizes (see _select_auto_unequal): the joint
+# search over every (c, k) while m x (distinct sizes) <= _JOINT_MAX_WORK
+# (about 0.1-0.6 s), the level search at A.1's k up to _LEVEL_MAX_WORK.
+_JOINT_MAX_WORK = 400
+_LEVEL_MAX_WORK = 12_000
 
 
 class QQSelection(NamedTuple):
@@ -483,12 +488,19 @@ def _first_feasible(cov, ks, levels):
     return hi
 
 
-def _select_joint(sizes_tuple, alpha, clip):
-    """Joint search over (c, k); returns (ranks, k, M) or None."""
+def _select_joint(sizes_tuple, alpha, clip, only_k=None):
+    """Joint search over (c, k); returns (ranks, k, M) or None.
+
+    ``only_k``: search the level c for this one k (not every k).
+    """
     sizes_all = np.asarray(sizes_tuple, dtype=np.int64)
     sizes, counts = np.unique(sizes_all, return_counts=True)
     m = int(counts.sum())
     threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+    if only_k is not None:
+        num, den = _level_breakpoints(sizes, 0.0)
+        cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
+        return _pick(cov, np.array([only_k]), sizes, sizes_tuple, threshold)
 
     # Lower end of the useful levels: bisection on real c with k = m (if
     # M(l(c), m) < 1 - alpha no pair at level c is valid).
@@ -511,8 +523,14 @@ def _select_joint(sizes_tuple, alpha, clip):
     if num.size == 0:
         return None
     cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
-    B = num.shape[0]
-    ks = np.arange(1, m + 1)
+    return _pick(cov, np.arange(1, m + 1), sizes, sizes_tuple, threshold)
+
+
+def _pick(cov, ks, sizes, sizes_tuple, threshold):
+    """First feasible breakpoint for each k in ``ks``, then the best pair."""
+    counts = cov.counts
+    B = cov.num.shape[0]
+    num, den = cov.num, cov.den
     ik = _first_feasible(cov, ks, num / den)
     # Valid candidates: a finite threshold needs k <= #clients with l_j <= n_j.
     ok = ik < B
@@ -550,12 +568,43 @@ def _select_joint(sizes_tuple, alpha, clip):
     return tuple(level_ranks[n] for n in sizes_tuple), k_best, float(values[j])
 
 
+def _select_auto_unequal(sizes, alpha, clip):
+    """``local_rank="auto"`` with unequal sizes: the family searched by cost.
+
+    * ``m x (distinct sizes) <= _JOINT_MAX_WORK``: the joint search over
+      every level c and every k (:func:`_select_joint`);
+    * up to ``_LEVEL_MAX_WORK``: the level search at the k of Appendix A.1
+      (k = m if A.1 has none), compared with A.1 itself;
+    * beyond: Appendix A.1.
+
+    Every branch depends on the public sizes and alpha only, and each
+    returns a pair whose exact coverage is >= 1 - alpha; the first two
+    never return a larger coverage than A.1 (its pair is in their family).
+    """
+    m, groups = len(sizes), len(set(sizes))
+    work = m * groups
+    if work <= _JOINT_MAX_WORK:
+        return _select_cached(sizes, alpha, "joint", clip, False, None)
+    fixed = _select_cached(sizes, alpha, "fixed", clip, False, None)
+    if work > _LEVEL_MAX_WORK:
+        return fixed
+    result = _select_joint(sizes, alpha, clip, only_k=fixed.k if fixed.feasible else m)
+    if result is None:
+        return fixed
+    ranks, k_best, value = result
+    if fixed.feasible and not value < fixed.coverage - _TIE_TOL:
+        return fixed
+    return QQSelection(tuple(int(r) for r in ranks), int(k_best), float(value), True)
+
+
 @functools.lru_cache(maxsize=256)
 def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta):
     m = len(sizes)
     equal = len(set(sizes)) == 1
     if local_rank == "auto" and equal:
         ranks = None
+    elif local_rank == "auto":
+        return _select_auto_unequal(sizes, alpha, clip_local_rank)
     elif local_rank == "joint" and not equal:
         result = _select_joint(sizes, alpha, clip_local_rank)
         if result is None:
