@@ -86,6 +86,8 @@ _ALL_K_MAX_WORK = 12_000
 # (about 0.1-0.6 s), the level search at A.1's k up to _LEVEL_MAX_WORK.
 _JOINT_MAX_WORK = 400
 _LEVEL_MAX_WORK = 12_000
+# The level search runs for the k within this distance of A.1's k.
+_LEVEL_K_SPAN = 4
 
 
 class QQSelection(NamedTuple):
@@ -491,7 +493,7 @@ def _first_feasible(cov, ks, levels):
 def _select_joint(sizes_tuple, alpha, clip, only_k=None):
     """Joint search over (c, k); returns (ranks, k, M) or None.
 
-    ``only_k``: search the level c for this one k (not every k).
+    ``only_k``: search the level c for these k only (not every k).
     """
     sizes_all = np.asarray(sizes_tuple, dtype=np.int64)
     sizes, counts = np.unique(sizes_all, return_counts=True)
@@ -500,7 +502,8 @@ def _select_joint(sizes_tuple, alpha, clip, only_k=None):
     if only_k is not None:
         num, den = _level_breakpoints(sizes, 0.0)
         cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
-        return _pick(cov, np.array([only_k]), sizes, sizes_tuple, threshold)
+        ks = np.asarray(only_k, dtype=np.int64).reshape(-1)
+        return _pick(cov, ks, sizes, sizes_tuple, threshold)
 
     # Lower end of the useful levels: bisection on real c with k = m (if
     # M(l(c), m) < 1 - alpha no pair at level c is valid).
@@ -588,7 +591,9 @@ def _select_auto_unequal(sizes, alpha, clip):
     fixed = _select_cached(sizes, alpha, "fixed", clip, False, None)
     if work > _LEVEL_MAX_WORK:
         return fixed
-    result = _select_joint(sizes, alpha, clip, only_k=fixed.k if fixed.feasible else m)
+    k_a1 = fixed.k if fixed.feasible else m
+    ks = range(max(1, k_a1 - _LEVEL_K_SPAN), min(m, k_a1 + _LEVEL_K_SPAN) + 1)
+    result = _select_joint(sizes, alpha, clip, only_k=list(ks))
     if result is None:
         return fixed
     ranks, k_best, value = result
