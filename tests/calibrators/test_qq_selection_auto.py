@@ -58,7 +58,11 @@ def brute_force(sizes, alpha, clip=False, only_k=None):
                 break
             value = qq_coverage_unequal_fraction(sizes, ranks, k)
             if value >= target(alpha):
-                if best is None or value < best[0] or (value == best[0] and c > best[1]):
+                if (
+                    best is None
+                    or value < best[0]
+                    or (value == best[0] and c > best[1])
+                ):
                     best = (value, c, ranks, k)
                 break  # M increases with k
     return best
@@ -125,7 +129,9 @@ class TestLevelTier:
         fixed = select_qq_ranks(sizes, alpha, local_rank="fixed", clip_local_rank=clip)
         m, span = len(sizes), _qq_selection._LEVEL_K_SPAN
         k = fixed.k if fixed.feasible else m
-        best = brute_force(sizes, alpha, clip, range(max(1, k - span), min(m, k + span) + 1))
+        best = brute_force(
+            sizes, alpha, clip, range(max(1, k - span), min(m, k + span) + 1)
+        )
         candidates = []
         if fixed.feasible:
             exact_fixed = qq_coverage_unequal_fraction(sizes, fixed.local_ranks, k)
