@@ -43,7 +43,9 @@
 # 5e-14 agreement, "quad" only if that fails).
 #
 # Unequal sizes, local_rank="joint": one common level c and k (see the
-# comment above _select_joint).
+# comment above _select_joint); local_rank="auto": that search, restricted
+# to the k near A.1's or replaced by A.1 as the work grows
+# (_select_auto_unequal).
 
 import functools
 import math
@@ -657,11 +659,11 @@ def select_qq_ranks(
 
     With equal client sizes and ``local_rank="auto"`` this is eq. (6) of
     [1]_: the pair with the smallest exact coverage ``M(l, k) >= 1 - alpha``
-    over the full grid ``[1..n] x [1..m]``. With ``local_rank="joint"`` and
-    unequal sizes it is the same argmin over the ranks of one common level
-    and ``k``. Otherwise the local ranks are fixed and the smallest valid
-    ``k`` is returned. The result depends only
-    on the sizes and ``alpha`` (never on scores) and is cached.
+    over the full grid ``[1..n] x [1..m]``. With unequal sizes, ``"joint"``
+    (and ``"auto"`` with few clients) is the same argmin over the ranks of
+    one common level and ``k``. With fixed local ranks the smallest valid
+    ``k`` is returned. The result depends only on the sizes and ``alpha``
+    (never on scores) and is cached.
 
     Parameters
     ----------
@@ -670,16 +672,20 @@ def select_qq_ranks(
     alpha : float
         Target miscoverage in (0, 1).
     local_rank : "auto", "fixed", "joint" or int, default="auto"
-        ``"auto"``: full search when all sizes are equal, the ``"fixed"`` rule
-        otherwise (Appendix A.1 of [1]_). ``"fixed"``:
-        ``l_j = ceil((1 - alpha)(n_j + 1))`` (float-safe); a client with
-        ``l_j > n_j`` sends ``+inf``. ``"joint"`` (skfedcp extension): with
-        unequal sizes, search one common level ``c`` in (0, 1),
-        ``l_j = ceil(c (n_j + 1))``, jointly with ``k`` for the smallest exact
-        coverage ``>= 1 - alpha`` over that family (it contains the fixed
-        rule, ``c = 1 - alpha``); seconds from about 20 clients on, so not
-        the default; with equal sizes the same as ``"auto"``. An int: the
-        same ``l`` for every client.
+        ``"auto"``: full search when all sizes are equal. With unequal sizes
+        (skfedcp extension, issue 14) the family of one common level
+        ``l_j = ceil(c (n_j + 1))`` is searched by cost, from the work
+        ``w = m x (number of distinct sizes)``: ``w <= 400``, every level
+        and every ``k`` (as ``"joint"``); ``w <= 12,000``, every level for
+        the ``k`` within 4 of the ``"fixed"`` rule's ``k``, and that rule
+        itself (never a larger coverage than ``"fixed"``); beyond, the
+        ``"fixed"`` rule. ``"fixed"``: ``l_j = ceil((1 - alpha)(n_j + 1))``
+        (float-safe, Appendix A.1 of [1]_); a client with ``l_j > n_j``
+        sends ``+inf``. ``"joint"``: every level ``c`` in (0, 1) jointly
+        with every ``k``, the smallest exact coverage ``>= 1 - alpha`` over
+        that family (it contains the fixed rule, ``c = 1 - alpha``); seconds
+        from about 50 clients on; with equal sizes the same as ``"auto"``.
+        An int: the same ``l`` for every client.
     clip_local_rank : bool, default=False
         With fixed, joint or integer ranks, use ``min(l_j, n_j)`` so every
         client sends a finite value; the coverage is recomputed, so it stays
@@ -741,9 +747,9 @@ def select_qq_ranks(
     >>> sel = select_qq_ranks([10] * 5, 0.1)
     >>> sel.local_ranks, sel.k, round(sel.coverage, 6)
     ((10, 10, 10, 10, 10), 3, 0.925626)
-    >>> select_qq_ranks([5, 10, 20, 40, 15, 8, 30, 12], 0.1).k
+    >>> select_qq_ranks([5, 10, 20, 40, 15, 8, 30, 12], 0.1, local_rank="fixed").k
     3
-    >>> sel = select_qq_ranks([5, 10, 20, 40, 15, 8, 30, 12], 0.1, local_rank="joint")
+    >>> sel = select_qq_ranks([5, 10, 20, 40, 15, 8, 30, 12], 0.1)
     >>> sel.local_ranks, sel.k, round(sel.coverage, 5)
     ((5, 9, 18, 34, 14, 8, 26, 11), 6, 0.90029)
     >>> select_qq_ranks([2, 2], 0.1).feasible
