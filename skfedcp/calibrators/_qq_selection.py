@@ -65,6 +65,7 @@ from ._qq_coverage import (
     _coverage_screen,
     _coverage_unequal_all_k,
     _coverage_unequal_batch,
+    _coverage_unequal_certified,
     _coverage_unequal_screen,
 )
 
@@ -90,6 +91,8 @@ _JOINT_MAX_WORK = 400
 _LEVEL_MAX_WORK = 12_000
 # The level search runs for the k within this distance of A.1's k.
 _LEVEL_K_SPAN = 4
+# "auto" certifies the pair it returns (exact-degree quadrature) up to this N.
+_CERTIFY_MAX_N = 20_000
 
 
 class QQSelection(NamedTuple):
@@ -588,8 +591,12 @@ def _select_auto_unequal(sizes, alpha, clip):
     """
     m, groups = len(sizes), len(set(sizes))
     work = m * groups
+    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
     if work <= _JOINT_MAX_WORK:
-        return _select_cached(sizes, alpha, "joint", clip, False, None)
+        joint = _select_cached(sizes, alpha, "joint", clip, False, None)
+        if _certified_valid(sizes, joint, threshold):
+            return joint
+        return _select_cached(sizes, alpha, "fixed", clip, False, None)
     fixed = _select_cached(sizes, alpha, "fixed", clip, False, None)
     if work > _LEVEL_MAX_WORK:
         return fixed
@@ -601,7 +608,25 @@ def _select_auto_unequal(sizes, alpha, clip):
     ranks, k_best, value = result
     if fixed.feasible and not value < fixed.coverage - _TIE_TOL:
         return fixed
-    return QQSelection(tuple(int(r) for r in ranks), int(k_best), float(value), True)
+    level = QQSelection(tuple(int(r) for r in ranks), int(k_best), float(value), True)
+    return level if _certified_valid(sizes, level, threshold) else fixed
+
+
+def _certified_valid(sizes, sel, threshold):
+    """False only if the exact-degree rule proves ``M < threshold``.
+
+    For ``sum(sizes) <= _CERTIFY_MAX_N`` the coverage of the selected pair
+    is recomputed by Clenshaw-Curtis with N + 1 points, exact for this
+    degree-N polynomial up to rounding (``_coverage_unequal_certified``), and
+    the pair is kept only if that value minus its error bound clears the
+    threshold. Larger N: the quadrature decision stands (not certified).
+    """
+    N = sum(sizes)
+    if not sel.feasible or N > _CERTIFY_MAX_N:
+        return True
+    groups = _active_groups(sizes, sel.local_ranks)
+    value, bound = _coverage_unequal_certified(groups, sel.k, N)
+    return value - bound >= threshold
 
 
 @functools.lru_cache(maxsize=256)

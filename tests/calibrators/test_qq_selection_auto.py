@@ -246,3 +246,47 @@ def test_monte_carlo_coverage(tier, seed, limits):
     tol = 4.5 * math.sqrt(sel.coverage * (1 - sel.coverage) / reps)
     assert abs(freq - sel.coverage) <= tol
     assert freq >= 0.9 - tol
+
+
+class TestCertificate:
+    @pytest.mark.parametrize("case", range(8))
+    def test_exact_degree_rule_against_rationals(self, case):
+        # Clenshaw-Curtis with N + 1 points is exact for the degree-N
+        # integrand: the value agrees with exact arithmetic within its bound.
+        from skfedcp.calibrators._qq_coverage import (
+            _active_groups,
+            _coverage_unequal_certified,
+        )
+
+        rng = np.random.default_rng([31, case])
+        m = int(rng.integers(1, 6))
+        sizes = [int(s) for s in rng.integers(1, 15, size=m)]
+        ranks = [int(rng.integers(1, n + 2)) for n in sizes]
+        k = int(rng.integers(1, m + 1))
+        value, bound = _coverage_unequal_certified(
+            _active_groups(sizes, ranks), k, sum(sizes)
+        )
+        exact = qq_coverage_unequal_fraction(sizes, ranks, k)
+        assert bound <= 1e-11
+        assert abs(value - float(exact)) <= 1e-14
+
+    def test_rule_is_exact_to_its_degree(self):
+        from skfedcp.calibrators._qq_coverage import _clenshaw_curtis01
+
+        t, w = _clenshaw_curtis01(20)
+        assert (w > 0).all()
+        for p in range(22):
+            assert np.dot(w, t**p) == pytest.approx(1 / (p + 1), abs=1e-15)
+
+    def test_failed_certificate_falls_back_to_the_fixed_rule(self, monkeypatch):
+        # If the exact-degree value contradicted the search, "auto" would
+        # return the paper's rule rather than an uncertified pair.
+        monkeypatch.setattr(
+            _qq_selection, "_coverage_unequal_certified", lambda g, k, N: (0.5, 0.0)
+        )
+        select_qq_ranks.cache_clear()
+        try:
+            sel = select_qq_ranks(REFERENCE_SIZES, 0.1)
+            assert sel == select_qq_ranks(REFERENCE_SIZES, 0.1, local_rank="fixed")
+        finally:
+            select_qq_ranks.cache_clear()
