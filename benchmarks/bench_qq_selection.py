@@ -12,11 +12,14 @@ time budget (default 60 s):
   one scalar ``scipy.integrate.quad`` call per coverage.
 
 A second table covers clients of unequal sizes (issue 14, item 1): for the
-reference sizes [5, 10, 20, 40, 15, 8, 30, 12] and for m clients with sizes
-drawn uniformly from 10..1,000 (seed 0), the fixed rule of Appendix A.1
-(``local_rank="fixed"``, the default) and the joint search over one common
-level c and k (``local_rank="joint"``), each timed once from a cold cache in
-a child process with the same budget, with the coverage M each reaches.
+reference sizes [5, 10, 20, 40, 15, 8, 30, 12] and for m in {10, 50, 100,
+1000} clients with sizes drawn uniformly from 10..1,000 (seed 0), the fixed
+rule of Appendix A.1 (``local_rank="fixed"``), the default
+``local_rank="auto"`` (its tier: "joint" = every level and k, "level" = every
+level for the k near A.1's, "A.1" beyond; see ``_select_auto_unequal``) and
+the full joint search (``local_rank="joint"``), each timed once from a cold
+cache in a child process with the same budget, with the coverage M each
+reaches and the excess M - (1 - alpha) that "auto" removes from A.1's.
 
 Prints the tables (machines are noisy: compare ratios, not seconds) and
 writes a JSON record to ``benchmarks/results/bench_qq_selection.json``. Run:
@@ -89,7 +92,7 @@ def _unequal(rule, sizes, alpha):
 
 def _child(name, m, n, alpha, queue):
     start = time.perf_counter()
-    if name in ("fixed", "joint"):  # m is the tuple of sizes here
+    if name in ("fixed", "auto", "joint"):  # m is the tuple of sizes here
         result = _unequal(name, m, alpha)
     else:
         result = BASELINES[name](m, n, alpha)
@@ -197,41 +200,58 @@ def main(argv=None):
     print(f"wrote {path}")
 
 
+def auto_tier(sizes):
+    """Which family local_rank="auto" searches for these sizes."""
+    from skfedcp.calibrators import _qq_selection as qs
+
+    work = len(sizes) * len(set(sizes))
+    if work <= qs._JOINT_MAX_WORK:
+        return "joint"
+    return "level" if work <= qs._LEVEL_MAX_WORK else "A.1"
+
+
 def unequal_table(alpha, budget, quick):
-    """Fixed rule (A.1) vs joint (c, k) search for unequal client sizes."""
+    """Fixed rule (A.1) vs "auto" vs the joint (c, k) search, unequal sizes."""
     rng = np.random.default_rng(0)
     cases = [("reference", (5, 10, 20, 40, 15, 8, 30, 12))]
-    for m in [10, 20] if quick else [10, 20, 50, 1000]:
+    for m in [10, 20] if quick else [10, 50, 100, 1000]:
         cases.append((f"{m} x U(10..1000)", tuple(rng.integers(10, 1001, m).tolist())))
+    rules = ("fixed", "auto", "joint")
     header = (
-        f"{'clients':>18} | {'fixed (A.1)':>11} {'k':>5} {'M':>10} | "
-        f"{'joint':>11} {'k':>5} {'M':>10} | {'M gained':>9}"
+        f"{'clients':>18} | {'fixed (A.1)':>11} {'k':>4} {'M':>9} | "
+        f"{'auto':>9} {'tier':>5} {'k':>4} {'M':>9} | "
+        f"{'joint':>9} {'k':>4} {'M':>9} | {'excess removed':>14}"
     )
     print(f"\nunequal sizes, alpha = {alpha}, budget {budget:g} s per rule")
     print(header)
     print("-" * len(header))
     rows = []
     for label, sizes in cases:
-        row = {"case": label, "sizes": list(sizes)}
+        row = {"case": label, "sizes": list(sizes), "auto_tier": auto_tier(sizes)}
         cells = []
-        for rule in ("fixed", "joint"):
+        for rule in rules:
             seconds, result = run_with_budget(rule, sizes, None, alpha, budget)
             row[f"{rule}_s"] = seconds
             row[f"{rule}_k"], row[f"{rule}_coverage"] = result or (None, None)
+            tier = f" {row['auto_tier']:>5}" if rule == "auto" else ""
+            width = 11 if rule == "fixed" else 9
             if seconds is None:
-                cells.append(
-                    f"{'> ' + format(budget, 'g') + ' s':>11} {'-':>5} {'-':>10}"
-                )
+                over = "> " + format(budget, "g") + " s"
+                cells.append(f"{over:>{width}}{tier} {'-':>4} {'-':>9}")
             elif result is None:
-                cells.append(f"{seconds:>9.3g} s {'-':>5} {'infeas.':>10}")
+                cells.append(
+                    f"{seconds:>{width - 2}.3g} s{tier} {'-':>4} {'infeas.':>9}"
+                )
             else:
-                cells.append(f"{seconds:>9.3g} s {result[0]:>5} {result[1]:>10.6f}")
-        gain = (
-            f"{row['fixed_coverage'] - row['joint_coverage']:>9.2e}"
-            if row["fixed_coverage"] is not None and row["joint_coverage"] is not None
-            else f"{'-':>9}"
-        )
-        print(f"{label:>18} | {cells[0]} | {cells[1]} | {gain}")
+                k, cov = result
+                cells.append(f"{seconds:>{width - 2}.3g} s{tier} {k:>4} {cov:>9.6f}")
+        fixed_m, auto_m = row["fixed_coverage"], row["auto_coverage"]
+        if fixed_m is not None and auto_m is not None and fixed_m > 1 - alpha:
+            share = (fixed_m - auto_m) / (fixed_m - (1 - alpha))
+            gain = f"{100 * share:>13.1f}%"
+        else:
+            gain = f"{'-':>14}"
+        print(f"{label:>18} | {cells[0]} | {cells[1]} | {cells[2]} | {gain}")
         rows.append(row)
     return rows
 

@@ -43,7 +43,9 @@
 # 5e-14 agreement, "quad" only if that fails).
 #
 # Unequal sizes, local_rank="joint": one common level c and k (see the
-# comment above _select_joint).
+# comment above _select_joint); local_rank="auto": that search, restricted
+# to the k near A.1's or replaced by A.1 as the work grows
+# (_select_auto_unequal).
 
 import functools
 import math
@@ -63,6 +65,7 @@ from ._qq_coverage import (
     _coverage_screen,
     _coverage_unequal_all_k,
     _coverage_unequal_batch,
+    _coverage_unequal_certified,
     _coverage_unequal_screen,
 )
 
@@ -81,6 +84,15 @@ _TAIL_TOL = 1e-12
 # (_coverage_unequal_all_k) instead of a bisection on k while the DP is small,
 # m_active x (number of distinct (n_j, l_j)) <= this.
 _ALL_K_MAX_WORK = 12_000
+# local_rank="auto" with unequal sizes (see _select_auto_unequal): the joint
+# search over every (c, k) while m x (distinct sizes) <= _JOINT_MAX_WORK
+# (about 0.1-0.6 s), the level search at A.1's k up to _LEVEL_MAX_WORK.
+_JOINT_MAX_WORK = 400
+_LEVEL_MAX_WORK = 12_000
+# The level search runs for the k within this distance of A.1's k.
+_LEVEL_K_SPAN = 4
+# "auto" certifies the pair it returns (exact-degree quadrature) up to this N.
+_CERTIFY_MAX_N = 20_000
 
 
 class QQSelection(NamedTuple):
@@ -483,12 +495,20 @@ def _first_feasible(cov, ks, levels):
     return hi
 
 
-def _select_joint(sizes_tuple, alpha, clip):
-    """Joint search over (c, k); returns (ranks, k, M) or None."""
+def _select_joint(sizes_tuple, alpha, clip, only_k=None):
+    """Joint search over (c, k); returns (ranks, k, M) or None.
+
+    ``only_k``: search the level c for these k only (not every k).
+    """
     sizes_all = np.asarray(sizes_tuple, dtype=np.int64)
     sizes, counts = np.unique(sizes_all, return_counts=True)
     m = int(counts.sum())
     threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+    if only_k is not None:
+        num, den = _level_breakpoints(sizes, 0.0)
+        cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
+        ks = np.asarray(only_k, dtype=np.int64).reshape(-1)
+        return _pick(cov, ks, sizes, sizes_tuple, threshold)
 
     # Lower end of the useful levels: bisection on real c with k = m (if
     # M(l(c), m) < 1 - alpha no pair at level c is valid).
@@ -511,8 +531,14 @@ def _select_joint(sizes_tuple, alpha, clip):
     if num.size == 0:
         return None
     cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
-    B = num.shape[0]
-    ks = np.arange(1, m + 1)
+    return _pick(cov, np.arange(1, m + 1), sizes, sizes_tuple, threshold)
+
+
+def _pick(cov, ks, sizes, sizes_tuple, threshold):
+    """First feasible breakpoint for each k in ``ks``, then the best pair."""
+    counts = cov.counts
+    B = cov.num.shape[0]
+    num, den = cov.num, cov.den
     ik = _first_feasible(cov, ks, num / den)
     # Valid candidates: a finite threshold needs k <= #clients with l_j <= n_j.
     ok = ik < B
@@ -550,12 +576,67 @@ def _select_joint(sizes_tuple, alpha, clip):
     return tuple(level_ranks[n] for n in sizes_tuple), k_best, float(values[j])
 
 
+def _select_auto_unequal(sizes, alpha, clip):
+    """``local_rank="auto"`` with unequal sizes: the family searched by cost.
+
+    * ``m x (distinct sizes) <= _JOINT_MAX_WORK``: the joint search over
+      every level c and every k (:func:`_select_joint`);
+    * up to ``_LEVEL_MAX_WORK``: the level search at the k of Appendix A.1
+      (k = m if A.1 has none), compared with A.1 itself;
+    * beyond: Appendix A.1.
+
+    Every branch depends on the public sizes and alpha only, and each
+    returns a pair whose exact coverage is >= 1 - alpha; the first two
+    never return a larger coverage than A.1 (its pair is in their family).
+    """
+    m, groups = len(sizes), len(set(sizes))
+    work = m * groups
+    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+    if work <= _JOINT_MAX_WORK:
+        joint = _select_cached(sizes, alpha, "joint", clip, False, None)
+        if _certified_valid(sizes, joint, threshold):
+            return joint
+        return _select_cached(sizes, alpha, "fixed", clip, False, None)
+    fixed = _select_cached(sizes, alpha, "fixed", clip, False, None)
+    if work > _LEVEL_MAX_WORK:
+        return fixed
+    k_a1 = fixed.k if fixed.feasible else m
+    ks = range(max(1, k_a1 - _LEVEL_K_SPAN), min(m, k_a1 + _LEVEL_K_SPAN) + 1)
+    result = _select_joint(sizes, alpha, clip, only_k=list(ks))
+    if result is None:
+        return fixed
+    ranks, k_best, value = result
+    if fixed.feasible and not value < fixed.coverage - _TIE_TOL:
+        return fixed
+    level = QQSelection(tuple(int(r) for r in ranks), int(k_best), float(value), True)
+    return level if _certified_valid(sizes, level, threshold) else fixed
+
+
+def _certified_valid(sizes, sel, threshold):
+    """False only if the exact-degree rule proves ``M < threshold``.
+
+    For ``sum(sizes) <= _CERTIFY_MAX_N`` the coverage of the selected pair
+    is recomputed by Clenshaw-Curtis with N + 1 points, exact for this
+    degree-N polynomial up to rounding (``_coverage_unequal_certified``), and
+    the pair is kept only if that value minus its error bound clears the
+    threshold. Larger N: the quadrature decision stands (not certified).
+    """
+    N = sum(sizes)
+    if not sel.feasible or N > _CERTIFY_MAX_N:
+        return True
+    groups = _active_groups(sizes, sel.local_ranks)
+    value, bound = _coverage_unequal_certified(groups, sel.k, N)
+    return value - bound >= threshold
+
+
 @functools.lru_cache(maxsize=256)
 def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta):
     m = len(sizes)
     equal = len(set(sizes)) == 1
     if local_rank == "auto" and equal:
         ranks = None
+    elif local_rank == "auto":
+        return _select_auto_unequal(sizes, alpha, clip_local_rank)
     elif local_rank == "joint" and not equal:
         result = _select_joint(sizes, alpha, clip_local_rank)
         if result is None:
@@ -603,11 +684,11 @@ def select_qq_ranks(
 
     With equal client sizes and ``local_rank="auto"`` this is eq. (6) of
     [1]_: the pair with the smallest exact coverage ``M(l, k) >= 1 - alpha``
-    over the full grid ``[1..n] x [1..m]``. With ``local_rank="joint"`` and
-    unequal sizes it is the same argmin over the ranks of one common level
-    and ``k``. Otherwise the local ranks are fixed and the smallest valid
-    ``k`` is returned. The result depends only
-    on the sizes and ``alpha`` (never on scores) and is cached.
+    over the full grid ``[1..n] x [1..m]``. With unequal sizes, ``"joint"``
+    (and ``"auto"`` with few clients) is the same argmin over the ranks of
+    one common level and ``k``. With fixed local ranks the smallest valid
+    ``k`` is returned. The result depends only on the sizes and ``alpha``
+    (never on scores) and is cached.
 
     Parameters
     ----------
@@ -616,16 +697,20 @@ def select_qq_ranks(
     alpha : float
         Target miscoverage in (0, 1).
     local_rank : "auto", "fixed", "joint" or int, default="auto"
-        ``"auto"``: full search when all sizes are equal, the ``"fixed"`` rule
-        otherwise (Appendix A.1 of [1]_). ``"fixed"``:
-        ``l_j = ceil((1 - alpha)(n_j + 1))`` (float-safe); a client with
-        ``l_j > n_j`` sends ``+inf``. ``"joint"`` (skfedcp extension): with
-        unequal sizes, search one common level ``c`` in (0, 1),
-        ``l_j = ceil(c (n_j + 1))``, jointly with ``k`` for the smallest exact
-        coverage ``>= 1 - alpha`` over that family (it contains the fixed
-        rule, ``c = 1 - alpha``); seconds from about 20 clients on, so not
-        the default; with equal sizes the same as ``"auto"``. An int: the
-        same ``l`` for every client.
+        ``"auto"``: full search when all sizes are equal. With unequal sizes
+        (skfedcp extension, issue 14) the family of one common level
+        ``l_j = ceil(c (n_j + 1))`` is searched by cost, from the work
+        ``w = m x (number of distinct sizes)``: ``w <= 400``, every level
+        and every ``k`` (as ``"joint"``); ``w <= 12,000``, every level for
+        the ``k`` within 4 of the ``"fixed"`` rule's ``k``, and that rule
+        itself (never a larger coverage than ``"fixed"``); beyond, the
+        ``"fixed"`` rule. ``"fixed"``: ``l_j = ceil((1 - alpha)(n_j + 1))``
+        (float-safe, Appendix A.1 of [1]_); a client with ``l_j > n_j``
+        sends ``+inf``. ``"joint"``: every level ``c`` in (0, 1) jointly
+        with every ``k``, the smallest exact coverage ``>= 1 - alpha`` over
+        that family (it contains the fixed rule, ``c = 1 - alpha``); seconds
+        from about 50 clients on; with equal sizes the same as ``"auto"``.
+        An int: the same ``l`` for every client.
     clip_local_rank : bool, default=False
         With fixed, joint or integer ranks, use ``min(l_j, n_j)`` so every
         client sends a finite value; the coverage is recomputed, so it stays
@@ -687,9 +772,9 @@ def select_qq_ranks(
     >>> sel = select_qq_ranks([10] * 5, 0.1)
     >>> sel.local_ranks, sel.k, round(sel.coverage, 6)
     ((10, 10, 10, 10, 10), 3, 0.925626)
-    >>> select_qq_ranks([5, 10, 20, 40, 15, 8, 30, 12], 0.1).k
+    >>> select_qq_ranks([5, 10, 20, 40, 15, 8, 30, 12], 0.1, local_rank="fixed").k
     3
-    >>> sel = select_qq_ranks([5, 10, 20, 40, 15, 8, 30, 12], 0.1, local_rank="joint")
+    >>> sel = select_qq_ranks([5, 10, 20, 40, 15, 8, 30, 12], 0.1)
     >>> sel.local_ranks, sel.k, round(sel.coverage, 5)
     ((5, 9, 18, 34, 14, 8, 26, 11), 6, 0.90029)
     >>> select_qq_ranks([2, 2], 0.1).feasible

@@ -33,14 +33,19 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     ----------
     local_rank : "auto", "fixed", "joint" or int, default="auto"
         ``"auto"``: with equal client sizes, search all ``(l, k)`` for the
-        smallest exact coverage ``>= 1 - alpha``; with unequal sizes,
-        ``"fixed"`` (Appendix A.1 of [1]_). ``"fixed"``:
-        ``l_j = ceil((1 - alpha)(n_j + 1))`` and the smallest valid ``k``.
-        ``"joint"``: one common level ``c``, ``l_j = ceil(c (n_j + 1))``,
-        searched jointly with ``k`` for the smallest exact coverage
-        ``>= 1 - alpha`` (never above ``"fixed"``'s; seconds from about 20
-        clients on). An int: the same ``l`` for every client, smallest
-        valid ``k``.
+        smallest exact coverage ``>= 1 - alpha``. With unequal sizes, one
+        common level ``c``, ``l_j = ceil(c (n_j + 1))``, searched with ``k``
+        for the smallest exact coverage ``>= 1 - alpha``: over every ``k``
+        while ``m x (distinct sizes) <= 400``, over the ``k`` within 4 of
+        ``"fixed"``'s while it is ``<= 12,000``, beyond that ``"fixed"``
+        itself; never above
+        ``"fixed"``'s coverage (see :func:`select_qq_ranks` and the user
+        guide, which also shows that heterogeneous clients can get wider
+        intervals). ``"fixed"``: ``l_j = ceil((1 - alpha)(n_j + 1))`` and
+        the smallest valid ``k`` (Appendix A.1 of [1]_, the paper's rule).
+        ``"joint"``: every level jointly with every ``k`` (seconds from
+        about 50 clients on). An int: the same ``l`` for every client,
+        smallest valid ``k``.
     clip_local_rank : bool, default=False
         With ``"fixed"`` ranks, use ``min(l_j, n_j)`` so that small clients
         send a finite value. Coverage stays exact: ``M`` is recomputed.

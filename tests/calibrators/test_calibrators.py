@@ -152,7 +152,9 @@ class TestQuantileOfQuantiles:
         sizes = [5, 10, 20, 40, 15, 8, 30, 12]
         ids = np.repeat(np.arange(len(sizes)), sizes)
         scores = np.random.default_rng(0).normal(size=ids.size)
-        cal = QuantileOfQuantilesCalibrator().fit(scores, ids, alpha=0.1)
+        cal = QuantileOfQuantilesCalibrator(local_rank="fixed").fit(
+            scores, ids, alpha=0.1
+        )
         assert cal.calibration_info_["k"] == 3
         # Clients of 5 and 8 rows need rank 6 and 9: they send +inf.
         assert np.isinf(cal.messages_["quantile"][[0, 5]]).all()

@@ -90,7 +90,10 @@ class TestReferenceCase:
         sel = select_qq_ranks(REFERENCE_SIZES, 0.1, local_rank="fixed")
         assert sel.k == 3
         assert sel.coverage == pytest.approx(0.91004, abs=5e-6)
-        assert select_qq_ranks(REFERENCE_SIZES, 0.1) == sel  # "auto" = A.1 here
+        # "auto" searches the family (8 clients: every level and every k).
+        auto = select_qq_ranks(REFERENCE_SIZES, 0.1)
+        assert auto == select_qq_ranks(REFERENCE_SIZES, 0.1, local_rank="joint")
+        assert auto.coverage < sel.coverage
 
     def test_ranks_share_one_level(self):
         sel = select_qq_ranks(REFERENCE_SIZES, 0.1, local_rank="joint")
