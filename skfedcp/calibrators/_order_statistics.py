@@ -54,21 +54,27 @@ def local_order_statistics(groups, ranks, *, scores=None):
 
 def _partition_order_statistics(partition, ranks, scores):
     """The order statistics of every client of a partition of ``scores``."""
-    if partition.is_grouped:
-        matrix = partition.as_matrix(scores)
-        if (
-            matrix is not None
-            and np.all(ranks == ranks[0])
-            and ranks[0] <= matrix.shape[1]
-        ):
-            # Equal sizes and ranks: one partition along the rows.
-            return _rowwise_select(matrix, ranks[0])
+    sizes = partition.sizes
+    # Equal sizes and ranks (the usual QQ plan): one rank for a matrix.
+    common = (
+        int(ranks[0])
+        if np.all(ranks == ranks[0]) and np.all(sizes == sizes[0])
+        else None
+    )
+    if common is not None and common > sizes[0]:
+        return np.full(sizes.shape[0], np.inf)
+    if common is not None and partition.is_grouped:
+        return _rowwise_select(partition.as_matrix(scores), common)
     values = _banded_order_statistics(partition, ranks, scores)
     if values is not None:
         return values
     # Shuffled rows are gathered into a fresh array by the partition: that
     # copy may be partitioned in place (the caller's scores never are).
     in_place = not partition.is_grouped
+    if common is not None:
+        matrix = partition.as_matrix(scores)
+        matrix.partition(common - 1, axis=1)
+        return matrix[:, common - 1].copy()
     groups = partition.split(scores)
     values = np.full(len(groups), np.inf)
     for j, (g, r) in enumerate(zip(groups, ranks, strict=True)):
