@@ -161,10 +161,12 @@ def _banded_order_statistics(partition, ranks, scores):
     # Rank of each client's answer among its kept rows.
     rank_in = ranks - (sizes - n_kept) if upper else ranks.copy()
     good = active & (rank_in >= 1) & (rank_in <= n_kept)
+    bad = np.flatnonzero(active & ~good)
+    if bad.size > m // 8 and not partition.is_grouped:
+        return None  # clients far from exchangeable: grouping them all is cheaper
     values = np.full(m, np.inf)
     if good.any():
         values[good] = _bucket_select(kept, codes, rank_in, good, lo, hi)[good]
-    bad = np.flatnonzero(active & ~good)
     if bad.size:
         values[bad] = _exact_for(partition, scores, bad, ranks[bad])
     return values
@@ -283,14 +285,17 @@ def _exact_for(partition, scores, clients, ranks):
                 for j, r in zip(clients, ranks, strict=True)
             ]
         )
-    wanted = np.zeros(partition.n_clients, dtype=bool)
+    # Gather these clients' rows only, grouped by a counting sort.
+    m = partition.n_clients
+    wanted = np.zeros(m, dtype=bool)
     wanted[clients] = True
-    rows = np.flatnonzero(wanted[partition.codes])
-    codes = partition.codes[rows]
-    values = scores[rows]
-    return np.array(
-        [
-            np.partition(values[codes == j], r - 1)[r - 1]
-            for j, r in zip(clients, ranks, strict=True)
-        ]
-    )
+    rows = np.flatnonzero(wanted.take(partition.codes))
+    codes = partition.codes.take(rows)
+    values = scores.take(rows).take(_group_order(codes, m))
+    b = np.concatenate(([0], np.cumsum(np.bincount(codes, minlength=m))))
+    out = np.empty(clients.shape[0])
+    for i, (j, r) in enumerate(zip(clients, ranks, strict=True)):
+        block = values[b[j] : b[j + 1]]  # a fresh copy's slice: in place
+        block.partition(r - 1)
+        out[i] = block[r - 1]
+    return out

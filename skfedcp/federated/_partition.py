@@ -16,9 +16,13 @@ __all__ = ["ClientPartition", "split_by_client"]
 class ClientPartition:
     """Which rows belong to which client, ordered by sorted client label.
 
-    Built once per fit; splitting any per-row array afterwards costs one
-    gather. Rows that arrive already grouped (client labels non-decreasing,
-    the usual case when client tables are concatenated) are never copied.
+    Built once per fit: the labels are factorized once (a count and a
+    lookup table for small-range integer labels, ``pandas.factorize`` for
+    any other labels). Rows that arrive already grouped (integer labels
+    non-decreasing, the usual case when client tables are concatenated) are
+    never copied; shuffled rows are grouped by a counting sort the first
+    time a caller needs them moved (:meth:`grouped`, :meth:`split`), and
+    each split costs one gather afterwards.
 
     Parameters
     ----------
@@ -33,8 +37,9 @@ class ClientPartition:
         Sorted unique client labels.
     sizes : ndarray of shape (n_clients,)
         Number of rows of each client.
-    codes : ndarray of shape (n_samples,)
-        Position of each row's client in ``clients``.
+    codes : ndarray of shape (n_samples,) or None
+        Position of each row's client in ``clients`` (read-only); ``None``
+        when the rows arrived grouped (see :meth:`client_codes`).
 
     Examples
     --------
