@@ -87,10 +87,16 @@ class AveragingCalibrator(BaseCalibrator):
         rank = conformal_rank(n, alpha)
         return min(rank, n) if self.local_quantile == "clip" else rank
 
+    def _ranks(self, sizes, alpha):
+        """Each client's local rank (computed once per distinct size)."""
+        distinct, inverse = np.unique(np.asarray(sizes), return_inverse=True)
+        ranks = np.array([self._rank(int(n), alpha) for n in distinct], dtype=int)
+        return ranks[inverse.reshape(-1)]
+
     def plan(self, n_per_client, alpha):
         """Return each client's local rank; infeasible if one exceeds its size."""
         sizes = np.asarray(n_per_client)
-        ranks = np.array([self._rank(int(n), alpha) for n in sizes])
+        ranks = self._ranks(sizes, alpha)
         return {"feasible": bool(np.all(ranks <= sizes)), "local_ranks": ranks}
 
     def client_step(self, scores, *, alpha, n_per_client=None, random_state=None):
@@ -137,6 +143,6 @@ class AveragingCalibrator(BaseCalibrator):
         return float(scale * np.average(values / scale, weights=weights))
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
-        ranks = [self._rank(int(n), alpha) for n in partition.sizes]
+        ranks = self._ranks(partition.sizes, alpha)
         values = local_order_statistics(partition, ranks, scores=scores)
         return {"n": partition.sizes, "quantile": values}

@@ -16,9 +16,13 @@ __all__ = ["ClientPartition", "split_by_client"]
 class ClientPartition:
     """Which rows belong to which client, ordered by sorted client label.
 
-    Built once per fit; splitting any per-row array afterwards costs one
-    gather. Rows that arrive already grouped (client labels non-decreasing,
-    the usual case when client tables are concatenated) are never copied.
+    Built once per fit: the labels are factorized once (a count and a
+    lookup table for small-range integer labels, ``pandas.factorize`` for
+    any other labels). Rows that arrive already grouped (integer labels
+    non-decreasing, the usual case when client tables are concatenated) are
+    never copied; shuffled rows are grouped by a counting sort the first
+    time a caller needs them moved (:meth:`grouped`, :meth:`split`), and
+    each split costs one gather afterwards.
 
     Parameters
     ----------
@@ -33,8 +37,9 @@ class ClientPartition:
         Sorted unique client labels.
     sizes : ndarray of shape (n_clients,)
         Number of rows of each client.
-    codes : ndarray of shape (n_samples,)
-        Position of each row's client in ``clients``.
+    codes : ndarray of shape (n_samples,) or None
+        Position of each row's client in ``clients`` (read-only); ``None``
+        when the rows arrived grouped (see :meth:`client_codes`).
 
     Examples
     --------
@@ -51,31 +56,37 @@ class ClientPartition:
         ids = check_client_ids(client_ids, n_samples)
         if ids.shape[0] == 0:
             raise ValueError("client_ids is empty: there are no calibration rows.")
-        if ids.dtype.kind in "iu" and (ids.shape[0] < 2 or np.all(ids[1:] >= ids[:-1])):
+        self._order = None  # the grouping permutation, built on first use
+        if ids.dtype.kind in "iu" and _is_sorted(ids):
             # Already grouped by client, in sorted order: no sort, no copy.
             self._bounds = _sorted_bounds(ids)
             self.clients = ids[self._bounds[:-1]]
             self.codes = None
-            self._order = None
+            self._grouped = True
         else:
-            codes, uniques = _factorize(ids)
+            codes, uniques, counts = _factorize(ids)
             self.clients = np.asarray(uniques)
-            code_dtype = np.int16 if len(uniques) < 2**15 else np.intp
-            self.codes = codes.astype(code_dtype, copy=False)
-            self._order, counts = _group_order(codes, len(uniques))
+            # The codes may be a view of the caller's labels: never written.
+            self.codes = codes.view()
+            self.codes.flags.writeable = False
             self._bounds = np.concatenate(([0], np.cumsum(counts)))
+            self._grouped = False
         self.sizes = np.diff(self._bounds)
-        self._ids = ids
 
     @property
     def is_grouped(self):
         """Whether the rows arrived grouped (``grouped`` then returns a view)."""
-        return self._order is None
+        return self._grouped
 
     @property
     def n_clients(self):
         """Number of clients."""
         return self.clients.shape[0]
+
+    @property
+    def offsets(self):
+        """Start of each client's rows in grouped order, then ``n_samples``."""
+        return self._bounds
 
     def client_codes(self):
         """Return the position of each row's client in ``clients``."""
@@ -86,7 +97,13 @@ class ClientPartition:
     def grouped(self, values):
         """Return ``values`` reordered so that each client's rows are contiguous."""
         values = np.asarray(values)
-        return values if self._order is None else values.take(self._order, axis=0)
+        if self._grouped:
+            return values
+        if self._order is None:
+            # A counting sort, only when a caller needs the rows moved (the
+            # order statistics of shuffled rows never do).
+            self._order = _group_order(self.codes, self.n_clients)
+        return values.take(self._order, axis=0)
 
     def split(self, values):
         """Split a per-row array into one array per client (views when possible)."""
@@ -102,31 +119,72 @@ class ClientPartition:
 
 
 def _group_order(codes, n_groups):
-    """A stable permutation grouping rows by code, and the group sizes.
+    """A stable permutation grouping rows by code.
 
     A counting sort (O(n), pandas' ``groupsort_indexer``) when available,
-    else a stable argsort of the small-int codes.
+    else a stable (radix) argsort of the codes.
     """
     if _groupsort_indexer is not None:
-        order, counts = _groupsort_indexer(np.asarray(codes, dtype=np.intp), n_groups)
-        return order, counts[1:]  # counts[0] counts the code -1 (none here)
-    order = np.argsort(codes, kind="stable")
-    return order, np.bincount(codes, minlength=n_groups)
+        return _groupsort_indexer(np.asarray(codes, dtype=np.intp), n_groups)[0]
+    small = np.int16 if n_groups < 2**15 else np.intp
+    return np.argsort(codes.astype(small), kind="stable")
+
+
+def _is_sorted(ids):
+    """Whether ``ids`` is non-decreasing (a short prefix rejects most shuffles)."""
+    head = ids[:1024]
+    if not np.all(head[1:] >= head[:-1]):
+        return False
+    return bool(np.all(ids[1:] >= ids[:-1]))
 
 
 def _factorize(ids):
-    """Codes into the sorted unique labels (a lookup table for small int ranges)."""
-    if ids.dtype.kind in "iu" and ids.shape[0] > 0:
-        lo, hi = int(ids.min()), int(ids.max())
-        if hi - lo < 2 * ids.shape[0] + 1024:
-            shifted = ids - lo if lo else ids
-            present = np.bincount(shifted, minlength=hi - lo + 1) > 0
-            uniques = np.flatnonzero(present) + lo
-            if present.all():  # labels lo..hi all used: the codes are ids - lo
-                return shifted.astype(np.intp, copy=False), uniques.astype(ids.dtype)
-            lookup = np.cumsum(present) - 1
-            return lookup[shifted], uniques.astype(ids.dtype)
-    return pd.factorize(ids, sort=True)
+    """Codes into the sorted unique labels, the labels and their counts.
+
+    Integer labels of a small range (the usual client numbering) take an
+    O(n) count and lookup table; the codes are then the labels themselves
+    when these are ``0..m-1`` (no copy). Any other labels (strings, objects,
+    sparse integers) go through ``pandas.factorize``.
+    """
+    n = ids.shape[0]
+    if ids.dtype.kind in "iu":
+        hi = int(ids.max())
+        counts = None
+        if 0 <= hi < 2 * n + 1024:
+            try:  # labels in 0..hi: count them directly (no min pass)
+                counts = np.bincount(ids.astype(np.intp, copy=False), minlength=hi + 1)
+                base, shifted = 0, ids.astype(np.intp, copy=False)
+            except ValueError:  # a negative label
+                counts = None
+        if counts is None:
+            lo = int(ids.min())
+            if hi - lo >= 2 * n + 1024:
+                return _factorize_general(ids)
+            # Offsets of at most ~2n: exact in wrapping intp arithmetic,
+            # whatever the labels' own dtype (uint64 above 2**63, int8, ...).
+            base = np.array(lo, dtype=ids.dtype).astype(np.intp)
+            shifted = ids.astype(np.intp, copy=False) - base
+            counts = np.bincount(shifted, minlength=hi - lo + 1)
+        present = counts > 0
+        first = int(np.argmax(present))
+        if present[first:].all():  # labels first..hi all used: shift only
+            if first:
+                shifted = shifted - first
+            uniques = (np.arange(counts.shape[0] - first) + (base + first)).astype(
+                ids.dtype
+            )
+            return shifted, uniques, counts[first:]
+        offsets = np.flatnonzero(present)
+        lookup = np.cumsum(present) - 1
+        uniques = (offsets + base).astype(ids.dtype)
+        return lookup[shifted], uniques, counts[offsets]
+    return _factorize_general(ids)
+
+
+def _factorize_general(ids):
+    codes, uniques = pd.factorize(ids, sort=True)
+    codes = codes.astype(np.intp, copy=False)
+    return codes, np.asarray(uniques), np.bincount(codes, minlength=len(uniques))
 
 
 def _sorted_bounds(ids):
