@@ -96,4 +96,6 @@ def _pooled(stacked):
     parts = list(stacked["scores"])
     if not parts:
         return np.empty(0)
+    if len(parts) == 1:  # one client: its array as is (never written)
+        return np.asarray(parts[0], dtype=np.float64).ravel()
     return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
