@@ -28,6 +28,8 @@ def clear_caches():
     for cached in (
         _private._dpqq_gamma_search,
         _private._qq_score,
+        _private._grouped_score,
+        _private._qq_score_quad,
         _private._dpqq_auto_bins,
         _private._dpqq_tight_search,
     ):
@@ -53,6 +55,13 @@ def fit_time(sizes, epsilon, repeat, n_jobs=None, seed=0):
     return best, cal.calibration_info_["feasible"]
 
 
+def paired_sizes(rng, m, n, spread):
+    """``m`` unequal sizes around ``n`` with total exactly ``m * n``."""
+    d = rng.integers(-spread, spread + 1, size=m // 2)
+    d[d == 0] = 1  # every pair unequal
+    return rng.permutation(n + np.r_[d, -d, np.zeros(m % 2, dtype=int)])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller client counts")
@@ -61,45 +70,83 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     rows = []
 
-    def report(name, a, b, goal):
+    def report(name, a, b, goal, limit):
         (ta, fa), (tb, fb) = a, b
         ratio = tb / ta
-        rows.append({"case": name, "base_s": ta, "other_s": tb, "ratio": ratio})
+        met = "yes" if ratio <= limit else "NO"
+        rows.append(
+            {
+                "case": name,
+                "base_s": ta,
+                "other_s": tb,
+                "ratio": ratio,
+                "goal": goal,
+                "met": met,
+                "feasible": [fa, fb],
+            }
+        )
         print(
-            f"{name:<52s} {ta:8.3f} s {tb:8.3f} s {ratio:7.2f}x  (goal {goal})"
+            f"{name:<50s} {ta:8.3f} {tb:8.3f} {ratio:7.2f}x {goal:>8s} {met:>4s}"
             f"  feasible {fa}/{fb}",
             flush=True,
         )
 
-    print(f"{'case (base -> other)':<52s} {'base':>10s} {'other':>10s} {'ratio':>8s}")
+    print(
+        f"{'case (base -> other)':<50s} {'base s':>8s} {'other s':>8s} "
+        f"{'ratio':>8s} {'goal':>8s} {'met':>4s}"
+    )
+    # Unequal sizes at the same total as the equal ones (pairs n - d, n + d).
     for eps in (5.0, 10.0):
-        equal = fit_time([60] * 10, eps, args.repeat)
-        unequal = fit_time(rng.integers(59, 62, size=10), eps, args.repeat)
-        report(f"eps={eps:g}: 10 x 60 -> 10 of 59..61 rows", equal, unequal, "<= 1.5")
-        equal = fit_time([200] * 20, eps, args.repeat)
-        unequal = fit_time(rng.integers(150, 251, size=20), eps, args.repeat)
-        report(
-            f"eps={eps:g}: 20 x 200 -> 20 of 150..250 rows", equal, unequal, "<= 1.5"
-        )
+        for m, n, spread in [(10, 60, 1), (20, 200, 50), (50, 200, 100)]:
+            equal = fit_time([n] * m, eps, args.repeat)
+            unequal = fit_time(paired_sizes(rng, m, n, spread), eps, args.repeat)
+            report(
+                f"eps={eps:g}: {m} x {n} -> {m} of {n - spread}..{n + spread}",
+                equal,
+                unequal,
+                "<= 1.5x",
+                1.5,
+            )
     small, large = (1250, 5000) if args.quick else (5000, 20_000)
     for n, eps in [(20, 10.0), (5, 5.0)]:
         a = fit_time([n] * small, eps, args.repeat)
         b = fit_time([n] * large, eps, args.repeat)
-        report(f"{small} -> {large} clients x {n} rows, eps={eps:g}", a, b, "<= 4")
-    start = time.perf_counter()
-    clear_caches()
-    plan = PrivateQuantileOfQuantilesCalibrator(epsilon=5.0, score_bounds=(0, 1)).plan(
-        np.full(10_000, 5), ALPHA
-    )
-    seconds = time.perf_counter() - start
-    print(
-        f"plan of 10,000 x 5 rows at eps=5 (infeasible: {not plan['feasible']}): "
-        f"{seconds:.4f} s"
-    )
-    rows.append({"case": "infeasible plan 10000 x 5", "seconds": seconds})
+        report(
+            f"{small} -> {large} clients x {n} rows, eps={eps:g}", a, b, "<= 4x", 4.0
+        )
     one = fit_time([50] * 2000, 10.0, args.repeat, n_jobs=1)
     two = fit_time([50] * 2000, 10.0, args.repeat, n_jobs=2)
-    report("2000 x 50, eps=10: n_jobs=1 -> n_jobs=2", one, two, "<= 1")
+    report("2000 x 50, eps=10: n_jobs=1 -> n_jobs=2", one, two, "<= 1x", 1.0)
+    # The time of an n_jobs=2 fit varies with the load like any other: the
+    # goal is met when the two are equal up to timing noise (best of repeat).
+
+    # An infeasible plan is found before any gamma search: time the plan and
+    # count the rank selections it runs (goal: none).
+    calls = []
+    original = _private.select_qq_ranks
+    _private.select_qq_ranks = lambda *a, **k: calls.append(a) or original(*a, **k)
+    try:
+        clear_caches()
+        start = time.perf_counter()
+        plan = PrivateQuantileOfQuantilesCalibrator(
+            epsilon=5.0, score_bounds=(0, 1)
+        ).plan(np.full(10_000, 5), ALPHA)
+        seconds = time.perf_counter() - start
+    finally:
+        _private.select_qq_ranks = original
+    met = "yes" if not plan["feasible"] and not calls else "NO"
+    print(
+        f"{'plan of 10,000 x 5 rows, eps=5 (infeasible)':<50s} {seconds:8.4f} s, "
+        f"{len(calls)} gamma searched (goal: 0) {met:>4s}"
+    )
+    rows.append(
+        {
+            "case": "infeasible plan 10000 x 5",
+            "seconds": seconds,
+            "gammas_searched": len(calls),
+            "met": met,
+        }
+    )
     _common.save_record("dp_qq_speed", {"alpha": ALPHA, "rows": rows})
 
 
