@@ -21,7 +21,12 @@ from ..privacy import (
     private_quantile,
     private_quantile_probabilities,
 )
-from ..privacy._quantile import _rank_law, _release_many, _tight_central
+from ..privacy._quantile import (
+    _rank_law,
+    _release_log_probabilities,
+    _release_many,
+    _tight_central,
+)
 from ..utils._quantile import conformal_rank
 from ..utils._sklearn_compat import Interval, StrOptions
 from ..utils._validation import check_alpha, check_scores
@@ -1370,25 +1375,55 @@ def _rank_cdf_on(t, n, ranks, pmf):
     return np.minimum(out, 1.0)
 
 
-def _tight_lower_bound(m, n, level, k, epsilon, n_bins):
+def _poisbin_at_most(probs, counts, k):
+    """``P(sum_g Bin(counts[g], probs[g]) <= k - 1)``, each column of ``probs``.
+
+    ``probs`` is ``(groups, nodes)``; a DP over the groups on the counts
+    ``0..k-1`` (larger counts are dropped: they never come back below k),
+    with binomial blocks for groups of identical clients. Sums of
+    non-negative terms only.
+    """
+    state = np.zeros((k, probs.shape[1]))
+    state[0] = 1.0
+    for p, count in zip(probs, counts, strict=True):
+        p = np.clip(p, 0.0, 1.0)
+        top = min(count, k - 1)
+        block = _binomial_pmf(count, p)[: top + 1]
+        new = state * block[0]
+        for i in range(1, top + 1):
+            new[i:] += state[: k - i] * block[i]
+        state = new
+    return np.minimum(state.sum(axis=0), 1.0)
+
+
+def _tight_lower_bound(groups, level, k, epsilon, n_bins):
     """``E[M(D_1..D_m, k)]``: coverage guaranteed by FedCP²-QQ at ``level``.
 
-    ``int_0^1 P(Bin(m, p(t)) <= k - 1) dt`` with ``p(t) = P(U_(D) <= t)``,
-    a polynomial of degree ``N = m n``: Gauss-Legendre with ``ceil((N +
-    1) / 2)`` nodes is exact up to rounding for ``N <= 4000``; above, a
-    composite rule refined until two passes agree to 1e-13, and the result
-    is lowered by 1e-10 (the search needs a bound, not an estimate).
+    ``groups`` lists ``(n, count)``: ``count`` clients of ``n`` scores, all
+    running the mechanism at ``level``. The bound is ``int_0^1
+    P(sum_j 1{U^j_(D_j) <= t} <= k - 1) dt`` with independent ranks ``D_j``
+    (:func:`~skfedcp.privacy._quantile._rank_law` of the client's size), i.e.
+    a Poisson-binomial integrand with ``p_n(t) = P(U_(D) <= t)`` for the
+    clients of size ``n``; a polynomial of degree ``N = sum_j n_j``:
+    Gauss-Legendre with ``ceil((N + 1) / 2)`` nodes is exact up to rounding
+    for ``N <= 4000``; above, a composite rule refined until two passes
+    agree to 1e-13, and the result is lowered by 1e-10 (the search needs a
+    bound, not an estimate).
     """
-    ranks, pmf = _rank_law(n, level, epsilon, n_bins)
-    N = m * n
+    laws = [(n, _rank_law(n, level, epsilon, n_bins)) for n, _ in groups]
+    counts = [c for _, c in groups]
+    N = sum(n * c for n, c in groups)
 
     def integral(t, w):
-        p = _rank_cdf_on(t, n, ranks, pmf)
-        return float(w @ special.bdtr(k - 1, m, p))
+        if len(groups) == 1:
+            n, (ranks, pmf) = laws[0]
+            p = _rank_cdf_on(t, n, ranks, pmf)
+            return float(w @ special.bdtr(k - 1, counts[0], p))
+        probs = np.array([_rank_cdf_on(t, n, r, pmf) for n, (r, pmf) in laws])
+        return float(w @ _poisbin_at_most(probs, counts, k))
 
     if N <= _GAUSS_EXACT_MAX_N:
-        x, w = special.roots_legendre(-(-(N + 1) // 2))
-        return integral((x + 1.0) / 2.0, w / 2.0)
+        return integral(*_gauss_nodes01(-(-(N + 1) // 2)))
     x, w = np.polynomial.legendre.leggauss(16)
     previous, panels = None, 64
     while True:
@@ -1403,42 +1438,81 @@ def _tight_lower_bound(m, n, level, k, epsilon, n_bins):
         previous, panels = value, panels * 2
 
 
+@lru_cache(maxsize=16)
+def _gauss_nodes01(n_nodes):
+    """Gauss-Legendre nodes and weights on [0, 1] (cached: the search
+    evaluates the bound at many levels with the same degree)."""
+    x, w = special.roots_legendre(n_nodes)
+    x, w = (x + 1.0) / 2.0, w / 2.0
+    x.setflags(write=False)
+    w.setflags(write=False)
+    return x, w
+
+
+# Bisection steps on the level (precision 2**-31 on [1/2, 1]).
+_TIGHT_LEVEL_STEPS = 30
+# Public uniform client data sets (per size) that rank the feasible plans.
+_TIGHT_SIMULATIONS = 200
+_TIGHT_SEED = 20260101
+
+
+def _simulated_coverage(groups, level, k, epsilon, n_bins):
+    """Expected coverage of the plan ``(level, k)`` on i.i.d. uniform scores.
+
+    Used only to choose among plans that all guarantee ``1 - alpha``: it
+    reads no data (public uniform samples from a fixed seed), so it costs no
+    privacy. Clients are independent, so ``P(threshold <= e_b) = P(at least
+    k clients release <= e_b)`` follows exactly from one client's marginal
+    release law (per size), which is averaged over the simulated data sets.
+    """
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    rng = np.random.default_rng(_TIGHT_SEED)
+    cdfs = []
+    for n, _ in groups:
+        scores = rng.uniform(size=(_TIGHT_SIMULATIONS, n))
+        log_p = _release_log_probabilities(scores, level, epsilon, edges)
+        cdfs.append(np.cumsum(np.exp(log_p).mean(axis=0)))
+    counts = [c for _, c in groups]
+    above = _poisbin_at_most(np.array(cdfs), counts, k)  # P(T > e_b)
+    # E[F(T)] = e_1 + sum_b (e_{b+1} - e_b) P(T > e_b), F(+inf) = 1.
+    return float(edges[1] + np.diff(edges[1:]) @ above[:-1])
+
+
 @lru_cache(maxsize=256)
 def _dpqq_tight_search(sizes, alpha, epsilon, n_bins):
-    """Plan of rule="tight": smallest guaranteed coverage >= 1 - alpha.
+    """Plan of rule="tight": a guaranteed coverage of ``1 - alpha``, no more.
 
-    Every client runs the mechanism at level ``max(t / n, 1/2)`` and the
+    Every client runs the mechanism at one common level ``q`` in [1/2, 1]
+    (any real number: the level is a public parameter, not a rank) and the
     server keeps the ``k``-th smallest release. The guaranteed coverage
-    ``LB(t, k)`` increases in ``t`` and in ``k``; for each ``k`` the smallest
-    ``t`` with ``LB >= 1 - alpha`` is found by bisection and the pair with the
-    smallest ``LB`` is kept (ties: the smaller ``k``).
+    ``LB(q, k)`` increases in ``q`` and in ``k``; for each ``k`` the smallest
+    ``q`` with ``LB >= 1 - alpha`` is found by bisection (so every feasible
+    ``k`` gives a plan with ``LB`` at ``1 - alpha``), and among these plans
+    the one with the smallest expected coverage on public uniform scores is
+    kept (:func:`_simulated_coverage`; ties: the smaller ``k``).
     """
     m = len(sizes)
-    if len(set(sizes)) != 1:
-        raise ValueError(
-            'rule="tight" needs equal client sizes (the unequal-size search is '
-            f'not implemented); got sizes {_describe(sizes)}. Use rule="paper".'
-        )
-    n = sizes[0]
+    groups = tuple(sorted(Counter(sizes).items()))
     target = 1.0 - alpha + _BOUND_MARGIN
 
-    def bound(t, k):
-        return _tight_lower_bound(m, n, max(t / n, 0.5), k, epsilon, n_bins)
+    def bound(q, k):
+        return _tight_lower_bound(groups, q, k, epsilon, n_bins)
 
-    best = None
-    t_hi = n
+    candidates = []
+    q_hi = 1.0
     for k in range(1, m + 1):
-        if bound(t_hi, k) < target:
+        if bound(q_hi, k) < target:
             continue
-        lo, hi = 0, t_hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if bound(mid, k) >= target else (mid, hi)
-        value = bound(hi, k)
-        if best is None or value < best[0] - _TIE:
-            best = (value, hi, k)
-        t_hi = hi  # the smallest t is non-increasing in k
-    if best is None:
+        lo, hi = 0.5, q_hi
+        if bound(lo, k) >= target:
+            hi = lo
+        else:
+            for _ in range(_TIGHT_LEVEL_STEPS):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (lo, mid) if bound(mid, k) >= target else (mid, hi)
+        candidates.append((hi, k, bound(hi, k)))
+        q_hi = hi  # the smallest level is non-increasing in k
+    if not candidates:
         plan = {
             "feasible": False,
             "reason": (
@@ -1452,14 +1526,21 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins):
             "rule": "tight",
         }
         return tuple(plan.items())
-    value, t, k = best
+    best = None
+    for q, k, value in candidates:
+        expected = _simulated_coverage(groups, q, k, epsilon, n_bins)
+        if best is None or expected < best[0] - 1e-9:
+            best = (expected, q, k, value)
+    _, q, k, value = best
     plan = {
         "feasible": True,
         "gamma": None,
-        "local_ranks": (t,) * m,
+        # The rank each client's level targets (informative; the level is
+        # what the mechanism uses).
+        "local_ranks": tuple(min(n, math.ceil(q * n - 1e-9)) for n in sizes),
         "k": k,
         "correction": 0,
-        "levels": (max(t / n, 0.5),) * m,
+        "levels": (q,) * m,
         "score": value,
         "coverage_lower": value,
         "n_bins": n_bins,

@@ -12,6 +12,7 @@ from functools import lru_cache
 from numbers import Integral
 
 import numpy as np
+from scipy.special import logsumexp
 
 from ..exceptions import ClippedScoresWarning
 from ..utils._quantile import float_safe_ceil
@@ -229,17 +230,12 @@ def _prepare(scores, level, epsilon, bounds, edges, n_bins, top_bin):
     return edges, loss, sensitivity, epsilon, top_bin
 
 
-def _release_many(scores, level, epsilon, edges, sources):
-    """:func:`private_quantile` with ``top_bin="inf"`` for many parties at once.
+def _release_logits(scores, level, epsilon, edges):
+    """Logits of :func:`private_quantile` for each row of an ``(m, n)`` matrix.
 
-    ``scores`` is an ``(m, n)`` matrix of already validated and clipped
-    scores (one row per party, all at ``level``), ``sources`` one random
-    source per row. Binning, losses and logits are computed for all rows in
-    one vectorised pass with exactly the elementwise operations of
-    :func:`private_quantile`, then each row draws from its own source (the
-    same single draw), so every release is bit-identical to a call of
-    :func:`private_quantile` on that row with that source. Returns an
-    ``(m,)`` float array of bin edges (``+inf`` for the top bin).
+    The same elementwise operations as the one-row path (binning, strict
+    counts, loss, shifted and scaled logits), on already validated and
+    clipped scores, so each row equals what :func:`private_quantile` builds.
     """
     m, n = scores.shape
     n_bins = edges.shape[0] - 1
@@ -255,7 +251,29 @@ def _release_many(scores, level, epsilon, edges, sources):
     with np.errstate(over="ignore", invalid="ignore"):
         logits = (0.5 * epsilon / sensitivity) * shifted
     logits[shifted == 0.0] = 0.0
-    out = np.empty(m)
+    return logits
+
+
+def _release_log_probabilities(scores, level, epsilon, edges):
+    """Log output laws of :func:`private_quantile`, one row per data set."""
+    logits = _release_logits(scores, level, epsilon, edges)
+    return logits - logsumexp(logits, axis=1, keepdims=True)
+
+
+def _release_many(scores, level, epsilon, edges, sources):
+    """:func:`private_quantile` with ``top_bin="inf"`` for many parties at once.
+
+    ``scores`` is an ``(m, n)`` matrix of already validated and clipped
+    scores (one row per party, all at ``level``), ``sources`` one random
+    source per row. Binning, losses and logits are computed for all rows in
+    one vectorised pass (:func:`_release_logits`), then each row draws from
+    its own source (the same single draw), so every release is bit-identical
+    to a call of :func:`private_quantile` on that row with that source.
+    Returns an ``(m,)`` float array of bin edges (``+inf`` for the top bin).
+    """
+    n_bins = edges.shape[0] - 1
+    logits = _release_logits(scores, level, epsilon, edges)
+    out = np.empty(scores.shape[0])
     for row, source in enumerate(sources):
         chosen = check_random_source(source).choice_from_log_weights(logits[row])
         out[row] = math.inf if chosen == n_bins - 1 else edges[chosen + 1]
