@@ -347,3 +347,54 @@ def test_min_shift_gain_bounds_the_score_increase(sizes, ranks, shift, k):
     before = qq_coverage_unequal(sizes, ranks, k)
     after = qq_coverage_unequal(sizes, tuple(r + shift for r in ranks), k)
     assert after >= before + gain - 1e-12
+
+
+@pytest.mark.parametrize(
+    "sizes, ranks",
+    [
+        ((40, 50, 60), (36, 45, 54)),
+        ((20, 25, 30, 35, 40, 45), (18, 22, 27, 31, 36, 40)),
+        ((100, 120, 150, 180), (95, 110, 140, 170)),
+    ],
+)
+def test_riemann_brackets_contain_the_exact_coverage(sizes, ranks):
+    # The second pruning bound of the gamma search: every k's bracket holds
+    # the exact M (rational arithmetic) and is narrow enough to prune.
+    from collections import Counter
+
+    from skfedcp.calibrators._qq_coverage import qq_coverage_unequal_fraction
+
+    groups = sorted(Counter(zip(sizes, ranks, strict=True)).items())
+    lower, upper = _private._riemann_brackets(groups)
+    for k in range(1, len(sizes) + 1):
+        exact = float(qq_coverage_unequal_fraction(sizes, ranks, k))
+        assert lower[k - 1] <= exact <= upper[k - 1]
+        assert upper[k - 1] - lower[k - 1] < 5e-3
+
+
+def test_score_lower_bound_is_below_the_score():
+    sizes = (40, 50, 60, 45, 55)
+    counts = tuple(sorted(Counter_(sizes).items()))
+    checked = []
+    for gamma in (0.02, 0.1, 0.3):
+        alpha = 0.1
+        target_alpha = alpha * (1 - gamma) / (1 - gamma * alpha)
+        tau = 1 - target_alpha
+        sel = select_qq_ranks(sizes, target_alpha, local_rank="fixed")
+        fixed = dict(zip(sizes, sel.local_ranks, strict=True))
+        for correction in (1, 2, 3):
+            ranks = tuple(r + correction for r in sel.local_ranks)
+            if any(r > n for r, n in zip(ranks, sizes, strict=True)):
+                continue  # the search bounds only all-active candidates
+            checked.append(ranks)
+            score = _private._qq_score(sizes, ranks, sel.k)
+            bound = _private._score_lower_bound(counts, fixed, correction, tau)
+            assert bound <= score
+            assert bound >= score - 5e-3
+    assert len(checked) >= 5
+
+
+def Counter_(values):
+    from collections import Counter
+
+    return Counter(values)
