@@ -1118,7 +1118,6 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
     local_rule = "auto" if equal else "fixed"
     n_max = max(sizes)
     distinct = sorted(set(sizes))
-    size_counts = tuple(sorted(Counter(sizes).items()))
     n_total = sum(sizes)
     # A search costs a rank selection and an exact coverage per gamma.
     # Two data-free shortcuts keep the result identical:
@@ -1136,6 +1135,9 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
     }
     if min(corrections.values()) >= n_max:
         grid = ()
+    # (n_j, count) pairs for the pruning bounds of unequal sizes (after the
+    # feasibility check: an infeasible plan costs no O(m) Python counting).
+    size_counts = tuple(sorted(Counter(sizes).items())) if grid and not equal else ()
     best = None
     for g in grid:
         correction = corrections[g]
