@@ -134,7 +134,7 @@ def main(argv=None):
         a, b = fit_pair(
             ([n] * small, eps, None),
             ([n] * large, eps, None),
-            args.repeat if n > 5 else 10 * args.repeat,
+            args.repeat if n > 5 else 30 * args.repeat,
         )
         report(
             f"{small} -> {large} clients x {n} rows, eps={eps:g}", a, b, "<= 4x", 4.0
