@@ -21,7 +21,12 @@ from ..privacy import (
     private_quantile,
     private_quantile_probabilities,
 )
-from ..privacy._quantile import _rank_law, _tight_central
+from ..privacy._quantile import (
+    _rank_law,
+    _release_log_probabilities,
+    _release_many,
+    _tight_central,
+)
 from ..utils._quantile import conformal_rank
 from ..utils._sklearn_compat import Interval, StrOptions
 from ..utils._validation import check_alpha, check_scores
@@ -29,8 +34,13 @@ from ..utils._warnings import warn_user
 from ._base import BaseCalibrator, CoverageBounds
 from ._central import _pooled
 from ._messages import Problem
-from ._qq_coverage import qq_coverage, qq_coverage_unequal
-from ._qq_selection import select_qq_ranks
+from ._qq_coverage import (
+    _coverage_unequal_batch,
+    _poisbin_pmf_groups,
+    qq_coverage,
+    qq_coverage_unequal,
+)
+from ._qq_selection import _FEASIBILITY_TOL, select_qq_ranks
 from ._quantile_of_quantiles import _EXCLUDED_AS_INF, _exclude_as_inf
 
 __all__ = [
@@ -593,14 +603,16 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         choice).
     rule : {"paper", "tight"}, default="paper"
         ``"paper"``: the corrections of [1]_ above. ``"tight"`` (skfedcp
-        extension, equal client sizes): every client runs the mechanism at
-        the level ``t / n`` and the server keeps the ``k``-th smallest
-        release, with ``(t, k)`` the pair whose guaranteed coverage, from
-        the exact worst-case tail of the mechanism at every rank, is the
-        smallest value ``>= 1 - alpha``; same mechanism, messages and
-        privacy, coverage closer to ``1 - alpha`` (0.914 instead of 0.929
-        at 5 x 200 scores, ``epsilon = 10``); ``gamma`` is unused. See the
-        user guide, "Tight corrections".
+        extension, equal or unequal client sizes): every client runs the
+        mechanism at one common level ``q`` (any real in [1/2, 1]) and the
+        server keeps the ``k``-th smallest release; for each ``k``, ``q`` is
+        the smallest level whose guaranteed coverage (from the exact
+        worst-case tail of the mechanism at every rank) reaches ``1 -
+        alpha``, and the ``k`` with the lowest expected coverage on public
+        uniform scores is kept. Same mechanism, messages and privacy;
+        coverage closer to ``1 - alpha`` (about 0.912 / 0.925 instead of
+        0.929 / 0.950 at 5 x 200 scores, ``epsilon = 10 / 5``); ``gamma``
+        is unused. See the user guide, "Tight corrections".
 
     Attributes
     ----------
@@ -869,15 +881,56 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         return check_scores(scores, allow_inf=True)  # clipped to the bounds
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
+        """Every client's :meth:`client_step`, with the public plan computed once.
+
+        Bit-identical to calling :meth:`client_step` on each client with its
+        stream: the same clipped scores, the plan's level of each size, the
+        same losses and one draw from each client's own stream. The plan is
+        searched once here (not once per client, nor once per joblib
+        worker), clients of one size are binned in one vectorised pass, and
+        a client's remaining work is a single draw, so ``n_jobs`` is unused.
+        """
         # One clipping warning for the whole simulation, not one per client.
         scores = _clip_scores(
             scores, _check_bounds(self.score_bounds, type(self).__name__)
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ClippedScoresWarning)
-            return super()._simulate_clients(
-                partition, scores, alpha=alpha, rngs=rngs, n_jobs=n_jobs
+        sizes = partition.sizes
+        plan = self.plan(sizes, alpha)
+        quantiles = np.full(partition.n_clients, np.inf)
+        if not plan["feasible"]:
+            return {"n": sizes, "quantile": quantiles}
+        # client_step takes the level of the first client of its size.
+        distinct, first = np.unique(sizes, return_index=True)
+        level_of = dict(
+            zip(
+                distinct.tolist(),
+                np.asarray(plan["levels"])[first].tolist(),
+                strict=True,
             )
+        )
+        edges = _edges(plan["score_bounds"], plan["n_bins"])
+        matrix = partition.as_matrix(scores)
+        groups = None if matrix is not None else partition.split(scores)
+        # Rows per vectorised pass: at most ~4e6 logits in memory at a time.
+        chunk = max(1, 4_000_000 // plan["n_bins"])
+        for n, level in level_of.items():
+            if not np.isfinite(level):
+                continue  # corrected rank above the size: +inf, scores unread
+            rows = np.flatnonzero(sizes == n)
+            for start in range(0, rows.size, chunk):
+                block = rows[start : start + chunk]
+                if matrix is not None:
+                    values = matrix[block]
+                else:
+                    values = np.stack([groups[j] for j in block.tolist()])
+                quantiles[block] = _release_many(
+                    values,
+                    level,
+                    plan["epsilon"],
+                    edges,
+                    [rngs[j] for j in block.tolist()],
+                )
+        return {"n": sizes, "quantile": quantiles}
 
     def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
         """Simulate the round: each client releases a private quantile.
@@ -898,7 +951,10 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
             from the operating system's secure generator (not reproducible,
             for deployment).
         n_jobs : int, default=None
-            Run the clients' steps in parallel with joblib.
+            Unused: the plan is searched once and the clients' releases are
+            vectorised (a client's own work is one draw from its stream), so
+            parallel workers would only add overhead. Results never depend
+            on it.
 
         Returns
         -------
@@ -997,9 +1053,57 @@ def _dpqq_plan(sizes, alpha, epsilon, n_bins, gamma, rule="paper"):
 
 @lru_cache(maxsize=1024)
 def _qq_score(sizes, ranks, k):
+    """Exact coverage ``M(ranks, k)`` of the corrected ranks.
+
+    Equal sizes: :func:`qq_coverage`. Unequal sizes: the clients are grouped
+    by ``(n_j, l_j)`` (the integrand only depends on that multiset, so the
+    value is cached per multiset) and integrated by the batched composite
+    Gauss-Legendre rule of ``_qq_coverage`` (panels doubled until two passes
+    agree to 5e-14, ``quad`` for any pair that does not converge): the same
+    value as :func:`qq_coverage_unequal` to ~1e-14, several times faster.
+    Decisions closer than ``_CERTIFY`` to a tie are re-made with
+    :func:`_qq_score_quad` (see :func:`_beats`).
+    """
+    if len(set(sizes)) == 1:
+        return qq_coverage(len(sizes), sizes[0], ranks[0], k)
+    return _grouped_score(
+        tuple(sorted(Counter(zip(sizes, ranks, strict=True)).items())), k
+    )
+
+
+@lru_cache(maxsize=4096)
+def _grouped_score(groups, k):
+    g_sizes = np.array([n for (n, _), _ in groups], dtype=np.int64)
+    g_ranks = np.array([[r for (_, r), _ in groups]], dtype=np.int64)
+    g_counts = np.array([c for _, c in groups], dtype=np.int64)
+    return float(_coverage_unequal_batch(g_sizes, g_counts, g_ranks, [k])[0])
+
+
+@lru_cache(maxsize=64)
+def _qq_score_quad(sizes, ranks, k):
+    """The reference value (adaptive quadrature) for near-tie decisions."""
     if len(set(sizes)) == 1:
         return qq_coverage(len(sizes), sizes[0], ranks[0], k)
     return qq_coverage_unequal(sizes, ranks, k)
+
+
+# A comparison of two scores closer than this to the tie line is re-made
+# with the quad values: the batched and the quad values agree to ~1e-14, so
+# every other decision is the one the quad values would give.
+_CERTIFY = 1e-12
+
+
+def _beats(sizes, score, ranks, k, best):
+    """``score < best_score - _TIE``, certified against the quad values."""
+    if best is None:
+        return True
+    gap = score - (best[0] - _TIE)
+    if abs(gap) >= _CERTIFY or len(set(sizes)) == 1:
+        return gap < 0
+    best_ranks, best_k = best[4], best[2].k
+    return _qq_score_quad(sizes, ranks, k) < (
+        _qq_score_quad(sizes, best_ranks, best_k) - _TIE
+    )
 
 
 @lru_cache(maxsize=256)
@@ -1031,6 +1135,9 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
     }
     if min(corrections.values()) >= n_max:
         grid = ()
+    # (n_j, count) pairs for the pruning bounds of unequal sizes (after the
+    # feasibility check: an infeasible plan costs no O(m) Python counting).
+    size_counts = tuple(sorted(Counter(sizes).items())) if grid and not equal else ()
     best = None
     for g in grid:
         correction = corrections[g]
@@ -1047,10 +1154,19 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
                 continue  # the fixed ranks leave no client with a finite value
             if all(finite) and best is not None:
                 # No client turns to +inf, so each client value moves up
-                # l_cor of its own ranks: score >= tau - 1e-10 + l_cor/(N+1).
-                bound = tau + correction / (n_total + 1) - 3e-10
-                if bound >= best[0]:
+                # l_cor of its own ranks: score >= tau - 1e-10 + gain, where
+                # the gain is l_cor/(N+1) or E[min_j (spacings)], whichever
+                # is larger (see _min_shift_gain).
+                gain = max(
+                    correction / (n_total + 1), _min_shift_gain(size_counts, correction)
+                )
+                if tau + gain - 3e-10 >= best[0]:
                     continue  # cannot win (nor tie: needs < best - 1e-10)
+                # Sharper and still rigorous, at a fraction of the cost of
+                # the rank selection and the exact score it avoids.
+                bound = _score_lower_bound(size_counts, fixed, correction, tau)
+                if bound - 3e-10 >= best[0]:
+                    continue
         sel = select_qq_ranks(sizes, target_alpha, local_rank=local_rule)
         if not sel.feasible:
             continue
@@ -1058,7 +1174,7 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
         if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < sel.k:
             continue  # fewer than k clients could send a finite value
         score = _qq_score(sizes, ranks, sel.k)
-        if best is None or score < best[0] - _TIE:
+        if _beats(sizes, score, ranks, sel.k, best):
             best = (score, g, sel, correction, ranks)
     if best is None:
         reason = (
@@ -1092,6 +1208,79 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
         "epsilon": epsilon,
     }
     return tuple(plan.items())
+
+
+@lru_cache(maxsize=1024)
+def _min_shift_gain(size_counts, shift, n_nodes=512):
+    """A lower bound on ``E[min_j (U^j_(l_j + c) - U^j_(l_j))]``, ``c = shift``.
+
+    Client ``j`` holds ``n_j`` i.i.d. uniforms; the sum of ``c`` consecutive
+    spacings ``U_(l + c) - U_(l)`` is ``Beta(c, n_j + 1 - c)`` whatever
+    ``l`` (``l + c <= n_j``), independently across clients, so ``P(min_j >
+    x) = prod_j (1 - I_x(c, n_j + 1 - c))``, a decreasing function whose
+    lower Riemann sum on ``[0, x_max]`` bounds the expectation from below.
+
+    Why it bounds the dp-qq score: with every client active, the ``k``-th
+    smallest of the shifted values ``X_j + D_j`` is at least the ``k``-th
+    smallest of the ``X_j`` plus ``min_j D_j`` (pointwise), so ``M(l + c,
+    k) >= M(l, k) + E[min_j D_j]`` (``M = E[threshold]`` on uniform scores).
+    Much larger than ``c / (N + 1)`` when each client holds a small share of
+    the ``N`` scores, so the gamma search skips more candidates (the plan
+    is unchanged: a skipped gamma cannot win).
+    """
+    c = float(shift)
+    if c < 1:
+        return 0.0
+    sizes = np.array([n for n, _ in size_counts], dtype=np.float64)
+    counts = np.array([k for _, k in size_counts], dtype=np.float64)
+    x_max = float(np.min(special.betaincinv(c, sizes + 1.0 - c, 1.0 - 1e-9)))
+    x = np.linspace(0.0, x_max, n_nodes + 1)[1:]  # right ends: a lower sum
+    tail = special.betainc(c, sizes[:, None] + 1.0 - c, x[None, :])
+    log_survival = (counts[:, None] * special.log1p(-tail)).sum(axis=0)
+    return max(float(x_max / n_nodes * np.exp(log_survival).sum()) - 1e-12, 0.0)
+
+
+def _riemann_brackets(groups, n_nodes=192):
+    """Rigorous ``[lower, upper]`` brackets of ``M(ranks, k)`` for every ``k``.
+
+    ``groups`` lists ``((n_j, l_j), count)`` (all active). The integrand
+    ``f_k(t) = P(#{clients <= t} <= k - 1)`` decreases in ``t``, so on any
+    nodes ``0 = t_0 < ... < t_G = 1`` the right and left Riemann sums bound
+    ``M = int_0^1 f_k`` from below and above (whatever the nodes; they are
+    packed where the client values live, so the brackets are ~1e-3 wide).
+    One Poisson-binomial DP over the nodes serves every ``k``; 1e-12 covers
+    its rounding.
+    """
+    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
+    ls = np.array([r for (_, r), _ in groups], dtype=np.float64)
+    a = float(special.betaincinv(ls, ns - ls + 1.0, 1e-13).min())
+    b = float(special.betaincinv(ls, ns - ls + 1.0, 1.0 - 1e-13).max())
+    t = np.unique(np.r_[0.0, np.linspace(a, b, n_nodes), 1.0])
+    f = np.minimum(np.cumsum(_poisbin_pmf_groups(list(groups), t), axis=0), 1.0)
+    width = np.diff(t)
+    return f[:, 1:] @ width - 1e-12, f[:, :-1] @ width + 1e-12
+
+
+def _score_lower_bound(size_counts, fixed, correction, tau):
+    """A lower bound on the score of one gamma of the unequal-size search.
+
+    The rank selection (fixed ranks ``l``) keeps the smallest ``k`` whose
+    computed ``M(l, k)`` reaches ``tau - 1e-10``; where the upper bracket of
+    ``M(l, k)`` is below that (by a 1e-9 margin for the selection's own
+    rounding) ``k`` is rejected, so the kept ``k`` is at least the first
+    ``kappa`` that is not. ``M`` increases in ``k``, so the score ``M(l +
+    l_cor, k) >= M(l + l_cor, kappa) >=`` its lower bracket. ``+inf`` when
+    no ``k`` can pass (the selection is infeasible: the gamma is skipped
+    anyway). Every client is active here (the caller checked it).
+    """
+    groups = [((n, fixed[n]), count) for n, count in size_counts]
+    _, upper = _riemann_brackets(groups)
+    passing = np.flatnonzero(upper >= tau - _FEASIBILITY_TOL - 1e-9)
+    if passing.size == 0:
+        return math.inf
+    shifted = [((n, fixed[n] + correction), count) for n, count in size_counts]
+    lower, _ = _riemann_brackets(shifted)
+    return float(lower[passing[0]])
 
 
 def _describe(sizes):
@@ -1243,25 +1432,55 @@ def _rank_cdf_on(t, n, ranks, pmf):
     return np.minimum(out, 1.0)
 
 
-def _tight_lower_bound(m, n, level, k, epsilon, n_bins):
+def _poisbin_at_most(probs, counts, k):
+    """``P(sum_g Bin(counts[g], probs[g]) <= k - 1)``, each column of ``probs``.
+
+    ``probs`` is ``(groups, nodes)``; a DP over the groups on the counts
+    ``0..k-1`` (larger counts are dropped: they never come back below k),
+    with binomial blocks for groups of identical clients. Sums of
+    non-negative terms only.
+    """
+    state = np.zeros((k, probs.shape[1]))
+    state[0] = 1.0
+    for p, count in zip(probs, counts, strict=True):
+        p = np.clip(p, 0.0, 1.0)
+        top = min(count, k - 1)
+        block = _binomial_pmf(count, p)[: top + 1]
+        new = state * block[0]
+        for i in range(1, top + 1):
+            new[i:] += state[: k - i] * block[i]
+        state = new
+    return np.minimum(state.sum(axis=0), 1.0)
+
+
+def _tight_lower_bound(groups, level, k, epsilon, n_bins):
     """``E[M(D_1..D_m, k)]``: coverage guaranteed by FedCP²-QQ at ``level``.
 
-    ``int_0^1 P(Bin(m, p(t)) <= k - 1) dt`` with ``p(t) = P(U_(D) <= t)``,
-    a polynomial of degree ``N = m n``: Gauss-Legendre with ``ceil((N +
-    1) / 2)`` nodes is exact up to rounding for ``N <= 4000``; above, a
-    composite rule refined until two passes agree to 1e-13, and the result
-    is lowered by 1e-10 (the search needs a bound, not an estimate).
+    ``groups`` lists ``(n, count)``: ``count`` clients of ``n`` scores, all
+    running the mechanism at ``level``. The bound is ``int_0^1
+    P(sum_j 1{U^j_(D_j) <= t} <= k - 1) dt`` with independent ranks ``D_j``
+    (:func:`~skfedcp.privacy._quantile._rank_law` of the client's size), i.e.
+    a Poisson-binomial integrand with ``p_n(t) = P(U_(D) <= t)`` for the
+    clients of size ``n``; a polynomial of degree ``N = sum_j n_j``:
+    Gauss-Legendre with ``ceil((N + 1) / 2)`` nodes is exact up to rounding
+    for ``N <= 4000``; above, a composite rule refined until two passes
+    agree to 1e-13, and the result is lowered by 1e-10 (the search needs a
+    bound, not an estimate).
     """
-    ranks, pmf = _rank_law(n, level, epsilon, n_bins)
-    N = m * n
+    laws = [(n, _rank_law(n, level, epsilon, n_bins)) for n, _ in groups]
+    counts = [c for _, c in groups]
+    N = sum(n * c for n, c in groups)
 
     def integral(t, w):
-        p = _rank_cdf_on(t, n, ranks, pmf)
-        return float(w @ special.bdtr(k - 1, m, p))
+        if len(groups) == 1:
+            n, (ranks, pmf) = laws[0]
+            p = _rank_cdf_on(t, n, ranks, pmf)
+            return float(w @ special.bdtr(k - 1, counts[0], p))
+        probs = np.array([_rank_cdf_on(t, n, r, pmf) for n, (r, pmf) in laws])
+        return float(w @ _poisbin_at_most(probs, counts, k))
 
     if N <= _GAUSS_EXACT_MAX_N:
-        x, w = special.roots_legendre(-(-(N + 1) // 2))
-        return integral((x + 1.0) / 2.0, w / 2.0)
+        return integral(*_gauss_nodes01(-(-(N + 1) // 2)))
     x, w = np.polynomial.legendre.leggauss(16)
     previous, panels = None, 64
     while True:
@@ -1276,42 +1495,81 @@ def _tight_lower_bound(m, n, level, k, epsilon, n_bins):
         previous, panels = value, panels * 2
 
 
+@lru_cache(maxsize=16)
+def _gauss_nodes01(n_nodes):
+    """Gauss-Legendre nodes and weights on [0, 1] (cached: the search
+    evaluates the bound at many levels with the same degree)."""
+    x, w = special.roots_legendre(n_nodes)
+    x, w = (x + 1.0) / 2.0, w / 2.0
+    x.setflags(write=False)
+    w.setflags(write=False)
+    return x, w
+
+
+# Bisection steps on the level (precision 2**-31 on [1/2, 1]).
+_TIGHT_LEVEL_STEPS = 30
+# Public uniform client data sets (per size) that rank the feasible plans.
+_TIGHT_SIMULATIONS = 200
+_TIGHT_SEED = 20260101
+
+
+def _simulated_coverage(groups, level, k, epsilon, n_bins):
+    """Expected coverage of the plan ``(level, k)`` on i.i.d. uniform scores.
+
+    Used only to choose among plans that all guarantee ``1 - alpha``: it
+    reads no data (public uniform samples from a fixed seed), so it costs no
+    privacy. Clients are independent, so ``P(threshold <= e_b) = P(at least
+    k clients release <= e_b)`` follows exactly from one client's marginal
+    release law (per size), which is averaged over the simulated data sets.
+    """
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    rng = np.random.default_rng(_TIGHT_SEED)
+    cdfs = []
+    for n, _ in groups:
+        scores = rng.uniform(size=(_TIGHT_SIMULATIONS, n))
+        log_p = _release_log_probabilities(scores, level, epsilon, edges)
+        cdfs.append(np.cumsum(np.exp(log_p).mean(axis=0)))
+    counts = [c for _, c in groups]
+    above = _poisbin_at_most(np.array(cdfs), counts, k)  # P(T > e_b)
+    # E[F(T)] = e_1 + sum_b (e_{b+1} - e_b) P(T > e_b), F(+inf) = 1.
+    return float(edges[1] + np.diff(edges[1:]) @ above[:-1])
+
+
 @lru_cache(maxsize=256)
 def _dpqq_tight_search(sizes, alpha, epsilon, n_bins):
-    """Plan of rule="tight": smallest guaranteed coverage >= 1 - alpha.
+    """Plan of rule="tight": a guaranteed coverage of ``1 - alpha``, no more.
 
-    Every client runs the mechanism at level ``max(t / n, 1/2)`` and the
+    Every client runs the mechanism at one common level ``q`` in [1/2, 1]
+    (any real number: the level is a public parameter, not a rank) and the
     server keeps the ``k``-th smallest release. The guaranteed coverage
-    ``LB(t, k)`` increases in ``t`` and in ``k``; for each ``k`` the smallest
-    ``t`` with ``LB >= 1 - alpha`` is found by bisection and the pair with the
-    smallest ``LB`` is kept (ties: the smaller ``k``).
+    ``LB(q, k)`` increases in ``q`` and in ``k``; for each ``k`` the smallest
+    ``q`` with ``LB >= 1 - alpha`` is found by bisection (so every feasible
+    ``k`` gives a plan with ``LB`` at ``1 - alpha``), and among these plans
+    the one with the smallest expected coverage on public uniform scores is
+    kept (:func:`_simulated_coverage`; ties: the smaller ``k``).
     """
     m = len(sizes)
-    if len(set(sizes)) != 1:
-        raise ValueError(
-            'rule="tight" needs equal client sizes (the unequal-size search is '
-            f'not implemented); got sizes {_describe(sizes)}. Use rule="paper".'
-        )
-    n = sizes[0]
+    groups = tuple(sorted(Counter(sizes).items()))
     target = 1.0 - alpha + _BOUND_MARGIN
 
-    def bound(t, k):
-        return _tight_lower_bound(m, n, max(t / n, 0.5), k, epsilon, n_bins)
+    def bound(q, k):
+        return _tight_lower_bound(groups, q, k, epsilon, n_bins)
 
-    best = None
-    t_hi = n
+    candidates = []
+    q_hi = 1.0
     for k in range(1, m + 1):
-        if bound(t_hi, k) < target:
+        if bound(q_hi, k) < target:
             continue
-        lo, hi = 0, t_hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if bound(mid, k) >= target else (mid, hi)
-        value = bound(hi, k)
-        if best is None or value < best[0] - _TIE:
-            best = (value, hi, k)
-        t_hi = hi  # the smallest t is non-increasing in k
-    if best is None:
+        lo, hi = 0.5, q_hi
+        if bound(lo, k) >= target:
+            hi = lo
+        else:
+            for _ in range(_TIGHT_LEVEL_STEPS):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (lo, mid) if bound(mid, k) >= target else (mid, hi)
+        candidates.append((hi, k, bound(hi, k)))
+        q_hi = hi  # the smallest level is non-increasing in k
+    if not candidates:
         plan = {
             "feasible": False,
             "reason": (
@@ -1325,14 +1583,21 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins):
             "rule": "tight",
         }
         return tuple(plan.items())
-    value, t, k = best
+    best = None
+    for q, k, value in candidates:
+        expected = _simulated_coverage(groups, q, k, epsilon, n_bins)
+        if best is None or expected < best[0] - 1e-9:
+            best = (expected, q, k, value)
+    _, q, k, value = best
     plan = {
         "feasible": True,
         "gamma": None,
-        "local_ranks": (t,) * m,
+        # The rank each client's level targets (informative; the level is
+        # what the mechanism uses).
+        "local_ranks": tuple(min(n, math.ceil(q * n - 1e-9)) for n in sizes),
         "k": k,
         "correction": 0,
-        "levels": (max(t / n, 0.5),) * m,
+        "levels": (q,) * m,
         "score": value,
         "coverage_lower": value,
         "n_bins": n_bins,

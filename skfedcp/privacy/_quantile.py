@@ -12,6 +12,7 @@ from functools import lru_cache
 from numbers import Integral
 
 import numpy as np
+from scipy.special import logsumexp
 
 from ..exceptions import ClippedScoresWarning
 from ..utils._quantile import float_safe_ceil
@@ -227,6 +228,56 @@ def _prepare(scores, level, epsilon, bounds, edges, n_bins, top_bin):
         )
     loss, sensitivity = _quantile_loss(lower, greater, level)
     return edges, loss, sensitivity, epsilon, top_bin
+
+
+def _release_logits(scores, level, epsilon, edges):
+    """Logits of :func:`private_quantile` for each row of an ``(m, n)`` matrix.
+
+    The same elementwise operations as the one-row path (binning, strict
+    counts, loss, shifted and scaled logits), on already validated and
+    clipped scores, so each row equals what :func:`private_quantile` builds.
+    """
+    m, n = scores.shape
+    n_bins = edges.shape[0] - 1
+    index = np.clip(np.searchsorted(edges, scores, side="left"), 1, n_bins)
+    offsets = (np.arange(m) * (n_bins + 1))[:, None]
+    counts = np.bincount((index + offsets).ravel(), minlength=m * (n_bins + 1))
+    counts = counts.reshape(m, n_bins + 1)[:, 1:]
+    lower = np.cumsum(counts, axis=1) - counts
+    greater = n - lower - counts
+    loss, sensitivity = _quantile_loss(lower, greater, level)
+    utility = -loss
+    shifted = utility - utility.max(axis=1, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        logits = (0.5 * epsilon / sensitivity) * shifted
+    logits[shifted == 0.0] = 0.0
+    return logits
+
+
+def _release_log_probabilities(scores, level, epsilon, edges):
+    """Log output laws of :func:`private_quantile`, one row per data set."""
+    logits = _release_logits(scores, level, epsilon, edges)
+    return logits - logsumexp(logits, axis=1, keepdims=True)
+
+
+def _release_many(scores, level, epsilon, edges, sources):
+    """:func:`private_quantile` with ``top_bin="inf"`` for many parties at once.
+
+    ``scores`` is an ``(m, n)`` matrix of already validated and clipped
+    scores (one row per party, all at ``level``), ``sources`` one random
+    source per row. Binning, losses and logits are computed for all rows in
+    one vectorised pass (:func:`_release_logits`), then each row draws from
+    its own source (the same single draw), so every release is bit-identical
+    to a call of :func:`private_quantile` on that row with that source.
+    Returns an ``(m,)`` float array of bin edges (``+inf`` for the top bin).
+    """
+    n_bins = edges.shape[0] - 1
+    logits = _release_logits(scores, level, epsilon, edges)
+    out = np.empty(scores.shape[0])
+    for row, source in enumerate(sources):
+        chosen = check_random_source(source).choice_from_log_weights(logits[row])
+        out[row] = math.inf if chosen == n_bins - 1 else edges[chosen + 1]
+    return out
 
 
 def _check_level(level):

@@ -158,3 +158,243 @@ def test_fit_calls_the_plan_search_once_for_many_clients(monkeypatch):
     # fit's own plan calls (server, calibration_info_) may pass other arrays.
     assert 1 <= len(calls) <= 3
     assert not math.isinf(cal.threshold_)
+
+
+# --------------------------------------------------------------------------
+# The simulation: one plan, vectorised releases, bit-identical to client_step
+
+
+def _client_by_client(cal, scores, ids, alpha, seed):
+    """What every client's own ``client_step`` sends, with fit's streams."""
+    from skfedcp.federated import ClientPartition
+    from skfedcp.utils._random import spawn_random_states
+
+    part = ClientPartition(ids, scores.shape[0])
+    streams = spawn_random_states(seed, part.n_clients + 1)[1:]
+    return [
+        cal.client_step(g, alpha=alpha, n_per_client=part.sizes, random_state=s)[
+            "quantile"
+        ]
+        for g, s in zip(part.split(scores), streams, strict=True)
+    ]
+
+
+@pytest.mark.filterwarnings("ignore::skfedcp.exceptions.ClippedScoresWarning")
+@pytest.mark.filterwarnings("ignore::skfedcp.exceptions.InfiniteThresholdWarning")
+@pytest.mark.parametrize(
+    "sizes, epsilon, rule, n_bins",
+    [
+        ([200] * 5, 10.0, "paper", 100),
+        ([200] * 5, 5.0, "tight", 100),
+        ([40, 50, 60, 50], 20.0, "paper", 100),
+        ([2, 40, 40, 40], 50.0, "paper", 100),  # the small client sends +inf
+        ([30] * 4, 5.0, "paper", 7),
+        ([30] * 4, 0.5, "paper", 100),  # infeasible: every client sends +inf
+        ([60] * 6, 8.0, "paper", 3),  # few bins: the top bin is often drawn
+    ],
+)
+def test_simulation_is_client_step_bit_for_bit(sizes, epsilon, rule, n_bins):
+    rng = np.random.default_rng(len(sizes) + int(epsilon))
+    sizes = np.asarray(sizes)
+    # Scores slightly outside the bounds (clipped) and rows in shuffled order.
+    scores = rng.uniform(-0.01, 1.005, size=int(sizes.sum()))
+    ids = rng.permutation(np.repeat(np.arange(sizes.shape[0]), sizes))
+    cal = PrivateQuantileOfQuantilesCalibrator(
+        epsilon=epsilon, score_bounds=(0, 1), rule=rule, n_bins=n_bins
+    )
+    cal.fit(scores, ids, alpha=0.1, random_state=7)
+    expected = _client_by_client(cal, scores, ids, 0.1, 7)
+    np.testing.assert_array_equal(cal.messages_["quantile"], expected)
+
+
+@pytest.mark.filterwarnings("ignore::skfedcp.exceptions.InfiniteThresholdWarning")
+def test_simulation_searches_the_plan_once_and_ignores_n_jobs(monkeypatch):
+    # n_jobs made dp-qq slower: every joblib worker searched the plan again.
+    import skfedcp.calibrators._base as base
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the simulation must not start joblib workers")
+
+    monkeypatch.setattr(base, "Parallel", forbidden)
+    _clear()
+    calls = []
+    search = _private._dpqq_gamma_search.__wrapped__
+
+    def counting(*args):
+        calls.append(args)
+        return search(*args)
+
+    monkeypatch.setattr(_private, "_dpqq_gamma_search", counting)
+    rng = np.random.default_rng(0)
+    sizes = np.r_[np.full(30, 40), np.full(20, 55)]
+    scores = rng.uniform(size=int(sizes.sum()))
+    ids = np.repeat(np.arange(sizes.shape[0]), sizes)
+    cal = PrivateQuantileOfQuantilesCalibrator(epsilon=20.0, score_bounds=(0, 1))
+    one = cal.fit(scores, ids, alpha=0.1, random_state=1, n_jobs=1).threshold_
+    assert len(calls) == 1  # then the memo serves the server's lookups
+    two = cal.fit(scores, ids, alpha=0.1, random_state=1, n_jobs=2).threshold_
+    assert one == two
+
+
+# --------------------------------------------------------------------------
+# Unequal sizes: batched exact coverage, certified decisions
+
+
+@pytest.mark.parametrize(
+    "sizes, ranks, k",
+    [
+        ((40, 50, 60), (38, 47, 57), 2),
+        ((5, 10, 20, 40, 15, 8, 30, 12), (5, 10, 19, 37, 15, 8, 28, 12), 3),
+        ((2, 40, 40, 40), (3, 39, 39, 39), 2),  # an inactive client
+        ((30, 31, 33, 35), (29, 30, 32, 34), 4),
+        ((3, 4), (5, 5), 1),  # nobody sends a finite value: M = 1
+    ],
+)
+def test_batched_score_matches_the_quad_value(sizes, ranks, k):
+    from skfedcp.calibrators._qq_coverage import (
+        qq_coverage_unequal,
+        qq_coverage_unequal_fraction,
+    )
+
+    value = _private._qq_score(sizes, ranks, k)
+    assert value == pytest.approx(qq_coverage_unequal(sizes, ranks, k), abs=1e-13)
+    if sum(sizes) <= 200:  # and with the exact rational value
+        exact = float(qq_coverage_unequal_fraction(sizes, ranks, k))
+        assert value == pytest.approx(exact, abs=1e-13)
+
+
+@pytest.mark.parametrize(
+    "sizes, alpha, epsilon, n_bins",
+    [
+        ([40, 50, 60], 0.1, 20.0, 100),
+        ([2, 40, 40, 40], 0.1, 50.0, 100),
+        ([30, 31, 33, 35], 0.2, 10.0, 20),
+        ([150, 180, 200, 230, 250, 170], 0.1, 5.0, 100),
+        ([59, 60, 61, 60, 61, 59, 60, 60, 61, 60], 0.1, 10.0, 100),
+    ],
+)
+def test_unequal_plan_is_the_one_of_quad_scores(
+    sizes, alpha, epsilon, n_bins, monkeypatch
+):
+    # The batched scores give the plan that the adaptive-quadrature scores
+    # (the previous implementation) give: same gamma, ranks, k, levels.
+    cal = PrivateQuantileOfQuantilesCalibrator(
+        epsilon=epsilon, score_bounds=(0, 1), n_bins=n_bins
+    )
+    _clear()
+    fast = cal.plan(list(sizes), alpha)
+    _clear()
+    monkeypatch.setattr(_private, "_qq_score", _private._qq_score_quad)
+    slow = cal.plan(list(sizes), alpha)
+    assert fast["feasible"] == slow["feasible"]
+    if fast["feasible"]:
+        for key in ("gamma", "k", "correction"):
+            assert fast[key] == slow[key]
+        assert fast["local_ranks"].tolist() == slow["local_ranks"].tolist()
+        assert fast["levels"].tolist() == slow["levels"].tolist()
+        assert fast["score"] == pytest.approx(slow["score"], abs=1e-13)
+
+
+def test_near_ties_are_decided_with_the_quad_values(monkeypatch):
+    sizes, ranks, k = (40, 50, 60), (38, 47, 57), 2
+    other = (39, 48, 58)
+    quad = _private._qq_score_quad(sizes, ranks, k)
+    quad_other = _private._qq_score_quad(sizes, other, k)
+    best = (quad_other, 0.5, select_qq_ranks(sizes, 0.1, local_rank="fixed"), 0, other)
+    k_best = best[2].k
+    # A batched value that sits on the tie line is not trusted: the decision
+    # is the one of the quad values (whatever the batched value says).
+    on_the_line = best[0] - _private._TIE
+    expected = quad < _private._qq_score_quad(sizes, other, k_best) - _private._TIE
+    assert _private._beats(sizes, on_the_line, ranks, k, best) is expected
+    assert _private._beats(sizes, on_the_line + 5e-13, ranks, k, best) is expected
+    # Far from the line, the batched value decides alone.
+    calls = []
+    monkeypatch.setattr(_private, "_qq_score_quad", lambda *a: calls.append(a) or quad)
+    assert _private._beats(sizes, best[0] - 1e-9, ranks, k, best)
+    assert not _private._beats(sizes, best[0], ranks, k, best)
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "sizes, ranks, shift, k",
+    [
+        ((40, 50, 60), (36, 45, 54), 3, 2),
+        ((20, 25, 30, 35, 40, 45), (18, 22, 27, 31, 36, 40), 2, 3),
+        ((100, 120, 150, 180), (90, 108, 135, 162), 6, 1),
+        ((100, 120, 150, 180), (90, 108, 135, 162), 6, 4),
+    ],
+)
+def test_min_shift_gain_bounds_the_score_increase(sizes, ranks, shift, k):
+    # The pruning bound of the gamma search: M(l + c, k) >= M(l, k) + gain,
+    # with gain <= E[min_j Beta(c, n_j + 1 - c)] (computed here by quad).
+    from scipy import integrate, special
+
+    from skfedcp.calibrators._qq_coverage import qq_coverage_unequal
+
+    counts = tuple(sorted((n, sizes.count(n)) for n in set(sizes)))
+    gain = _private._min_shift_gain(counts, shift)
+    expected, _ = integrate.quad(
+        lambda x: np.prod(
+            [1 - special.betainc(shift, n + 1 - shift, x) for n in sizes]
+        ),
+        0,
+        1,
+        epsabs=1e-13,
+    )
+    assert 0 < gain <= expected
+    assert gain >= 0.95 * expected  # a useful bound, not just a valid one
+    before = qq_coverage_unequal(sizes, ranks, k)
+    after = qq_coverage_unequal(sizes, tuple(r + shift for r in ranks), k)
+    assert after >= before + gain - 1e-12
+
+
+@pytest.mark.parametrize(
+    "sizes, ranks",
+    [
+        ((40, 50, 60), (36, 45, 54)),
+        ((20, 25, 30, 35, 40, 45), (18, 22, 27, 31, 36, 40)),
+        ((100, 120, 150, 180), (95, 110, 140, 170)),
+    ],
+)
+def test_riemann_brackets_contain_the_exact_coverage(sizes, ranks):
+    # The second pruning bound of the gamma search: every k's bracket holds
+    # the exact M (rational arithmetic) and is narrow enough to prune.
+    from collections import Counter
+
+    from skfedcp.calibrators._qq_coverage import qq_coverage_unequal_fraction
+
+    groups = sorted(Counter(zip(sizes, ranks, strict=True)).items())
+    lower, upper = _private._riemann_brackets(groups)
+    for k in range(1, len(sizes) + 1):
+        exact = float(qq_coverage_unequal_fraction(sizes, ranks, k))
+        assert lower[k - 1] <= exact <= upper[k - 1]
+        assert upper[k - 1] - lower[k - 1] < 5e-3
+
+
+def test_score_lower_bound_is_below_the_score():
+    sizes = (40, 50, 60, 45, 55)
+    counts = tuple(sorted(Counter_(sizes).items()))
+    checked = []
+    for gamma in (0.02, 0.1, 0.3):
+        alpha = 0.1
+        target_alpha = alpha * (1 - gamma) / (1 - gamma * alpha)
+        tau = 1 - target_alpha
+        sel = select_qq_ranks(sizes, target_alpha, local_rank="fixed")
+        fixed = dict(zip(sizes, sel.local_ranks, strict=True))
+        for correction in (1, 2, 3):
+            ranks = tuple(r + correction for r in sel.local_ranks)
+            if any(r > n for r, n in zip(ranks, sizes, strict=True)):
+                continue  # the search bounds only all-active candidates
+            checked.append(ranks)
+            score = _private._qq_score(sizes, ranks, sel.k)
+            bound = _private._score_lower_bound(counts, fixed, correction, tau)
+            assert bound <= score
+            assert bound >= score - 5e-3
+    assert len(checked) >= 5
+
+
+def Counter_(values):
+    from collections import Counter
+
+    return Counter(values)

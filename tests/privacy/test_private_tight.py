@@ -18,6 +18,7 @@ from skfedcp.calibrators import (
     PrivateQuantileOfQuantilesCalibrator,
 )
 from skfedcp.calibrators._private import _kth_smallest_law
+from skfedcp.calibrators._qq_coverage import qq_coverage_unequal_fraction
 from skfedcp.exceptions import ClippedScoresWarning
 from skfedcp.privacy import (
     private_conformal_tight_coverage,
@@ -153,6 +154,67 @@ def test_dp_qq_exact_coverage_on_discrete_laws(law, n, rule):
 
 
 @pytest.mark.parametrize("law", list(LAWS))
+@pytest.mark.parametrize(
+    "sizes", [(8, 10, 10), pytest.param((7, 9, 11), marks=pytest.mark.slow)]
+)
+def test_dp_qq_tight_exact_coverage_unequal_sizes(law, sizes):
+    alpha = 0.25
+    cal = PrivateQuantileOfQuantilesCalibrator(
+        epsilon=20.0, score_bounds=(0, 1), n_bins=4, rule="tight"
+    )
+    plan = cal.plan(list(sizes), alpha)
+    assert plan["feasible"]
+    weights = LAWS[law] / LAWS[law].sum()
+    laws = {n: _release_law(cal, plan, n, ATOMS, weights) for n in set(sizes)}
+    values = laws[sizes[0]][0]
+    releases = np.array([laws[n][1] for n in sizes])
+    threshold = _kth_smallest_law(releases, plan["k"])
+    coverage = float(threshold @ _cdf(ATOMS, weights)(values))
+    assert coverage >= plan["coverage_lower"] - 1e-12
+    assert coverage >= 1 - alpha - 1e-12
+
+
+def _coverage_given_ranks(sizes, ranks, k):
+    """Exact M with fixed ranks; rank 0 means a value of -inf (always below)."""
+    if k == 0:
+        return 0.0  # the threshold is -inf
+    keep = [j for j, r in enumerate(ranks) if r > 0]
+    k -= len(ranks) - len(keep)
+    if k <= 0:
+        return 0.0
+    return float(
+        qq_coverage_unequal_fraction(
+            [sizes[j] for j in keep], [ranks[j] for j in keep], k
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "sizes, level, k, epsilon, n_bins",
+    [((3, 4), 0.7, 1, 3.0, 4), ((3, 4), 0.9, 2, 6.0, 3), ((2, 3, 3), 0.8, 2, 4.0, 5)],
+)
+def test_tight_bound_unequal_sizes_is_the_average_over_the_ranks(
+    sizes, level, k, epsilon, n_bins
+):
+    # LB(q, k) = E_D[M(D_1..D_m, k)] with independent D_j: enumerate every
+    # rank vector and compare with the Poisson-binomial integral.
+    from collections import Counter
+
+    from skfedcp.calibrators._private import _tight_lower_bound
+    from skfedcp.privacy._quantile import _rank_law
+
+    laws = [_rank_law(n, level, epsilon, n_bins) for n in sizes]
+    expected = 0.0
+    for combo in itertools.product(*[range(len(r)) for r, _ in laws]):
+        ranks = [int(laws[j][0][i]) for j, i in enumerate(combo)]
+        prob = math.prod(float(laws[j][1][i]) for j, i in enumerate(combo))
+        expected += prob * _coverage_given_ranks(sizes, ranks, k)
+    groups = tuple(sorted(Counter(sizes).items()))
+    value = _tight_lower_bound(groups, level, k, epsilon, n_bins)
+    assert value == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("law", list(LAWS))
 def test_dp_central_exact_coverage_on_discrete_laws(law):
     n, alpha = 10, 0.25
     cal = PrivateCentralCalibrator(
@@ -190,21 +252,36 @@ def test_continuous_law_exact_check_central():
 
 class TestTightPlans:
     def test_dp_qq_paper_setting(self):
-        for epsilon, (rank, k) in {
-            10.0: (179, 4),
-            5.0: (177, 5),
-            1.0: (183, 5),
+        # Issue 14 item 4 changed these: the level is any real in [1/2, 1]
+        # (no longer a rank / n), bisected until the bound is 1 - alpha, and
+        # k is the plan with the lowest coverage on public uniform scores.
+        for epsilon, (level, k) in {
+            10.0: (0.88005, 5),
+            5.0: (0.89900, 4),
+            1.0: (0.97873, 1),
         }.items():
             cal = PrivateQuantileOfQuantilesCalibrator(
                 epsilon=epsilon, score_bounds=(0, 1), rule="tight"
             )
             plan = cal.plan([200] * 5, 0.1)
             assert plan["rule"] == "tight" and plan["feasible"]
-            assert plan["local_ranks"].tolist() == [rank] * 5
             assert plan["k"] == k
-            np.testing.assert_allclose(plan["levels"], rank / 200)
-            assert 0.9 <= plan["coverage_lower"] <= 0.901
+            np.testing.assert_allclose(plan["levels"], level, atol=5e-6)
+            assert plan["local_ranks"].tolist() == [math.ceil(200 * level)] * 5
+            assert 0.9 <= plan["coverage_lower"] <= 0.9 + 1e-8
             assert cal.coverage_bounds([200] * 5, 0.1).lower == plan["coverage_lower"]
+
+    def test_dp_qq_level_is_the_smallest_that_covers(self):
+        from skfedcp.calibrators._private import _tight_lower_bound
+
+        cal = PrivateQuantileOfQuantilesCalibrator(
+            epsilon=5.0, score_bounds=(0, 1), rule="tight"
+        )
+        plan = cal.plan([200] * 5, 0.1)
+        q, k = plan["levels"][0], plan["k"]
+        groups = ((200, 5),)
+        assert _tight_lower_bound(groups, q, k, 5.0, 100) >= 0.9
+        assert _tight_lower_bound(groups, q - 1e-8, k, 5.0, 100) < 0.9 + 1e-12
 
     def test_dp_qq_tight_is_feasible_where_paper_is_not(self):
         # epsilon = 1, 5 x 200: the paper runs at q = 1 (M = 0.999).
@@ -232,12 +309,17 @@ class TestTightPlans:
         assert cal.plan([plan["min_n"]], 0.1)["feasible"]
         assert not cal.plan([plan["min_n"] - 1], 0.1)["feasible"]
 
-    def test_unequal_sizes_are_refused(self):
+    def test_unequal_sizes(self):
         cal = PrivateQuantileOfQuantilesCalibrator(
-            epsilon=5.0, score_bounds=(0, 1), rule="tight"
+            epsilon=10.0, score_bounds=(0, 1), rule="tight"
         )
-        with pytest.raises(ValueError, match="equal client sizes"):
-            cal.plan([100, 200], 0.1)
+        sizes = [150, 180, 200, 220, 250]
+        plan = cal.plan(sizes, 0.1)
+        assert plan["feasible"] and plan["rule"] == "tight"
+        assert len(set(plan["levels"].tolist())) == 1  # one common level
+        assert 0.9 <= plan["coverage_lower"] <= 0.9 + 1e-8
+        paper = cal.set_params(rule="paper").plan(sizes, 0.1)
+        assert plan["coverage_lower"] < paper["score"]
 
     def test_bad_rule(self):
         cal = PrivateCentralCalibrator(epsilon=5.0, score_bounds=(0, 1), rule="nope")
