@@ -85,7 +85,9 @@ class TestGlobalStateUnused:
         ids = np.repeat(np.arange(4), 200)
         state = np.random.get_state()
         releases = []
-        for _ in range(2):
+        # Five fits: fresh OS entropy makes all five releases equal with a
+        # negligible probability (two can coincide: the values live on a grid).
+        for _ in range(5):
             np.random.seed(123)  # identical global state before each fit
             reg = FedConformalRegressor(
                 FrozenEstimator(LinearRegression().fit(X, y)),
@@ -94,9 +96,9 @@ class TestGlobalStateUnused:
                 score_bounds=(0, 10),
             ).fit(X, y, client_ids=ids)
             releases.append(reg.messages_["quantile"])
-            assert np.all(np.isfinite(releases[-1]))
+            assert not np.any(np.isnan(releases[-1]))  # +inf is a valid release
         np.random.set_state(state)
-        assert not np.array_equal(releases[0], releases[1])
+        assert any(not np.array_equal(releases[0], r) for r in releases[1:])
 
     def test_split_of_unfitted_model(self, regression):
         X, y, ids = regression
@@ -164,7 +166,8 @@ class TestSeeds:
         )
         with pytest.warns(PrivacyLeakWarning):
             reg.fit(Xr, yr, client_ids=ids)
-        assert np.isfinite(reg.threshold_)
+        # The mechanism may release the top of the grid (+inf): only NaN is wrong.
+        assert not np.isnan(reg.threshold_) and reg.epsilon_spent_ == 2.0
 
     @pytest.mark.parametrize("calibrator", ["qq", "central", "avg"])
     def test_secure_refused_without_private_calibrator(self, regression, calibrator):
