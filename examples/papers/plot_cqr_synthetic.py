@@ -125,4 +125,3 @@ if plt is not None:
     axes[2].boxplot([length[n] for n in STRATEGIES], tick_labels=STRATEGIES)
     axes[2].set_title("mean interval length")
     fig.tight_layout()
-    fig.savefig("cqr_synthetic_fig3.png", dpi=120)
