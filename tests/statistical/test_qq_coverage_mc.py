@@ -169,7 +169,7 @@ def test_unequal_sizes(seed):
     # Spec test 24: k = 3, M = 0.91004; clients of size 5 and 8 send +inf.
     sizes = [5, 10, 20, 40, 15, 8, 30, 12]
     rng = np.random.default_rng([seed, 124])
-    sel = select_qq_ranks(sizes, 0.1)
+    sel = select_qq_ranks(sizes, 0.1, local_rank="fixed")  # A.1 ("auto": joint)
     assert sel.k == 3
     freq = mc_coverage_unequal(rng, sizes, sel.local_ranks, sel.k, REPS)
     assert abs(freq - sel.coverage) <= binomial_tolerance(sel.coverage, REPS)
