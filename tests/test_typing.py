@@ -34,12 +34,6 @@ PENDING = {
     "skfedcp.calibrators._qq_coverage",
     "skfedcp.calibrators._qq_selection",
     "skfedcp.calibrators._quantile_of_quantiles",
-    "skfedcp.feature_selection._chi2",
-    "skfedcp.feature_selection._entropy",
-    "skfedcp.feature_selection._protocol",
-    "skfedcp.feature_selection._sketch",
-    "skfedcp.federated._partition",
-    "skfedcp.federated._secure_aggregation",
     "skfedcp.privacy._exponential",
     "skfedcp.privacy._quantile",
 }

@@ -284,7 +284,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
 
         Returns
         -------
-        self : object
+        self : FedChi2Selector
             Fitted selector.
         """
         X, y = validate_data(

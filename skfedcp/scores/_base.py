@@ -61,16 +61,17 @@ class BaseRegressionScore(BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training inputs.
-        y : array-like of shape (n_samples,)
+        X : array-like of shape (n_samples, n_features) or None
+            Training inputs (None for a score that reads nothing, e.g. one
+            whose scale model is frozen).
+        y : array-like of shape (n_samples,) or None
             Training targets.
-        y_pred : ndarray of shape (n_samples,)
+        y_pred : array-like of shape (n_samples,) or None
             The fitted model's predictions on ``X``.
 
         Returns
         -------
-        self : object
+        self : BaseRegressionScore
         """
         return self
 
