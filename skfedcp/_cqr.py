@@ -1,16 +1,21 @@
 """FedCQRRegressor: conformalized quantile regression calibrated across clients."""
 
+from __future__ import annotations
+
 import inspect
 import sys
 from numbers import Real
+from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.sparse import issparse
-from sklearn.base import RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 from sklearn.utils import assert_all_finite
 
+from ._typing import ClientIds, MatrixLike, SecureRandomStateLike
 from .base import (
     _MODEL,
     _SPLIT,
@@ -19,6 +24,7 @@ from .base import (
     input_tags,
     is_prefit,
 )
+from .calibrators import BaseCalibrator
 from .exceptions import CrossingQuantilesWarning
 from .scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
 from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
@@ -325,20 +331,21 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
 
     def __init__(
         self,
-        estimator=None,
+        estimator: BaseEstimator | None = None,
         *,
-        estimator_lower=None,
-        estimator_upper=None,
-        alpha=0.1,
-        quantile_levels=None,
-        conformity_score="symmetric",
-        calibrator="qq",
-        epsilon=None,
-        score_bounds=None,
-        calibration_size=0.5,
-        random_state=None,
-        n_jobs=None,
-    ):
+        estimator_lower: BaseEstimator | None = None,
+        estimator_upper: BaseEstimator | None = None,
+        alpha: float = 0.1,
+        quantile_levels: ArrayLike | None = None,
+        conformity_score: Literal["symmetric", "asymmetric", "normalized"]
+        | BaseCQRScore = "symmetric",
+        calibrator: str | BaseCalibrator = "qq",
+        epsilon: float | None = None,
+        score_bounds: tuple[float, float] | None = None,
+        calibration_size: float = 0.5,
+        random_state: SecureRandomStateLike = None,
+        n_jobs: int | None = None,
+    ) -> None:
         self.estimator = estimator
         self.estimator_lower = estimator_lower
         self.estimator_upper = estimator_upper
@@ -445,7 +452,9 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
     # -- fit ---------------------------------------------------------------
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, client_ids=None):
+    def fit(
+        self, X: MatrixLike, y: ArrayLike, client_ids: ClientIds = None
+    ) -> FedCQRRegressor:
         """Fit (or freeze) the quantile models and calibrate across clients.
 
         Parameters
@@ -600,7 +609,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
             )
         return bounds
 
-    def predict_quantiles(self, X):
+    def predict_quantiles(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return the quantile models' raw bounds, before calibration.
 
         Parameters
@@ -616,7 +625,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         self._check_predict_X(X)
         return self._predict_bounds(X)
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return the midpoint of the predicted quantiles.
 
         Parameters
@@ -633,7 +642,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         bounds = self._predict_bounds(X)
         return 0.5 * (bounds[:, 0] + bounds[:, 1])
 
-    def predict_interval(self, X):
+    def predict_interval(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return conformal prediction intervals.
 
         Parameters

@@ -1,16 +1,20 @@
 """Shared machinery of the conformal wrappers: frozen models, splits, calibrators."""
 
+from __future__ import annotations
+
 import math
 from numbers import Integral, Real
+from typing import Any, Literal
 
 import numpy as np
 from sklearn import config_context
 from sklearn.base import BaseEstimator, MetaEstimatorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.utils import assert_all_finite, get_tags
+from sklearn.utils import InputTags, assert_all_finite, get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._typing import SecureRandomStateLike
 from .calibrators import (
     CALIBRATORS,
     CLASSIFICATION_ONLY,
@@ -43,7 +47,9 @@ _SPLIT, _CALIBRATOR, _SCORE, _MODEL = range(4)
 _N_STREAMS = 4
 
 
-def fit_streams(random_state):
+def fit_streams(
+    random_state: SecureRandomStateLike,
+) -> tuple[np.random.SeedSequence | Literal["secure"], list[np.random.SeedSequence]]:
     """Independent seeds of one fit: ``(calibrator_seed, [SeedSequence] * 4)``.
 
     All randomness of a wrapper fit derives from one
@@ -70,7 +76,9 @@ def fit_streams(random_state):
     return children[_CALIBRATOR], children
 
 
-def calibrator_random_state(seed):
+def calibrator_random_state(
+    seed: np.random.SeedSequence | Literal["secure"],
+) -> np.random.SeedSequence | Literal["secure"]:
     """What the calibrator's ``fit`` receives for a stream seed (or "secure").
 
     The child ``SeedSequence`` itself: the calibrator spawns its server and
@@ -79,12 +87,12 @@ def calibrator_random_state(seed):
     return seed
 
 
-def is_private_calibrator(calibrator):
+def is_private_calibrator(calibrator: str | BaseCalibrator) -> bool:
     """Whether ``calibrator`` (alias or instance) is a private (DP) strategy."""
     return "epsilon" in get_calibrator(calibrator).get_params(deep=False)
 
 
-def input_tags(estimator):
+def input_tags(estimator: Any) -> InputTags:
     """The input tags (NaN, sparse) of ``estimator``, read through FrozenEstimator.
 
     ``FrozenEstimator`` deep-copies its model's tags on every call; the
@@ -95,7 +103,7 @@ def input_tags(estimator):
     return get_tags(estimator).input_tags
 
 
-def is_prefit(estimator):
+def is_prefit(estimator: Any) -> bool:
     """Whether ``estimator`` is used as is (frozen, or fitted and not frozen)."""
     if isinstance(estimator, FrozenEstimator):
         return True

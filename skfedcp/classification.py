@@ -1,15 +1,20 @@
 """PrivateConformalClassifier: prediction sets with private, federated calibration."""
 
+from __future__ import annotations
+
 from numbers import Real
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from sklearn.base import ClassifierMixin, clone
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.multiclass import check_classification_targets
 
+from ._typing import ClientIds, MatrixLike, RandomStateLike, SecureRandomStateLike
 from .base import _SCORE, _SPLIT, BaseFedConformal, input_tags, is_prefit
-from .calibrators import get_calibrator
+from .calibrators import BaseCalibrator, get_calibrator
 from .scores import (
     CLASSIFICATION_SCORES,
     BaseClassificationScore,
@@ -195,17 +200,17 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
 
     def __init__(
         self,
-        estimator=None,
+        estimator: BaseEstimator | None = None,
         *,
-        alpha=0.1,
-        epsilon=1.0,
-        calibrator="dp-central",
-        conformity_score="lac",
-        score_bounds=None,
-        calibration_size=0.5,
-        random_state=None,
-        n_jobs=None,
-    ):
+        alpha: float = 0.1,
+        epsilon: float | None = 1.0,
+        calibrator: str | BaseCalibrator = "dp-central",
+        conformity_score: Literal["lac", "aps"] | BaseClassificationScore = "lac",
+        score_bounds: tuple[float, float] | None = None,
+        calibration_size: float = 0.5,
+        random_state: SecureRandomStateLike = None,
+        n_jobs: int | None = None,
+    ) -> None:
         self.estimator = estimator
         self.alpha = alpha
         self.epsilon = epsilon
@@ -227,7 +232,9 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         return tags
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, client_ids=None):
+    def fit(
+        self, X: MatrixLike, y: ArrayLike, client_ids: ClientIds = None
+    ) -> PrivateConformalClassifier:
         """Fit (or freeze) the model and calibrate the threshold across clients.
 
         Parameters
@@ -303,7 +310,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
             )
         return index
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> NDArray[Any]:
         """Return the model's predicted labels.
 
         Parameters
@@ -318,7 +325,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         self._check_predict_X(X)
         return self.estimator_.predict(X)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return the model's class probabilities (columns follow ``classes_``).
 
         Parameters
@@ -333,7 +340,9 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         self._check_predict_X(X)
         return self.estimator_.predict_proba(X)
 
-    def predict_set(self, X, *, random_state=None):
+    def predict_set(
+        self, X: MatrixLike, *, random_state: RandomStateLike = None
+    ) -> NDArray[np.bool_]:
         """Return conformal prediction sets as a boolean membership matrix.
 
         Deterministic for deterministic scores (LAC, APS). A randomized

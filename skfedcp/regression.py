@@ -1,13 +1,18 @@
 """FedConformalRegressor: prediction intervals calibrated across clients."""
 
+from __future__ import annotations
+
 from numbers import Real
+from typing import Any, Literal
 
 import numpy as np
-from sklearn.base import RegressorMixin, clone
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.utils.validation import has_fit_parameter
 
+from ._typing import ClientIds, MatrixLike, SecureRandomStateLike
 from .base import (
     _SPLIT,
     REGRESSION_CALIBRATORS,
@@ -15,6 +20,7 @@ from .base import (
     input_tags,
     is_prefit,
 )
+from .calibrators import BaseCalibrator
 from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
 from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 
@@ -163,17 +169,20 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
 
     def __init__(
         self,
-        estimator=None,
+        estimator: BaseEstimator | None = None,
         *,
-        alpha=0.1,
-        calibrator="qq",
-        conformity_score="absolute",
-        epsilon=None,
-        score_bounds=None,
-        calibration_size=0.5,
-        random_state=None,
-        n_jobs=None,
-    ):
+        alpha: float = 0.1,
+        calibrator: str | BaseCalibrator = "qq",
+        conformity_score: Literal[
+            "absolute", "normalized", "two_students", "two_students_offset"
+        ]
+        | BaseRegressionScore = "absolute",
+        epsilon: float | None = None,
+        score_bounds: tuple[float, float] | None = None,
+        calibration_size: float = 0.5,
+        random_state: SecureRandomStateLike = None,
+        n_jobs: int | None = None,
+    ) -> None:
         self.estimator = estimator
         self.alpha = alpha
         self.calibrator = calibrator
@@ -195,7 +204,13 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         return tags
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, client_ids=None, **fit_params):
+    def fit(
+        self,
+        X: MatrixLike,
+        y: ArrayLike,
+        client_ids: ClientIds = None,
+        **fit_params: Any,
+    ) -> FedConformalRegressor:
         """Fit (or freeze) the model and calibrate the threshold across clients.
 
         Parameters
@@ -259,7 +274,7 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         self._fit_calibrator(scores, self._rows(client_ids, cal_idx), calibrator_seed)
         return self
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return the model's point predictions.
 
         Parameters
@@ -274,7 +289,7 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         self._check_predict_X(X)
         return self.estimator_.predict(X)
 
-    def predict_interval(self, X):
+    def predict_interval(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return conformal prediction intervals.
 
         Parameters

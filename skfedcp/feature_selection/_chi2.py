@@ -1,14 +1,19 @@
 """FedChi2Selector: federated chi-square feature selection (FED-chi2)."""
 
+from __future__ import annotations
+
 from numbers import Integral, Real
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
+from .._typing import ClientIds, MatrixLike, SklearnRandomState
 from ..exceptions import SingleClientWarning
 from ..federated._partition import ClientPartition
 from ..federated._secure_aggregation import (
@@ -238,18 +243,18 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
 
     def __init__(
         self,
-        k=10,
+        k: int | Literal["all"] = 10,
         *,
-        statistic="sklearn",
-        n_projections=50,
-        estimator="geometric",
-        expected_split="class",
-        method="sketch",
-        secure_agg="harary",
-        frac_bits=None,
-        dropout=None,
-        random_state=None,
-    ):
+        statistic: Literal["sklearn", "contingency"] = "sklearn",
+        n_projections: int | tuple[float, float] = 50,
+        estimator: Literal["geometric", "mean_square"] = "geometric",
+        expected_split: Literal["class", "uniform"] = "class",
+        method: Literal["sketch", "plain"] = "sketch",
+        secure_agg: Literal["harary", "complete", "none"] = "harary",
+        frac_bits: int | None = None,
+        dropout: float | ArrayLike | None = None,
+        random_state: SklearnRandomState = None,
+    ) -> None:
         self.k = k
         self.statistic = statistic
         self.n_projections = n_projections
@@ -262,7 +267,9 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, client_ids=None):
+    def fit(
+        self, X: MatrixLike, y: ArrayLike, client_ids: ClientIds = None
+    ) -> FedChi2Selector:
         """Run the federated protocol and store the scores.
 
         Parameters
@@ -277,7 +284,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
 
         Returns
         -------
-        self : object
+        self : FedChi2Selector
             Fitted selector.
         """
         X, y = validate_data(
@@ -552,7 +559,9 @@ def _is_integer_valued(X, chunk=2**16):
     return True
 
 
-def fed_chi2(X, y, client_ids=None, **options):
+def fed_chi2(
+    X: MatrixLike, y: ArrayLike, client_ids: ClientIds = None, **options: Any
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Federated chi-square scores and p-values of every feature.
 
     Shorthand for ``FedChi2Selector(k="all", **options).fit(X, y,

@@ -1,11 +1,15 @@
 """FED-H (federated Shannon entropy) and a federated chi-square independence test."""
 
+from __future__ import annotations
+
 from numbers import Integral, Real
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 
+from .._typing import ClientIds, SklearnRandomState
 from ..federated._partition import ClientPartition
 from ..federated._secure_aggregation import (
     _circulant_graph,
@@ -69,8 +73,14 @@ def _entropy_sketch(seed, p, n_projections, step, coupled):
 
 
 def entropy_client_encode(
-    counts, *, n_total, seed, n_projections=2000, step=0.05, coupled=False
-):
+    counts: ArrayLike,
+    *,
+    n_total: float,
+    seed: int,
+    n_projections: int = 2000,
+    step: float = 0.05,
+    coupled: bool = False,
+) -> NDArray[np.float64]:
     """FED-H client step: project the client's share of the frequency vector.
 
     The client holds category counts ``c_i``; with the public total ``N``
@@ -121,7 +131,9 @@ def entropy_client_encode(
     return _entropy_sketch(seed, p, n_projections, step, bool(coupled))[:, :, 0]
 
 
-def entropy_server_decode(sketch, *, step=0.05, base=None):
+def entropy_server_decode(
+    sketch: ArrayLike, *, step: float = 0.05, base: float | None = None
+) -> float:
     """FED-H server step: entropy from the summed sketches.
 
     ``H = -(F_{1+step} - F_{1-step}) / (2 step)``, each moment estimated by
@@ -184,16 +196,16 @@ def _resolve_projections(n_projections, alpha):
 
 
 def fed_entropy(
-    x,
-    client_ids=None,
+    x: ArrayLike,
+    client_ids: ClientIds = None,
     *,
-    n_projections=2000,
-    step=0.05,
-    coupled=False,
-    base=None,
-    secure_agg="harary",
-    random_state=None,
-):
+    n_projections: int | tuple[float, float] = 2000,
+    step: float = 0.05,
+    coupled: bool = False,
+    base: float | None = None,
+    secure_agg: Literal["harary", "complete", "none"] = "harary",
+    random_state: SklearnRandomState = None,
+) -> float:
     """Shannon entropy of a categorical variable spread over clients (FED-H).
 
     Round one securely sums the clients' row counts (the server learns
@@ -293,18 +305,18 @@ def fed_entropy(
 
 
 def fed_chi2_test(
-    a,
-    b,
-    client_ids=None,
+    a: ArrayLike,
+    b: ArrayLike,
+    client_ids: ClientIds = None,
     *,
-    n_projections=50,
-    estimator="geometric",
-    expected_split="class",
-    method="sketch",
-    secure_agg="harary",
-    dropout=None,
-    random_state=None,
-):
+    n_projections: int | tuple[float, float] = 50,
+    estimator: Literal["geometric", "mean_square"] = "geometric",
+    expected_split: Literal["class", "uniform"] = "class",
+    method: Literal["sketch", "plain"] = "sketch",
+    secure_agg: Literal["harary", "complete", "none"] = "harary",
+    dropout: float | ArrayLike | None = None,
+    random_state: SklearnRandomState = None,
+) -> Chi2TestResult:
     """Federated Pearson chi-square test of independence of two categoricals.
 
     The FED-chi2 protocol (Pang et al., 2023, Alg. 2) on the ``m_a x m_b``

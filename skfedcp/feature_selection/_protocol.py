@@ -14,12 +14,17 @@ Pang et al. (ICML 2023), Alg. 2, applied to one statistic per feature:
   (:func:`chi2_server_decode`).
 """
 
-from typing import NamedTuple
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Literal, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
+from .._typing import MatrixLike
 from ..exceptions import InvalidMessageError
 from ..federated._secure_aggregation import fixed_point_plan
 from ._sketch import (
@@ -337,7 +342,13 @@ def _check_marginals(marginals):
 # Public protocol steps
 
 
-def chi2_client_marginals(X, y, *, classes, n_levels=None):
+def chi2_client_marginals(
+    X: MatrixLike,
+    y: ArrayLike,
+    *,
+    classes: ArrayLike,
+    n_levels: ArrayLike | None = None,
+) -> NDArray[np.float64]:
     """Round 1, client step: the local marginals to be securely summed.
 
     Parameters
@@ -402,8 +413,14 @@ def _message_array(value, *, field, client=None, ndim=1):
 
 
 def chi2_server_marginals(
-    total, *, n_classes, n_levels=None, n_features=None, n_samples=None, client=None
-):
+    total: ArrayLike,
+    *,
+    n_classes: int,
+    n_levels: ArrayLike | None = None,
+    n_features: int | None = None,
+    n_samples: int | None = None,
+    client: Hashable | None = None,
+) -> Chi2Marginals:
     """Round 1, server step: validate and split the securely summed marginals.
 
     Parameters
@@ -573,7 +590,7 @@ def _marginals_plan(bound, n_clients, *, integer_x, frac_bits=None):
     return plan
 
 
-def chi2_frac_bits(marginals):
+def chi2_frac_bits(marginals: Chi2Marginals) -> NDArray[np.int64]:
     """Fixed-point precision of each feature's sketch, from public marginals.
 
     ``f_j = clip(62 - ceil(log2(8 sqrt(2 max(B_j, 1)))), 8, 52)`` where
@@ -600,16 +617,16 @@ def chi2_frac_bits(marginals):
 
 
 def chi2_client_encode(
-    X,
-    y,
-    marginals,
+    X: MatrixLike,
+    y: ArrayLike,
+    marginals: Chi2Marginals,
     *,
-    classes,
-    seed,
-    n_projections=50,
-    expected_split="class",
-    n_clients=None,
-):
+    classes: ArrayLike,
+    seed: int,
+    n_projections: int = 50,
+    expected_split: Literal["class", "uniform"] = "class",
+    n_clients: int | None = None,
+) -> NDArray[np.float64]:
     """Round 2, client step: the client's sketch of every feature's residuals.
 
     For feature ``j`` the client forms ``u_j = (O_j - S_j) / sqrt(E_j)``
@@ -684,7 +701,13 @@ def chi2_client_encode(
     return np.ascontiguousarray(out.T)
 
 
-def chi2_server_decode(sketch, marginals, *, estimator="geometric", n_projections=None):
+def chi2_server_decode(
+    sketch: ArrayLike,
+    marginals: Chi2Marginals,
+    *,
+    estimator: Literal["geometric", "mean_square", "median"] = "geometric",
+    n_projections: int | None = None,
+) -> Chi2Scores:
     """Server step: estimate every feature's statistic from the summed sketch.
 
     Parameters
@@ -693,7 +716,7 @@ def chi2_server_decode(sketch, marginals, *, estimator="geometric", n_projection
         Secure sum of the clients' :func:`chi2_client_encode` outputs.
     marginals : Chi2Marginals
         The broadcast of round 1.
-    estimator : {"geometric", "mean_square"}, default="geometric"
+    estimator : {"geometric", "mean_square", "median"}, default="geometric"
         Decoder, see :func:`estimate_frequency_moment`.
     n_projections : int, optional
         Sketch size announced in the plan; None: the number of rows of

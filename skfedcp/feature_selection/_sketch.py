@@ -1,8 +1,12 @@
 """Stable random projections: shared matrices, moment estimators, sketch size."""
 
+from __future__ import annotations
+
 from numbers import Integral, Real
+from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 
 __all__ = [
@@ -137,7 +141,14 @@ def _check_positive_int(value, name, minimum=1):
     return int(value)
 
 
-def stable_projection(seed, key, n_projections, n_cols, *, alpha=2.0):
+def stable_projection(
+    seed: int,
+    key: tuple[int, ...],
+    n_projections: int,
+    n_cols: int,
+    *,
+    alpha: float = 2.0,
+) -> NDArray[np.float64]:
     """Shared random matrix with iid symmetric alpha-stable entries.
 
     Every client that knows the shared ``seed`` builds the same matrix,
@@ -224,7 +235,13 @@ def _log_gm_constant(alpha, n_projections):
 _ESTIMATORS = ("geometric", "mean_square", "median")
 
 
-def estimate_frequency_moment(sketch, *, alpha=2.0, estimator="geometric", axis=0):
+def estimate_frequency_moment(
+    sketch: ArrayLike,
+    *,
+    alpha: float = 2.0,
+    estimator: Literal["geometric", "mean_square", "median"] = "geometric",
+    axis: int = 0,
+) -> NDArray[np.float64] | float:
     """Server decode: estimate ``F_alpha(w)`` from the sketch ``e = P w``.
 
     The entries of ``e`` are iid ``F_alpha(w)**(1/alpha) S`` with
@@ -330,7 +347,13 @@ def _eta_left(eps, alpha, ell0):
     )
 
 
-def required_projection_dim(eps, delta, *, alpha=2.0, estimator="geometric"):
+def required_projection_dim(
+    eps: float,
+    delta: float,
+    *,
+    alpha: float = 2.0,
+    estimator: Literal["geometric", "mean_square"] = "geometric",
+) -> int:
     """Smallest sketch size ``l`` with ``P[|F_hat/F - 1| > eps] <= delta``.
 
     For ``estimator="geometric"``: the tail bounds of Li (2008) used in the

@@ -1,13 +1,19 @@
 """Group rows by client, in the order of the sorted client labels."""
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 
 try:  # pandas' O(n) counting sort (what groupby uses); argsort otherwise
     from pandas._libs.algos import groupsort_indexer as _groupsort_indexer
 except ImportError:  # pragma: no cover - private pandas API
     _groupsort_indexer = None
 
+from .._typing import ClientIds
 from ..utils._validation import check_client_ids
 
 __all__ = ["ClientPartition", "split_by_client"]
@@ -50,7 +56,7 @@ class ClientPartition:
     [[20], [10, 30]]
     """
 
-    def __init__(self, client_ids, n_samples=None):
+    def __init__(self, client_ids: ClientIds, n_samples: int | None = None) -> None:
         if n_samples is None:
             n_samples = 1 if client_ids is None else len(client_ids)
         ids = check_client_ids(client_ids, n_samples)
@@ -74,27 +80,27 @@ class ClientPartition:
         self.sizes = np.diff(self._bounds)
 
     @property
-    def is_grouped(self):
+    def is_grouped(self) -> bool:
         """Whether the rows arrived grouped (``grouped`` then returns a view)."""
         return self._grouped
 
     @property
-    def n_clients(self):
+    def n_clients(self) -> int:
         """Number of clients."""
         return self.clients.shape[0]
 
     @property
-    def offsets(self):
+    def offsets(self) -> NDArray[np.intp]:
         """Start of each client's rows in grouped order, then ``n_samples``."""
         return self._bounds
 
-    def client_codes(self):
+    def client_codes(self) -> NDArray[np.intp]:
         """Return the position of each row's client in ``clients``."""
         if self.codes is None:
             return np.repeat(np.arange(self.n_clients), self.sizes)
         return self.codes
 
-    def grouped(self, values):
+    def grouped(self, values: ArrayLike) -> NDArray[Any]:
         """Return ``values`` reordered so that each client's rows are contiguous."""
         values = np.asarray(values)
         if self._grouped:
@@ -105,13 +111,13 @@ class ClientPartition:
             self._order = _group_order(self.codes, self.n_clients)
         return values.take(self._order, axis=0)
 
-    def split(self, values):
+    def split(self, values: ArrayLike) -> list[NDArray[Any]]:
         """Split a per-row array into one array per client (views when possible)."""
         grouped = self.grouped(values)
         b = self._bounds
         return [grouped[b[i] : b[i + 1]] for i in range(self.n_clients)]
 
-    def as_matrix(self, values):
+    def as_matrix(self, values: ArrayLike) -> NDArray[Any] | None:
         """Return an ``(n_clients, n)`` array if all clients have n rows, else None."""
         if self.n_clients == 0 or np.any(self.sizes != self.sizes[0]):
             return None
@@ -202,7 +208,9 @@ def _sorted_bounds(ids):
     return np.concatenate(([0], starts, [n]))
 
 
-def split_by_client(values, client_ids=None):
+def split_by_client(
+    values: ArrayLike, client_ids: ClientIds = None
+) -> tuple[NDArray[Any], list[NDArray[Any]]]:
     """Split a per-row array by client.
 
     Parameters

@@ -22,13 +22,18 @@ vectors, the dropped set and the recovered masks, and that the result is
 bit-exact: ``sum of the survivors' inputs mod 2^64``.
 """
 
+from __future__ import annotations
+
 import hashlib
+from collections.abc import Hashable, Sequence
 from numbers import Integral
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
 
+from .._typing import RandomStateLike
 from ..exceptions import InvalidMessageError
 from ..utils._random import check_seed_sequence
 
@@ -50,7 +55,7 @@ _TWO63 = 2.0**63
 _MINUS_ONE = np.uint64(2**64 - 1)  # -1 in the ring
 
 
-def fixed_point_encode(x, frac_bits):
+def fixed_point_encode(x: ArrayLike, frac_bits: ArrayLike) -> NDArray[np.uint64]:
     """Encode reals in fixed point as elements of the ring Z/2^64.
 
     ``q(x) = round(x * 2**frac_bits) mod 2**64``, stored as ``uint64``. Only
@@ -109,7 +114,7 @@ def fixed_point_encode(x, frac_bits):
     return np.asarray(scaled.astype(np.int64)).view(np.uint64)
 
 
-def fixed_point_decode(q, frac_bits):
+def fixed_point_decode(q: ArrayLike, frac_bits: ArrayLike) -> NDArray[np.float64]:
     """Decode a fixed-point aggregate from Z/2^64 to reals.
 
     The ``uint64`` value is read as a two's-complement ``int64`` and divided
@@ -205,7 +210,7 @@ class FixedPointPlan(NamedTuple):
     n_clients: int
     modulus_bits: int = 64
 
-    def encode(self, x, *, name="x"):
+    def encode(self, x: ArrayLike, *, name: str = "x") -> NDArray[np.uint64]:
         """Client step: check ``x`` against the announced bound and encode it.
 
         Parameters
@@ -239,7 +244,9 @@ class FixedPointPlan(NamedTuple):
             )
         return fixed_point_encode(x, self.frac_bits)
 
-    def check_message(self, q, *, client=None, field="q"):
+    def check_message(
+        self, q: ArrayLike, *, client: Hashable | None = None, field: str = "q"
+    ) -> NDArray[np.uint64]:
         """Server step: validate one *unmasked* encoded vector.
 
         Raises :class:`~skfedcp.exceptions.InvalidMessageError` unless ``q``
@@ -257,7 +264,7 @@ class FixedPointPlan(NamedTuple):
             )
         return q
 
-    def decode(self, total, *, field="total"):
+    def decode(self, total: ArrayLike, *, field: str = "total") -> NDArray[np.float64]:
         """Server step: decode a secure sum and check it against the plan.
 
         Raises :class:`~skfedcp.exceptions.InvalidMessageError` when the
@@ -277,7 +284,13 @@ class FixedPointPlan(NamedTuple):
         return x
 
 
-def fixed_point_plan(bound, n_clients, *, max_frac_bits=52, name="bound"):
+def fixed_point_plan(
+    bound: ArrayLike,
+    n_clients: int,
+    *,
+    max_frac_bits: ArrayLike = 52,
+    name: str = "bound",
+) -> FixedPointPlan:
     """Choose the fixed-point scale of a secure sum from public bounds.
 
     Coordinate ``j`` gets ``f_j = min(max_frac_bits, floor(log2(2**62 /
@@ -363,8 +376,12 @@ def _check_ring_message(q, shape, *, client, field):
 
 
 def secure_aggregation_graph(
-    n_clients, *, graph="complete", degree=None, random_state=None
-):
+    n_clients: int,
+    *,
+    graph: Literal["complete", "harary"] = "complete",
+    degree: int | None = None,
+    random_state: RandomStateLike = None,
+) -> NDArray[np.intp]:
     """Edges of the communication graph of pairwise masks.
 
     Parameters
@@ -504,7 +521,7 @@ class MaskingSetup(NamedTuple):
     edge_seeds: tuple
     self_seeds: tuple | None = None
 
-    def neighbours(self, client):
+    def neighbours(self, client: int) -> NDArray[np.intp]:
         """Return the sorted neighbours of ``client`` in the masking graph."""
         i, j = self.edges[:, 0], self.edges[:, 1]
         return np.sort(np.concatenate([j[i == client], i[j == client]]))
@@ -538,8 +555,13 @@ def _draw_seeds(rng, size):
 
 
 def make_masking_setup(
-    n_clients, *, graph="complete", degree=None, self_masks=True, random_state=None
-):
+    n_clients: int,
+    *,
+    graph: Literal["complete", "harary"] = "complete",
+    degree: int | None = None,
+    self_masks: bool = True,
+    random_state: RandomStateLike = None,
+) -> MaskingSetup:
     """Draw the graph and the simulated seeds of one secure aggregation.
 
     Parameters
@@ -616,7 +638,9 @@ def _as_ring_vector(q, name="q"):
     return q
 
 
-def mask_input(q, client, setup, *, offset=0):
+def mask_input(
+    q: ArrayLike, client: int, setup: MaskingSetup, *, offset: int = 0
+) -> NDArray[np.uint64]:
     """Client step: mask one client's encoded vector.
 
     ``y_i = q_i + t_i + sum_{j > i} m_ij - sum_{j < i} m_ij (mod 2**64)`` over
@@ -707,7 +731,13 @@ def _remove_masks(total, survivors, setup, *, offset=0):
     return total
 
 
-def unmask_sum(masked_inputs, survivors, setup, *, offset=0):
+def unmask_sum(
+    masked_inputs: Sequence[ArrayLike] | NDArray[np.uint64],
+    survivors: ArrayLike,
+    setup: MaskingSetup,
+    *,
+    offset: int = 0,
+) -> NDArray[np.uint64]:
     """Server step: sum the masked vectors of the survivors and unmask.
 
     Computes ``z = sum_{i in S} (y_i - t_i) - sum_{i in S, j in N(i) \\ S, j > i}
@@ -763,15 +793,15 @@ def unmask_sum(masked_inputs, survivors, setup, *, offset=0):
 
 
 def secure_sum(
-    values,
+    values: Sequence[ArrayLike] | ArrayLike,
     *,
-    dropped=None,
-    frac_bits=None,
-    graph="complete",
-    degree=None,
-    self_masks=True,
-    random_state=None,
-):
+    dropped: ArrayLike | None = None,
+    frac_bits: int | None = None,
+    graph: Literal["complete", "harary"] = "complete",
+    degree: int | None = None,
+    self_masks: bool = True,
+    random_state: RandomStateLike = None,
+) -> NDArray[np.int64] | NDArray[np.float64]:
     """Sum per-client vectors through simulated secure aggregation.
 
     Each client encodes its vector in fixed point (:func:`fixed_point_encode`)

@@ -4,13 +4,22 @@ Kept apart so that :mod:`._regression` (the registry) and :mod:`._two_students`
 both import it without importing each other in a circle.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
+
+from .._typing import MatrixLike
 
 __all__ = ["BaseRegressionScore", "ordered_interval"]
 
 
-def ordered_interval(lower, upper):
+def ordered_interval(
+    lower: NDArray[np.float64], upper: NDArray[np.float64]
+) -> NDArray[np.float64]:
     """Stack ``(lower, upper)`` into ``(n_samples, 2)`` bounds that never cross.
 
     A conformal set ``{y : score <= q}`` is empty where a negative correction
@@ -43,30 +52,37 @@ class BaseRegressionScore(BaseEstimator):
     """
 
     requires_fit = False
-    _parameter_constraints: dict = {}
+    _parameter_constraints: dict[str, list[Any]] = {}
 
-    def fit(self, X, y, y_pred):
+    def fit(
+        self, X: MatrixLike | None, y: ArrayLike | None, y_pred: ArrayLike | None
+    ) -> BaseRegressionScore:
         """Learn what the score needs from training rows (default: nothing).
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training inputs.
-        y : array-like of shape (n_samples,)
+        X : array-like of shape (n_samples, n_features) or None
+            Training inputs (None for a score that reads nothing, e.g. one
+            whose scale model is frozen).
+        y : array-like of shape (n_samples,) or None
             Training targets.
-        y_pred : ndarray of shape (n_samples,)
+        y_pred : array-like of shape (n_samples,) or None
             The fitted model's predictions on ``X``.
 
         Returns
         -------
-        self : object
+        self : BaseRegressionScore
         """
         return self
 
-    def conformity_score(self, y, y_pred, X=None):
+    def conformity_score(
+        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return one score per row (larger = worse fit)."""
         raise NotImplementedError
 
-    def interval(self, y_pred, threshold, X=None):
+    def interval(
+        self, y_pred: ArrayLike, threshold: float, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return the ``(n_samples, 2)`` interval ``{y : score <= threshold}``."""
         raise NotImplementedError

@@ -1,8 +1,14 @@
 """Classification conformity scores (LAC, APS) and the label sets they imply."""
 
+from __future__ import annotations
+
+from typing import Any, Literal
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 
+from .._typing import RandomStateLike
 from ..utils._random import check_seed_sequence
 
 __all__ = [
@@ -68,9 +74,11 @@ class BaseClassificationScore(BaseEstimator):
 
     #: Natural range of the score (public: it does not depend on data).
     bounds = (0.0, 1.0)
-    _parameter_constraints: dict = {}
+    _parameter_constraints: dict[str, list[Any]] = {}
 
-    def label_scores(self, proba, *, random_state=None):
+    def label_scores(
+        self, proba: ArrayLike, *, random_state: RandomStateLike = None
+    ) -> NDArray[np.float64]:
         """Return the score of every label, shape ``(n_samples, n_classes)``.
 
         Parameters
@@ -89,7 +97,13 @@ class BaseClassificationScore(BaseEstimator):
         """
         raise NotImplementedError
 
-    def conformity_score(self, y_encoded, proba, *, random_state=None):
+    def conformity_score(
+        self,
+        y_encoded: ArrayLike,
+        proba: ArrayLike,
+        *,
+        random_state: RandomStateLike = None,
+    ) -> NDArray[np.float64]:
         """Return the score of the true label of each row.
 
         Parameters
@@ -113,7 +127,13 @@ class BaseClassificationScore(BaseEstimator):
         scores = self.label_scores(proba, random_state=random_state)
         return scores[np.arange(proba.shape[0]), y_encoded]
 
-    def predict_set(self, proba, threshold, *, random_state=None):
+    def predict_set(
+        self,
+        proba: ArrayLike,
+        threshold: float,
+        *,
+        random_state: RandomStateLike = None,
+    ) -> NDArray[np.bool_]:
         """Return the boolean label sets ``{y : score(x, y) <= threshold}``.
 
         Parameters
@@ -153,19 +173,33 @@ class LACScore(BaseClassificationScore):
            [ True,  True,  True]])
     """
 
-    def label_scores(self, proba, *, random_state=None):
+    def label_scores(
+        self, proba: ArrayLike, *, random_state: RandomStateLike = None
+    ) -> NDArray[np.float64]:
         """Return ``1 - proba``, clipped to [0, 1]."""
         scores = np.subtract(1.0, _check_proba(proba))
         return np.clip(scores, 0.0, 1.0, out=scores)  # in place: one temporary
 
-    def predict_set(self, proba, threshold, *, random_state=None):
+    def predict_set(
+        self,
+        proba: ArrayLike,
+        threshold: float,
+        *,
+        random_state: RandomStateLike = None,
+    ) -> NDArray[np.bool_]:
         """Return the boolean label sets ``{y : 1 - p_y(x) <= threshold}``.
 
         Same sets as the base class, with ``proba`` checked once.
         """
         return self.label_scores(proba) <= threshold
 
-    def conformity_score(self, y_encoded, proba, *, random_state=None):
+    def conformity_score(
+        self,
+        y_encoded: ArrayLike,
+        proba: ArrayLike,
+        *,
+        random_state: RandomStateLike = None,
+    ) -> NDArray[np.float64]:
         """Return ``1 - p_y`` of each row's label, clipped to [0, 1].
 
         Reads one probability per row instead of scoring every label.
@@ -219,10 +253,12 @@ class APSScore(BaseClassificationScore):
 
     _parameter_constraints = {"randomized": ["boolean"]}
 
-    def __init__(self, *, randomized=False):
+    def __init__(self, *, randomized: bool = False) -> None:
         self.randomized = randomized
 
-    def label_scores(self, proba, *, random_state=None):
+    def label_scores(
+        self, proba: ArrayLike, *, random_state: RandomStateLike = None
+    ) -> NDArray[np.float64]:
         """Return the mass ranked before each label plus ``U`` times its own."""
         proba = _check_proba(proba)
         n, n_classes = proba.shape
@@ -242,7 +278,9 @@ class APSScore(BaseClassificationScore):
 CLASSIFICATION_SCORES = {"lac": LACScore, "aps": APSScore}
 
 
-def resolve_classification_score(score):
+def resolve_classification_score(
+    score: Literal["lac", "aps"] | BaseClassificationScore,
+) -> BaseClassificationScore:
     """Return a fresh score object from a registry name or a score instance.
 
     Examples

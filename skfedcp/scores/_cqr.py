@@ -1,10 +1,15 @@
 """Conformalized quantile regression (CQR) scores and the intervals they imply."""
 
+from __future__ import annotations
+
 from numbers import Real
+from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 
+from .._typing import MatrixLike
 from ..utils._sklearn_compat import Interval
 from ._base import ordered_interval
 
@@ -40,13 +45,17 @@ class BaseCQRScore(BaseEstimator):
     """
 
     n_thresholds = 1
-    _parameter_constraints: dict = {}
+    _parameter_constraints: dict[str, list[Any]] = {}
 
-    def conformity_score(self, y, y_pred, X=None):
+    def conformity_score(
+        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return the score of each row (larger = worse fit)."""
         raise NotImplementedError
 
-    def interval(self, y_pred, threshold, X=None):
+    def interval(
+        self, y_pred: ArrayLike, threshold: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return the ``(n_samples, 2)`` interval ``{y : score <= threshold}``."""
         raise NotImplementedError
 
@@ -67,13 +76,17 @@ class CQRScore(BaseCQRScore):
     array([[0.5, 2.5]])
     """
 
-    def conformity_score(self, y, y_pred, X=None):
+    def conformity_score(
+        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``max(f_lo - y, y - f_hi)``."""
         lower, upper = _check_bounds(y_pred)
         y = np.asarray(y, dtype=np.float64)
         return np.maximum(lower - y, y - upper)
 
-    def interval(self, y_pred, threshold, X=None):
+    def interval(
+        self, y_pred: ArrayLike, threshold: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``[f_lo - threshold, f_hi + threshold]``, never crossed.
 
         Where the bounds cross (a negative ``threshold`` larger than half the
@@ -107,7 +120,9 @@ class AsymmetricCQRScore(BaseCQRScore):
 
     n_thresholds = 2
 
-    def conformity_score(self, y, y_pred, X=None):
+    def conformity_score(
+        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return the columns ``(f_lo - y, y - f_hi)``, shape (n_samples, 2)."""
         lower, upper = _check_bounds(y_pred)
         y = np.asarray(y, dtype=np.float64)
@@ -117,7 +132,9 @@ class AsymmetricCQRScore(BaseCQRScore):
         np.subtract(y, upper, out=scores[1])
         return scores.T
 
-    def interval(self, y_pred, threshold, X=None):
+    def interval(
+        self, y_pred: ArrayLike, threshold: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``[f_lo - threshold[0], f_hi + threshold[1]]``, never crossed."""
         lower, upper = _check_bounds(y_pred)
         q_lo, q_hi = _check_pair(threshold)
@@ -163,19 +180,23 @@ class NormalizedCQRScore(BaseCQRScore):
         "min_width": [Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, *, min_width=1e-6):
+    def __init__(self, *, min_width: float = 1e-6) -> None:
         self.min_width = min_width
 
     def _width(self, lower, upper):
         return np.maximum(upper - lower, self.min_width)
 
-    def conformity_score(self, y, y_pred, X=None):
+    def conformity_score(
+        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``max(f_lo - y, y - f_hi) / max(f_hi - f_lo, min_width)``."""
         lower, upper = _check_bounds(y_pred)
         y = np.asarray(y, dtype=np.float64)
         return np.maximum(lower - y, y - upper) / self._width(lower, upper)
 
-    def interval(self, y_pred, threshold, X=None):
+    def interval(
+        self, y_pred: ArrayLike, threshold: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``[f_lo - threshold * w, f_hi + threshold * w]``, never crossed."""
         lower, upper = _check_bounds(y_pred)
         half = threshold * self._width(lower, upper)
@@ -191,7 +212,9 @@ CQR_SCORES = {
 }
 
 
-def resolve_cqr_score(score):
+def resolve_cqr_score(
+    score: Literal["symmetric", "asymmetric", "normalized"] | BaseCQRScore,
+) -> BaseCQRScore:
     """Return a fresh CQR score from a registry name or a score instance.
 
     Parameters

@@ -1,12 +1,17 @@
 """Regression conformity scores and the intervals they imply."""
 
+from __future__ import annotations
+
 from numbers import Real
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.frozen import FrozenEstimator
 
+from .._typing import MatrixLike
 from ..utils._sklearn_compat import HasMethods, Interval
 from ._base import BaseRegressionScore, ordered_interval
 from ._two_students import TwoStudentsOffsetScore, TwoStudentsScore
@@ -32,14 +37,18 @@ class AbsoluteResidualScore(BaseRegressionScore):
            [1.5, 2.5]])
     """
 
-    def conformity_score(self, y, y_pred, X=None):
+    def conformity_score(
+        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``|y - y_pred|``."""
         residual = np.subtract(
             np.asarray(y, dtype=np.float64), np.asarray(y_pred, dtype=np.float64)
         )
         return np.abs(residual, out=residual)  # in place: no second temporary
 
-    def interval(self, y_pred, threshold, X=None):
+    def interval(
+        self, y_pred: ArrayLike, threshold: float, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``[y_pred - |threshold|, y_pred + |threshold|]``.
 
         A negative threshold gives an empty conformal set; the interval
@@ -98,11 +107,13 @@ class NormalizedResidualScore(BaseRegressionScore):
         "min_scale": [Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, scale_estimator=None, *, min_scale=1e-6):
+    def __init__(self, scale_estimator: Any = None, *, min_scale: float = 1e-6) -> None:
         self.scale_estimator = scale_estimator
         self.min_scale = min_scale
 
-    def fit(self, X, y, y_pred):
+    def fit(
+        self, X: MatrixLike | None, y: ArrayLike | None, y_pred: ArrayLike | None
+    ) -> NormalizedResidualScore:
         """Fit the scale model on ``|y - y_pred|`` (skipped if it is frozen).
 
         A frozen scale model reads nothing: ``X``, ``y`` and ``y_pred`` may
@@ -124,12 +135,16 @@ class NormalizedResidualScore(BaseRegressionScore):
         scale = np.asarray(self.scale_estimator_.predict(X), dtype=np.float64)
         return np.maximum(scale, self.min_scale)
 
-    def conformity_score(self, y, y_pred, X=None):
+    def conformity_score(
+        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``|y - y_pred| / max(sigma(X), min_scale)``."""
         residual = np.abs(np.asarray(y, dtype=np.float64) - np.asarray(y_pred))
         return residual / self._scale(X)
 
-    def interval(self, y_pred, threshold, X=None):
+    def interval(
+        self, y_pred: ArrayLike, threshold: float, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``y_pred ± threshold * sigma(X)``, lower bound first."""
         y_pred = np.asarray(y_pred, dtype=np.float64)
         half = threshold * self._scale(X)
@@ -144,7 +159,9 @@ REGRESSION_SCORES = {
 }
 
 
-def resolve_regression_score(score):
+def resolve_regression_score(
+    score: str | BaseRegressionScore,
+) -> BaseRegressionScore:
     """Return a fresh score object from a registry name or a score instance.
 
     Examples

@@ -1,9 +1,14 @@
 """Normalized scores that read the model's own uncertainty (Two Students)."""
 
+from __future__ import annotations
+
 from numbers import Real
+from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
+from .._typing import MatrixLike
 from ..utils._sklearn_compat import Interval, StrOptions
 from ._base import BaseRegressionScore, ordered_interval
 
@@ -83,10 +88,10 @@ class TwoStudentsScore(BaseRegressionScore):
         ],
     }
 
-    def __init__(self, *, offset=None):
+    def __init__(self, *, offset: Literal["median"] | float | None = None) -> None:
         self.offset = offset
 
-    def set_estimator(self, estimator):
+    def set_estimator(self, estimator: Any) -> TwoStudentsScore:
         """Attach the fitted model whose ``predict_std`` gives the scale.
 
         Parameters
@@ -131,12 +136,16 @@ class TwoStudentsScore(BaseRegressionScore):
         sigma = np.asarray(self.estimator_.predict_std(X), dtype=np.float64)
         return sigma + self.offset_
 
-    def conformity_score(self, y, y_pred, X=None):
+    def conformity_score(
+        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``|y - y_pred| / (sigma(X) + beta)``."""
         residual = np.abs(np.asarray(y, dtype=np.float64) - np.asarray(y_pred))
         return residual / self._scale(X)
 
-    def interval(self, y_pred, threshold, X=None):
+    def interval(
+        self, y_pred: ArrayLike, threshold: float, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
         """Return ``y_pred ± threshold * (sigma(X) + beta)``."""
         y_pred = np.asarray(y_pred, dtype=np.float64)
         half = threshold * self._scale(X)
@@ -170,5 +179,5 @@ class TwoStudentsOffsetScore(TwoStudentsScore):
     'median'
     """
 
-    def __init__(self, *, offset="median"):
+    def __init__(self, *, offset: Literal["median"] | float | None = "median") -> None:
         super().__init__(offset=offset)

@@ -1,14 +1,18 @@
 """Input checks with early, named errors."""
 
+from __future__ import annotations
+
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["check_alpha", "check_client_ids", "check_int", "check_scores"]
 
 
-def check_alpha(alpha, *, name="alpha"):
+def check_alpha(alpha: float, *, name: str = "alpha") -> float:
     """Return ``alpha`` as a float after checking that it lies in (0, 1).
 
     Parameters
@@ -35,7 +39,7 @@ def check_alpha(alpha, *, name="alpha"):
     return alpha
 
 
-def check_int(value, name, *, low, high=None):
+def check_int(value: int, name: str, *, low: int, high: int | None = None) -> int:
     """Return ``value`` as an int after checking it lies in ``[low, high]``.
 
     Parameters
@@ -67,7 +71,9 @@ def check_int(value, name, *, low, high=None):
     return value
 
 
-def check_scores(scores, *, name="scores", allow_inf=False):
+def check_scores(
+    scores: ArrayLike, *, name: str = "scores", allow_inf: bool = False
+) -> NDArray[np.float64]:
     """Return conformity scores as a 1-D float64 array after checking them.
 
     Parameters
@@ -102,7 +108,9 @@ def check_scores(scores, *, name="scores", allow_inf=False):
     return arr
 
 
-def check_client_ids(client_ids, n_samples, *, name="client_ids"):
+def check_client_ids(
+    client_ids: ArrayLike | None, n_samples: int, *, name: str = "client_ids"
+) -> NDArray[Any]:
     """Check a client-partition vector and return it as a 1-D array.
 
     Parameters
