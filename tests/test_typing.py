@@ -21,22 +21,6 @@ import pytest
 
 API = Path(__file__).resolve().parents[1] / "docs" / "api.rst"
 
-# Modules whose signatures are not annotated yet: other branches were editing
-# them when the hints were added. Their functions are skipped here; the lead
-# annotates them after merging and empties this set (the last test below
-# fails as soon as an entry here is fully annotated, so the set only shrinks).
-PENDING = {
-    "skfedcp.calibrators._averaging",
-    "skfedcp.calibrators._base",
-    "skfedcp.calibrators._central",
-    "skfedcp.calibrators._order_statistics",
-    "skfedcp.calibrators._private",
-    "skfedcp.calibrators._qq_coverage",
-    "skfedcp.calibrators._qq_selection",
-    "skfedcp.calibrators._quantile_of_quantiles",
-    "skfedcp.privacy._exponential",
-    "skfedcp.privacy._quantile",
-}
 
 # Names imported only for type checkers (``if TYPE_CHECKING:``): optional
 # packages (matplotlib, flwr) and lazily imported ones. get_type_hints gets
@@ -139,7 +123,7 @@ def _type_checking_namespace():
 
 
 CALLABLES = _public_callables()
-CHECKED = [(n, f) for n, f in CALLABLES if _module_of(f) not in PENDING]
+CHECKED = CALLABLES
 
 
 def test_the_walk_finds_the_public_api():
@@ -194,21 +178,6 @@ def test_the_check_can_fail():
 
 def _misspelt_hint(x: "Intt") -> None:  # noqa: F821
     """A string annotation naming nothing: get_type_hints must refuse it."""
-
-
-def test_pending_modules_still_need_hints():
-    """An entry of PENDING that is fully annotated must leave the set."""
-    pending_missing = {
-        _module_of(f) for _, f in CALLABLES if missing_annotations(f)
-    } & PENDING
-    done = sorted(
-        m
-        for m in PENDING
-        if m not in pending_missing and any(_module_of(f) == m for _, f in CALLABLES)
-    )
-    assert done == [], f"annotated now, remove from PENDING: {done}"
-    for module_name in PENDING:
-        importlib.import_module(module_name)  # a typo would hide a module
 
 
 def test_package_is_marked_typed():

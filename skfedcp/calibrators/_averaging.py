@@ -1,7 +1,13 @@
 """FedCP-Avg: the mean of local conformal quantiles (a baseline, no guarantee)."""
 
-import numpy as np
+from __future__ import annotations
 
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .._typing import SecureRandomStateLike
 from ..utils._quantile import conformal_rank
 from ..utils._sklearn_compat import StrOptions
 from ._base import BaseCalibrator
@@ -79,7 +85,12 @@ class AveragingCalibrator(BaseCalibrator):
     _federated = True
     _message_fields = {"n": "size", "quantile": "value"}
 
-    def __init__(self, *, weights="uniform", local_quantile="rank"):
+    def __init__(
+        self,
+        *,
+        weights: Literal["uniform", "size"] = "uniform",
+        local_quantile: Literal["rank", "clip"] = "rank",
+    ) -> None:
         self.weights = weights
         self.local_quantile = local_quantile
 
@@ -93,13 +104,20 @@ class AveragingCalibrator(BaseCalibrator):
         ranks = np.array([self._rank(int(n), alpha) for n in distinct], dtype=int)
         return ranks[inverse.reshape(-1)]
 
-    def plan(self, n_per_client, alpha):
+    def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return each client's local rank; infeasible if one exceeds its size."""
         sizes = np.asarray(n_per_client)
         ranks = self._ranks(sizes, alpha)
         return {"feasible": bool(np.all(ranks <= sizes)), "local_ranks": ranks}
 
-    def client_step(self, scores, *, alpha, n_per_client=None, random_state=None):
+    def client_step(
+        self,
+        scores: ArrayLike,
+        *,
+        alpha: float,
+        n_per_client: ArrayLike | None = None,
+        random_state: SecureRandomStateLike = None,
+    ) -> dict[str, Any]:
         """Send ``(n_j, local conformal quantile)``."""
         scores, alpha, _ = self._check_client_input(scores, alpha, None)
         n = scores.shape[0]

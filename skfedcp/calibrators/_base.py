@@ -1,14 +1,18 @@
 """BaseCalibrator: the client step / server step protocol and its simulation."""
 
+from __future__ import annotations
+
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 from joblib import Parallel, delayed
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 
+from .._typing import ClientIds, Messages, SecureRandomStateLike
 from ..exceptions import (
     InfiniteThresholdWarning,
     InvalidMessageError,
@@ -42,7 +46,7 @@ class CoverageBounds(NamedTuple):
     upper: float
 
 
-def stack_messages(messages):
+def stack_messages(messages: Messages) -> dict[str, NDArray[Any]]:
     """Turn client messages into one dict of arrays (one entry per client).
 
     Parameters
@@ -144,7 +148,7 @@ class BaseCalibrator(BaseEstimator):
     #: ``skfedcp.calibrators._messages.FIELD_KINDS``). ``None`` (a strategy
     #: written against the older API that overrides ``server_step``): the
     #: messages are only stacked and checked for NaN.
-    _message_fields = None
+    _message_fields: ClassVar[dict[str, str] | None] = None
 
     #: Whether ``fit`` takes the ``(n, n_classes)`` score matrix of every
     #: label plus ``labels=`` (LDP-L) instead of one score per row.
@@ -155,7 +159,7 @@ class BaseCalibrator(BaseEstimator):
     #: ``client_step`` / ``server_step`` exchange.
     interactive = False
 
-    def plan(self, n_per_client, alpha):
+    def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Public, data-free computation shared by clients and server.
 
         Parameters
@@ -173,7 +177,14 @@ class BaseCalibrator(BaseEstimator):
         return {"feasible": True}
 
     @abstractmethod
-    def client_step(self, scores, *, alpha, n_per_client, random_state=None):
+    def client_step(
+        self,
+        scores: ArrayLike,
+        *,
+        alpha: float,
+        n_per_client: ArrayLike,
+        random_state: SecureRandomStateLike = None,
+    ) -> dict[str, Any]:
         """Compute the message one client sends.
 
         Parameters
@@ -185,10 +196,11 @@ class BaseCalibrator(BaseEstimator):
         n_per_client : array-like of int
             Public calibration sizes of all clients (some strategies need them
             to choose a rank).
-        random_state : int, Generator, RandomState, SeedSequence or None, \
-                default=None
+        random_state : int, Generator, RandomState, SeedSequence, "secure" \
+                or None, default=None
             Randomness of this client's step, if any (``None``: fresh
-            operating-system entropy).
+            operating-system entropy; ``"secure"``: operating-system
+            randomness, for deployment).
 
         Returns
         -------
@@ -196,7 +208,14 @@ class BaseCalibrator(BaseEstimator):
             Plain numbers or arrays.
         """
 
-    def server_step(self, messages, *, alpha, n_per_client, random_state=None):
+    def server_step(
+        self,
+        messages: Messages,
+        *,
+        alpha: float,
+        n_per_client: ArrayLike,
+        random_state: SecureRandomStateLike = None,
+    ) -> float:
         """Aggregate the clients' messages into a threshold.
 
         Every message is first checked against the public plan (see
@@ -234,7 +253,7 @@ class BaseCalibrator(BaseEstimator):
         )
         return threshold
 
-    def coverage_bounds(self, n_per_client, alpha):
+    def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Coverage implied by theory (see :class:`CoverageBounds`)."""
         return CoverageBounds(np.nan, np.nan)
 
@@ -242,14 +261,14 @@ class BaseCalibrator(BaseEstimator):
 
     def fit_from_messages(
         self,
-        messages,
+        messages: Messages,
         *,
-        alpha,
-        n_per_client,
-        clients=None,
-        random_state=None,
-        on_invalid="raise",
-    ):
+        alpha: float,
+        n_per_client: ArrayLike,
+        clients: ArrayLike | None = None,
+        random_state: SecureRandomStateLike = None,
+        on_invalid: Literal["raise", "exclude"] = "raise",
+    ) -> BaseCalibrator:
         """Fit from what the clients sent: the server's whole side of a round.
 
         Checks every message against the public plan, aggregates the valid
@@ -563,7 +582,15 @@ class BaseCalibrator(BaseEstimator):
             n_per_client = check_client_sizes(n_per_client)
         return scores, alpha, n_per_client
 
-    def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
+    def fit(
+        self,
+        scores: ArrayLike,
+        client_ids: ClientIds = None,
+        *,
+        alpha: float,
+        random_state: SecureRandomStateLike = None,
+        n_jobs: int | None = None,
+    ) -> BaseCalibrator:
         """Simulate one calibration round in-process.
 
         Runs every client's step on its own rows, then the server's side

@@ -1,7 +1,13 @@
 """Central split conformal prediction: the reference and the test oracle."""
 
-import numpy as np
+from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .._typing import SecureRandomStateLike
 from ..utils._quantile import conformal_quantile, conformal_rank
 from ._base import BaseCalibrator, CoverageBounds
 
@@ -58,7 +64,7 @@ class CentralCalibrator(BaseCalibrator):
 
     _message_fields = {"n": "size", "scores": "scores"}
 
-    def plan(self, n_per_client, alpha):
+    def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the pooled rank and its exact coverage for continuous scores."""
         n_total = int(np.sum(n_per_client))
         rank = conformal_rank(n_total, alpha)
@@ -69,7 +75,14 @@ class CentralCalibrator(BaseCalibrator):
             "coverage": rank / (n_total + 1) if feasible else 1.0,
         }
 
-    def client_step(self, scores, *, alpha, n_per_client=None, random_state=None):
+    def client_step(
+        self,
+        scores: ArrayLike,
+        *,
+        alpha: float,
+        n_per_client: ArrayLike | None = None,
+        random_state: SecureRandomStateLike = None,
+    ) -> dict[str, Any]:
         """Send this client's raw scores (the strategy has no privacy)."""
         scores, _, _ = self._check_client_input(scores, 0.5, None)
         return {"n": scores.shape[0], "scores": scores}
@@ -83,7 +96,7 @@ class CentralCalibrator(BaseCalibrator):
         groups[:] = partition.split(scores)
         return {"n": partition.sizes, "scores": groups}
 
-    def coverage_bounds(self, n_per_client, alpha):
+    def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``(rank/(N+1), rank/(N+1))``; ``(1, 1)`` if infeasible."""
         coverage = self.plan(n_per_client, alpha)["coverage"]
         return CoverageBounds(coverage, coverage)

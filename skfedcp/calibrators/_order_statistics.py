@@ -1,6 +1,11 @@
 """Per-client order statistics, vectorised when client sizes allow it."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ..federated import ClientPartition
 from ..federated._partition import _group_order
@@ -23,7 +28,12 @@ _BAND_BUCKETS = 64
 _ROW_BLOCK_BYTES = 1 << 20
 
 
-def local_order_statistics(groups, ranks, *, scores=None):
+def local_order_statistics(
+    groups: ClientPartition | Sequence[NDArray[np.float64]],
+    ranks: ArrayLike,
+    *,
+    scores: ArrayLike | None = None,
+) -> NDArray[np.float64]:
     """Return the ``ranks[j]``-th smallest value of each client (``+inf`` past n_j).
 
     Parameters

@@ -1,16 +1,20 @@
 """Differentially private calibration: DP split conformal and FedCP²-QQ."""
 
+from __future__ import annotations
+
 import math
 import warnings
 from collections import Counter
 from functools import lru_cache
 from numbers import Integral, Real
-from typing import NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import special
 from scipy.special import gammaln, xlog1py, xlogy
 
+from .._typing import ClientIds, SecureRandomStateLike
 from ..exceptions import ClippedScoresWarning, InfiniteThresholdWarning
 from ..privacy import (
     check_privacy_params,
@@ -76,8 +80,8 @@ class ThresholdDistribution(NamedTuple):
     (the top bin, i.e. the trivial set).
     """
 
-    values: np.ndarray
-    probabilities: np.ndarray
+    values: NDArray[np.float64]
+    probabilities: NDArray[np.float64]
 
 
 # --------------------------------------------------------------------------
@@ -261,19 +265,19 @@ class PrivateCentralCalibrator(BaseCalibrator):
     def __init__(
         self,
         *,
-        epsilon=1.0,
-        score_bounds=None,
-        n_bins="auto",
-        gamma="auto",
-        rule="paper",
-    ):
+        epsilon: float = 1.0,
+        score_bounds: tuple[float, float] | None = None,
+        n_bins: int | Literal["auto"] = "auto",
+        gamma: float | Literal["auto"] = "auto",
+        rule: Literal["paper", "tight"] = "paper",
+    ) -> None:
         self.epsilon = epsilon
         self.score_bounds = score_bounds
         self.n_bins = n_bins
         self.gamma = gamma
         self.rule = rule
 
-    def plan(self, n_per_client, alpha):
+    def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the public plan: corrected level ``q~``, bins and ``gamma``.
 
         Parameters
@@ -308,7 +312,14 @@ class PrivateCentralCalibrator(BaseCalibrator):
             "top_bin": "inf",
         }
 
-    def client_step(self, scores, *, alpha, n_per_client=None, random_state=None):
+    def client_step(
+        self,
+        scores: ArrayLike,
+        *,
+        alpha: float,
+        n_per_client: ArrayLike | None = None,
+        random_state: SecureRandomStateLike = None,
+    ) -> dict[str, Any]:
         """Send this client's scores, clipped to ``score_bounds``, to the curator."""
         scores, _, _ = self._check_client_input(scores, check_alpha(alpha), None)
         bounds = _check_bounds(self.score_bounds, type(self).__name__)
@@ -357,7 +368,14 @@ class PrivateCentralCalibrator(BaseCalibrator):
     def _after_fit(self, received, *, alpha, details=None):
         _after_private_fit(self, received)
 
-    def threshold_probabilities(self, scores, client_ids=None, *, alpha, log=False):
+    def threshold_probabilities(
+        self,
+        scores: ArrayLike,
+        client_ids: ClientIds = None,
+        *,
+        alpha: float,
+        log: bool = False,
+    ) -> ThresholdDistribution:
         """Exact law of the threshold :meth:`fit` would release on ``scores``.
 
         Parameters
@@ -416,7 +434,15 @@ class PrivateCentralCalibrator(BaseCalibrator):
             groups[:] = partition.split(scores)
         return {"n": partition.sizes, "scores": groups}
 
-    def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
+    def fit(
+        self,
+        scores: ArrayLike,
+        client_ids: ClientIds = None,
+        *,
+        alpha: float,
+        random_state: SecureRandomStateLike = None,
+        n_jobs: int | None = None,
+    ) -> PrivateCentralCalibrator:
         """Simulate the round: clients send scores, the curator releases an edge.
 
         Parameters
@@ -441,11 +467,12 @@ class PrivateCentralCalibrator(BaseCalibrator):
         self : PrivateCentralCalibrator
             The fitted calibrator.
         """
-        return super().fit(
+        super().fit(
             scores, client_ids, alpha=alpha, random_state=random_state, n_jobs=n_jobs
         )
+        return self
 
-    def coverage_bounds(self, n_per_client, alpha):
+    def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``(1 - alpha, nan)``, or ``(1, 1)`` when the set is trivial."""
         if not self.plan(n_per_client, alpha)["feasible"]:
             return CoverageBounds(1.0, 1.0)
@@ -692,15 +719,21 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
     _federated = True
 
     def __init__(
-        self, *, epsilon=1.0, score_bounds=None, n_bins=100, gamma="auto", rule="paper"
-    ):
+        self,
+        *,
+        epsilon: float = 1.0,
+        score_bounds: tuple[float, float] | None = None,
+        n_bins: int | Literal["auto"] = 100,
+        gamma: float | Literal["auto"] = "auto",
+        rule: Literal["paper", "tight"] = "paper",
+    ) -> None:
         self.epsilon = epsilon
         self.score_bounds = score_bounds
         self.n_bins = n_bins
         self.gamma = gamma
         self.rule = rule
 
-    def plan(self, n_per_client, alpha):
+    def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the public plan: ``gamma``, ranks, correction and levels.
 
         Parameters
@@ -747,7 +780,14 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
             "top_bin": "inf",
         }
 
-    def client_step(self, scores, *, alpha, n_per_client, random_state=None):
+    def client_step(
+        self,
+        scores: ArrayLike,
+        *,
+        alpha: float,
+        n_per_client: ArrayLike,
+        random_state: SecureRandomStateLike = None,
+    ) -> dict[str, Any]:
         """Release a private bin edge at this client's corrected level.
 
         Sends ``+inf`` without reading the scores when the plan is infeasible
@@ -816,7 +856,14 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
     def _after_fit(self, received, *, alpha, details=None):
         _after_private_fit(self, received)
 
-    def threshold_probabilities(self, scores, client_ids=None, *, alpha, log=False):
+    def threshold_probabilities(
+        self,
+        scores: ArrayLike,
+        client_ids: ClientIds = None,
+        *,
+        alpha: float,
+        log: bool = False,
+    ) -> ThresholdDistribution:
         """Exact law of the threshold :meth:`fit` would release on ``scores``.
 
         The clients' releases are independent; the law of their ``k``-th
@@ -932,7 +979,15 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
                 )
         return {"n": sizes, "quantile": quantiles}
 
-    def fit(self, scores, client_ids=None, *, alpha, random_state=None, n_jobs=None):
+    def fit(
+        self,
+        scores: ArrayLike,
+        client_ids: ClientIds = None,
+        *,
+        alpha: float,
+        random_state: SecureRandomStateLike = None,
+        n_jobs: int | None = None,
+    ) -> PrivateQuantileOfQuantilesCalibrator:
         """Simulate the round: each client releases a private quantile.
 
         Parameters
@@ -961,11 +1016,12 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         self : PrivateQuantileOfQuantilesCalibrator
             The fitted calibrator.
         """
-        return super().fit(
+        super().fit(
             scores, client_ids, alpha=alpha, random_state=random_state, n_jobs=n_jobs
         )
+        return self
 
-    def coverage_bounds(self, n_per_client, alpha):
+    def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``((1 - gamma alpha) M(l_gamma, k_gamma), nan)``; trivial: (1, 1)."""
         plan = self.plan(n_per_client, alpha)
         if not plan["feasible"]:

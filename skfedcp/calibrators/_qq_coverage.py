@@ -28,13 +28,17 @@
 # Proposition A.1 (l = n) in product form, M(n, k) = prod_{j=k}^{m} n j / (n j + 1),
 # is accurate to 1e-16; the lgamma form of the paper loses ~1e-12 at m = 1000.
 
+from __future__ import annotations
+
 import functools
 import math
 from fractions import Fraction
 from math import comb
 from numbers import Integral
+from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import fft as sp_fft
 from scipy import integrate, special
 
@@ -174,7 +178,7 @@ def _beta_integral(coefs, N):
     ) / (N + 1)
 
 
-def qq_coverage_fraction(m, n, local_rank, k):
+def qq_coverage_fraction(m: int, n: int, local_rank: int, k: int) -> Fraction:
     """Exact coverage ``M(l, k)`` of Theorem 3.2 as a rational number.
 
     Python-int arithmetic on the combinatorial formula, grouped by
@@ -227,7 +231,14 @@ def qq_coverage_fraction(m, n, local_rank, k):
     return 1 - _beta_integral(total, N)
 
 
-def qq_coverage(m, n, local_rank, k, *, method="quad"):
+def qq_coverage(
+    m: int,
+    n: int,
+    local_rank: int,
+    k: int,
+    *,
+    method: Literal["quad", "gauss", "exact"] = "quad",
+) -> float:
     """Exact coverage ``M(l, k)`` of FedCP-QQ with equal client sizes.
 
     Each of ``m`` clients sends the ``l``-th smallest of its ``n`` scores and
@@ -478,7 +489,9 @@ def _coverage_unequal_screen(groups, k):
         n_panels *= 2
 
 
-def qq_coverage_unequal_fraction(n_per_client, local_ranks, k):
+def qq_coverage_unequal_fraction(
+    n_per_client: ArrayLike, local_ranks: ArrayLike, k: int
+) -> Fraction:
     """Exact coverage of FedCP-QQ with unequal sizes, as a rational number.
 
     A DP over clients whose state is the number of clients (so far) whose
@@ -487,9 +500,9 @@ def qq_coverage_unequal_fraction(n_per_client, local_ranks, k):
 
     Parameters
     ----------
-    n_per_client : sequence of int
+    n_per_client : array-like of int
         Calibration size ``n_j >= 1`` of each client.
-    local_ranks : sequence of int
+    local_ranks : array-like of int
         Rank ``l_j >= 1`` each client sends; ``l_j > n_j`` means the client
         sends ``+inf``.
     k : int
@@ -528,7 +541,13 @@ def qq_coverage_unequal_fraction(n_per_client, local_ranks, k):
     return _beta_integral(below, N)
 
 
-def qq_coverage_unequal(n_per_client, local_ranks, k, *, method="quad"):
+def qq_coverage_unequal(
+    n_per_client: ArrayLike,
+    local_ranks: ArrayLike,
+    k: int,
+    *,
+    method: Literal["quad", "gauss", "exact"] = "quad",
+) -> float:
     """Exact coverage of FedCP-QQ with clients of different sizes (Appendix A.1).
 
     Client ``j`` sends the ``l_j``-th smallest of its ``n_j`` scores
@@ -540,9 +559,9 @@ def qq_coverage_unequal(n_per_client, local_ranks, k, *, method="quad"):
 
     Parameters
     ----------
-    n_per_client : sequence of int
+    n_per_client : array-like of int
         Calibration size ``n_j >= 1`` of each client.
-    local_ranks : sequence of int
+    local_ranks : array-like of int
         Rank ``l_j >= 1`` each client sends.
     k : int
         Rank in ``1..m`` the server takes among the client values.
@@ -589,7 +608,7 @@ def _conditional_tails(m, n, ls, ks, alpha):
     return special.bdtrc(ks - 1, m, p)
 
 
-def qq_conditional_tail(m, n, local_rank, k, alpha):
+def qq_conditional_tail(m: int, n: int, local_rank: int, k: int, alpha: float) -> float:
     """Probability that FedCP-QQ's conditional miscoverage exceeds ``alpha``.
 
     For continuous scores, the miscoverage given the calibration data,

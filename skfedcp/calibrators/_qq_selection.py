@@ -47,12 +47,15 @@
 # to the k near A.1's or replaced by A.1 as the work grows
 # (_select_auto_unequal).
 
+from __future__ import annotations
+
 import functools
 import math
 from numbers import Real
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..utils._quantile import conformal_rank, float_safe_ceil
 from ..utils._validation import check_alpha
@@ -112,7 +115,7 @@ class QQSelection(NamedTuple):
         Whether a pair with a finite threshold reaches the target.
     """
 
-    local_ranks: tuple
+    local_ranks: tuple[int, ...]
     k: int | None
     coverage: float
     feasible: bool
@@ -672,14 +675,14 @@ def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta
 
 
 def select_qq_ranks(
-    n_per_client,
-    alpha,
+    n_per_client: ArrayLike,
+    alpha: float,
     *,
-    local_rank="auto",
-    clip_local_rank=False,
-    conditional=False,
-    delta=0.1,
-):
+    local_rank: Literal["auto", "fixed", "joint"] | int = "auto",
+    clip_local_rank: bool = False,
+    conditional: bool | Literal["exact"] = False,
+    delta: float = 0.1,
+) -> QQSelection:
     """Choose the ranks ``(l_j, k)`` of FedCP-QQ from public metadata.
 
     With equal client sizes and ``local_rank="auto"`` this is eq. (6) of
@@ -692,7 +695,7 @@ def select_qq_ranks(
 
     Parameters
     ----------
-    n_per_client : sequence of int
+    n_per_client : array-like of int
         Calibration size ``n_j >= 1`` of each client (``m`` entries).
     alpha : float
         Target miscoverage in (0, 1).

@@ -1,10 +1,15 @@
 """FedCP-QQ: one-shot federated conformal prediction by a quantile of quantiles."""
 
+from __future__ import annotations
+
 from functools import lru_cache
 from numbers import Integral, Real
+from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from .._typing import SecureRandomStateLike
 from ..exceptions import SmallCalibrationSetWarning
 from ..utils._sklearn_compat import Interval, StrOptions
 from ..utils._warnings import warn_user
@@ -122,8 +127,13 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     }
 
     def __init__(
-        self, *, local_rank="auto", clip_local_rank=False, conditional=False, delta=0.1
-    ):
+        self,
+        *,
+        local_rank: Literal["auto", "fixed", "joint"] | int = "auto",
+        clip_local_rank: bool = False,
+        conditional: bool | Literal["exact"] = False,
+        delta: float = 0.1,
+    ) -> None:
         self.local_rank = local_rank
         self.clip_local_rank = clip_local_rank
         self.conditional = conditional
@@ -142,7 +152,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
             self.delta,
         )
 
-    def plan(self, n_per_client, alpha):
+    def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the public ranks ``(l_j, k)`` and the exact coverage ``M``."""
         sel = self._selection(n_per_client, alpha)
         return {
@@ -173,7 +183,14 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
             )
         return sel.local_ranks[matches[0]]
 
-    def client_step(self, scores, *, alpha, n_per_client, random_state=None):
+    def client_step(
+        self,
+        scores: ArrayLike,
+        *,
+        alpha: float,
+        n_per_client: ArrayLike,
+        random_state: SecureRandomStateLike = None,
+    ) -> dict[str, Any]:
         """Send ``(n_j, l_j-th smallest score)``; ``l_j`` follows from the sizes."""
         scores, alpha, n_per_client = self._check_client_input(
             scores, alpha, n_per_client, sizes=True
@@ -218,7 +235,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
             values = local_order_statistics(partition, sel.local_ranks, scores=scores)
         return {"n": partition.sizes, "quantile": values}
 
-    def coverage_bounds(self, n_per_client, alpha):
+    def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``(M, M)``: exact for continuous scores, a lower bound otherwise."""
         coverage = self._selection(n_per_client, alpha).coverage
         return CoverageBounds(coverage, coverage)

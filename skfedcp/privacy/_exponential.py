@@ -1,17 +1,27 @@
 """The exponential mechanism over a finite candidate set, sampled in log space."""
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 
+from .._typing import SecureRandomStateLike
 from ._randomness import check_random_source
 from ._validation import _check_real, check_privacy_params
 
 __all__ = ["exponential_mechanism", "exponential_mechanism_probabilities"]
 
 
-def exponential_mechanism(utility, *, epsilon, sensitivity, random_state=None):
+def exponential_mechanism(
+    utility: ArrayLike,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    random_state: SecureRandomStateLike = None,
+) -> int:
     """Pick a candidate index with the exponential mechanism.
 
     Candidate ``j`` is returned with probability proportional to
@@ -27,7 +37,8 @@ def exponential_mechanism(utility, *, epsilon, sensitivity, random_state=None):
     sensitivity : float
         Upper bound, ``> 0``, on ``|utility_D[j] - utility_D'[j]|`` over
         neighbouring data sets ``D, D'`` and all candidates ``j``.
-    random_state : int, Generator, RandomState, "secure" or None, default=None
+    random_state : int, Generator, RandomState, SeedSequence, "secure" or None, \
+            default=None
         Source of randomness; ``"secure"`` draws from the operating system's
         secure generator with exact sampling (see
         :mod:`skfedcp.privacy._randomness`).
@@ -66,7 +77,9 @@ def exponential_mechanism(utility, *, epsilon, sensitivity, random_state=None):
     return source.choice_from_log_weights(logits)
 
 
-def exponential_mechanism_probabilities(utility, *, epsilon, sensitivity, log=False):
+def exponential_mechanism_probabilities(
+    utility: ArrayLike, *, epsilon: float, sensitivity: float, log: bool = False
+) -> NDArray[np.float64]:
     """Exact output probabilities of :func:`exponential_mechanism`.
 
     Parameters

@@ -7,13 +7,18 @@ bins: Angelopoulos et al., eq. (3), eqs. (9)-(10) and Algorithm 5. Local rank
 correction of FedCP²-QQ: Humbert et al., eq. (10).
 """
 
+from __future__ import annotations
+
 import math
 from functools import lru_cache
 from numbers import Integral
+from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 
+from .._typing import SecureRandomStateLike
 from ..exceptions import ClippedScoresWarning
 from ..utils._quantile import float_safe_ceil
 from ..utils._validation import check_alpha, check_scores
@@ -45,16 +50,16 @@ _GAMMA_FALLBACK = 1e-12
 
 
 def private_quantile(
-    scores,
-    level,
+    scores: ArrayLike,
+    level: float,
     *,
-    epsilon,
-    bounds=None,
-    edges=None,
-    n_bins=None,
-    top_bin="edge",
-    random_state=None,
-):
+    epsilon: float,
+    bounds: tuple[float, float] | None = None,
+    edges: ArrayLike | None = None,
+    n_bins: int | None = None,
+    top_bin: Literal["edge", "inf"] = "edge",
+    random_state: SecureRandomStateLike = None,
+) -> float:
     """Differentially private quantile of scores, released as a bin edge.
 
     The scores are rounded *up* to public bin edges ``e_1 < ... < e_B``
@@ -92,7 +97,8 @@ def private_quantile(
         ``"inf"``: the top bin is ``(e_{B-1}, +inf)`` and choosing it returns
         ``+inf``, which keeps conformal thresholds valid for unbounded scores.
         Privacy is the same: the mechanism only sees bin counts.
-    random_state : int, Generator, RandomState, "secure" or None, default=None
+    random_state : int, Generator, RandomState, SeedSequence, "secure" or None, \
+            default=None
         Source of randomness (``"secure"``: operating-system randomness with
         exact sampling, for deployment).
 
@@ -165,16 +171,16 @@ def private_quantile(
 
 
 def private_quantile_probabilities(
-    scores,
-    level,
+    scores: ArrayLike,
+    level: float,
     *,
-    epsilon,
-    bounds=None,
-    edges=None,
-    n_bins=None,
-    top_bin="edge",
-    log=False,
-):
+    epsilon: float,
+    bounds: tuple[float, float] | None = None,
+    edges: ArrayLike | None = None,
+    n_bins: int | None = None,
+    top_bin: Literal["edge", "inf"] = "edge",
+    log: bool = False,
+) -> NDArray[np.float64]:
     """Exact output law of :func:`private_quantile`.
 
     Parameters
@@ -350,7 +356,14 @@ def _quantile_loss(lower, greater, level):
 # Corrections of private conformal calibration (Angelopoulos et al.)
 
 
-def private_conformal_level(n, alpha, *, epsilon, n_bins, gamma="auto"):
+def private_conformal_level(
+    n: int,
+    alpha: float,
+    *,
+    epsilon: float,
+    n_bins: int,
+    gamma: float | Literal["auto"] = "auto",
+) -> float:
     """Corrected level ``q~`` of private split-conformal calibration.
 
     ``q~ = (n + 1)(1 - alpha) / (n (1 - gamma alpha))
@@ -407,7 +420,7 @@ def _level(n, alpha, epsilon, n_bins, gamma):
     )
 
 
-def private_conformal_gamma(n, alpha, *, epsilon):
+def private_conformal_gamma(n: int, alpha: float, *, epsilon: float) -> float:
     """Optimal ``gamma`` of private conformal calibration (it minimises ``q~``).
 
     ``dq~/dgamma = 0`` is ``alpha^2 gamma^2 - b gamma + 1 = 0`` with
@@ -450,8 +463,14 @@ def _gamma(n, alpha, epsilon):
 
 
 def private_conformal_n_bins(
-    n, alpha, *, epsilon, strategy="expected", grid=None, random_state=None
-):
+    n: int,
+    alpha: float,
+    *,
+    epsilon: float,
+    strategy: Literal["expected", "paper"] = "expected",
+    grid: ArrayLike | None = None,
+    random_state: SecureRandomStateLike = None,
+) -> int:
     """Number of uniform bins for private conformal calibration ("auto").
 
     For every ``m`` in ``grid``, with ``gamma = private_conformal_gamma(n,
@@ -478,7 +497,8 @@ def private_conformal_n_bins(
         Candidate numbers of bins. ``None``: 50 values log-spaced on
         ``[1e2, 1e6]``, truncated to integers and de-duplicated (the paper's
         grid).
-    random_state : int, Generator, RandomState, "secure" or None, default=None
+    random_state : int, Generator, RandomState, SeedSequence, "secure" or None, \
+            default=None
         Public randomness of ``strategy="paper"``; unused otherwise.
 
     Returns
@@ -578,7 +598,9 @@ def _check_alpha_half(alpha):
 # FedCP²-QQ (Humbert et al.)
 
 
-def dp_qq_local_correction(epsilon, n_bins, gamma, alpha, n_clients):
+def dp_qq_local_correction(
+    epsilon: float, n_bins: int, gamma: float, alpha: float, n_clients: int
+) -> int:
     """Rank correction ``l_cor`` of each client's private quantile in FedCP²-QQ.
 
     ``l_cor = ceil((2 / epsilon) * ln(n_bins / delta_gamma))`` with
@@ -627,7 +649,9 @@ def dp_qq_local_correction(epsilon, n_bins, gamma, alpha, n_clients):
 # Exact worst-case lower tail of the mechanism's rank (skfedcp extension)
 
 
-def private_quantile_rank_tail(n, level, *, epsilon, n_bins):
+def private_quantile_rank_tail(
+    n: int, level: float, *, epsilon: float, n_bins: int
+) -> NDArray[np.float64]:
     """Data-free bound on the lower tail of the rank released by the mechanism.
 
     Let ``R = #{i : [s_i] <= released edge}`` be the rank of the output of
@@ -709,7 +733,9 @@ def _rank_law(n, level, epsilon, n_bins, cut=1e-17):
     return ranks, pmf
 
 
-def private_conformal_tight_coverage(n, level, *, epsilon, n_bins):
+def private_conformal_tight_coverage(
+    n: int, level: float, *, epsilon: float, n_bins: int
+) -> float:
     """Coverage guaranteed by one private quantile at ``level`` (central DP).
 
     ``E[D] / (n + 1)`` where ``D`` is the rank law of
