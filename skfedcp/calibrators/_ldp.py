@@ -406,7 +406,9 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             )
         return CoverageBounds(lower, upper)
 
-    def client_step(
+    # A client also holds its labels (k-RR privatises them): the base step's
+    # signature plus a required ``labels``, deliberately.
+    def client_step(  # type: ignore[override]
         self,
         scores: ArrayLike,
         *,

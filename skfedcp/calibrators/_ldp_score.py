@@ -619,7 +619,10 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             random_state=public,
         )
 
-    def fit_from_messages(
+    # Interactive: ``messages`` is the transcript of every round, and a
+    # client cannot be excluded (the correction assumes full groups), so the
+    # signature narrows the base one on purpose.
+    def fit_from_messages(  # type: ignore[override]
         self,
         messages: Sequence[Sequence[Mapping[str, Any] | None] | Mapping[str, Any]],
         *,
