@@ -177,7 +177,12 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--quick", action="store_true", help="one repeat (for make bench)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 1
     warnings.simplefilter("ignore")
     if args.memory:
         peak_memory(args.seed)
