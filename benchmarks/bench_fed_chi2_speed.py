@@ -9,9 +9,7 @@ Three measurements, side by side:
 2. *Masked vs unmasked*: d = 10**4 features, C = 20 classes, 100 clients,
    l = 50 (the synthetic counts of ``bench_fed_chi2.py``). Goal: the
    default masked protocol within 1.5x the unmasked one. The masks come from
-   AES-128-CTR when the ``cryptography`` package is installed (the default
-   here), else from numpy's PCG64; both are timed (the second with
-   ``cryptography`` hidden from the import system).
+   AES-128-CTR (``cryptography``, a dependency of skfedcp).
 3. *Peak memory*: 2 clients x 500,000 rows x 20 features, in a fresh
    process: the ``tracemalloc`` peak during ``fit`` (numpy's allocations,
    above the inputs), and the process's peak resident set size during
@@ -39,8 +37,6 @@ import sys  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
 import warnings  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-from unittest import mock  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import save_record  # noqa: E402
@@ -67,20 +63,9 @@ def _interleaved(funcs, repeats):
     return {name: tuple(v) for name, v in best.items()}
 
 
-@contextmanager
-def _numpy_masks():
-    # A None entry in sys.modules makes ``import cryptography...`` fail: the
-    # simulation then draws its masks from numpy's PCG64.
-    with mock.patch.dict(sys.modules, {"cryptography.hazmat.primitives.ciphers": None}):
-        yield
-
-
-def _fit(X, y, clients, seed, numpy_masks=False, **params):
+def _fit(X, y, clients, seed, **params):
     def run():
         selector = FedChi2Selector(k=10, random_state=seed, **params)
-        if numpy_masks:
-            with _numpy_masks():
-                return selector.fit(X, y, client_ids=clients)
         return selector.fit(X, y, client_ids=clients)
 
     return run
@@ -112,9 +97,6 @@ def masked_vs_unmasked(seed, repeats):
                 X, y, clients, seed, secure_agg="none"
             ),
             "default masks (harary, AES-CTR)": _fit(X, y, clients, seed),
-            "default masks (harary, numpy PCG64)": _fit(
-                X, y, clients, seed, numpy_masks=True
-            ),
         },
         repeats,
     )
@@ -235,14 +217,12 @@ def main():
 
     seconds = small["FedChi2Selector default (harary masks)"]
     ratio = big["default masks (harary, AES-CTR)"][1] / base[1]
-    ratio_np = big["default masks (harary, numpy PCG64)"][1] / base[1]
     print("\n== Goals (issue 12, target 4) ==")
     print(f"{'measure':52s} {'goal':>8s} {'measured':>9s} {'met':>4s}")
     summary = [
         ("10k clients, default selector, CPU s", f"<= {GOAL_SECONDS:g}", seconds[1]),
         ("10k clients, default selector, wall s", f"<= {GOAL_SECONDS:g}", seconds[0]),
         ("d=1e4 masked / unmasked CPU (AES-CTR masks)", f"<= {GOAL_RATIO:g}", ratio),
-        ("d=1e4 masked / unmasked CPU (numpy masks)", f"<= {GOAL_RATIO:g}", ratio_np),
     ]
     for label, goal, value in summary:
         limit = float(goal.split()[-1])

@@ -105,8 +105,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         (Bonawitz et al., 2017); ``"none"``: plain modular sum of the
         fixed-point messages. The masks cancel exactly, so all three give
         bit-identical results; ``"none"`` is fastest. The simulated masks
-        are AES-128-CTR streams (numpy PCG64 streams when the
-        ``cryptography`` package is missing: the same sums, slower masks).
+        are AES-128-CTR streams, as in a deployment.
     frac_bits : int, default=None
         Fixed-point fractional bits of the sketch (and the most allowed for
         the round-1 sums of non-integer X). None: the sketch's bits are

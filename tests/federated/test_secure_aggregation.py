@@ -1,9 +1,6 @@
 """Simulated secure aggregation: fixed point, masks, dropout recovery."""
 
 import math
-import sys
-from contextlib import contextmanager
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -25,7 +22,6 @@ from skfedcp.federated._secure_aggregation import (
     _circulant_graph,
     _circulant_masked_sum,
     _masked_sum_simulation,
-    _MaskStream,
     _sum_rows,
     fixed_point_plan,
 )
@@ -306,19 +302,6 @@ def _reference_edges(n, graph, seed):
     return np.column_stack([i, j]).astype(np.intp)
 
 
-@contextmanager
-def _mask_backend(name):
-    """Masks from AES-CTR (``cryptography``) or from numpy's PCG64 fallback."""
-    if name == "aes":
-        pytest.importorskip("cryptography")
-        yield
-    else:  # a None entry in sys.modules makes the import raise ImportError
-        with mock.patch.dict(
-            sys.modules, {"cryptography.hazmat.primitives.ciphers": None}
-        ):
-            yield
-
-
 class TestCirculantSimulation:
     @pytest.mark.parametrize("graph", ["complete", "harary"])
     def test_graph_matches_the_reference_edge_list(self, graph):
@@ -329,10 +312,9 @@ class TestCirculantSimulation:
         g = _circulant_graph(1000, graph="harary", random_state=3)
         assert np.array_equal(g.edges(), _reference_edges(1000, "harary", 3))
 
-    @pytest.mark.parametrize("backend", ["aes", "numpy"])
     @settings(max_examples=40, deadline=None)
     @given(data=st.data())
-    def test_bit_exact_as_the_incidence_simulation(self, backend, data):
+    def test_bit_exact_as_the_incidence_simulation(self, data):
         n = data.draw(st.integers(1, 40), label="n_clients")
         length = data.draw(st.integers(1, 30), label="length")
         graph = data.draw(st.sampled_from(["complete", "harary"]), label="graph")
@@ -350,14 +332,13 @@ class TestCirculantSimulation:
             "self_masks": self_masks,
             "max_words": words,
         }
-        with _mask_backend(backend):
-            fast = _masked_sum_simulation(
-                rows,
-                surv,
-                _circulant_graph(n, graph=graph, random_state=seed),
-                np.random.default_rng(seed + 1),
-                **options,
-            )
+        fast = _masked_sum_simulation(
+            rows,
+            surv,
+            _circulant_graph(n, graph=graph, random_state=seed),
+            np.random.default_rng(seed + 1),
+            **options,
+        )
         reference = _masked_sum_simulation(
             rows,
             surv,
@@ -368,7 +349,6 @@ class TestCirculantSimulation:
         assert np.array_equal(fast, reference)
         assert np.array_equal(fast, _ring_sum(list(enc[surv])))
 
-    @pytest.mark.parametrize("backend", ["aes", "numpy"])
     @pytest.mark.parametrize(
         "n, graph, n_drop",
         [
@@ -380,7 +360,7 @@ class TestCirculantSimulation:
             (64, "harary", 5),
         ],
     )
-    def test_messages_follow_the_protocol(self, backend, n, graph, n_drop):
+    def test_messages_follow_the_protocol(self, n, graph, n_drop):
         # Every survivor's message is y_i = q_i + t_i + sum_{j > i} m_ij -
         # sum_{j < i} m_ij over its neighbours in the graph, each edge has
         # exactly one mask, and the server's total removes exactly the self
@@ -391,17 +371,16 @@ class TestCirculantSimulation:
         surv = np.sort(rng.choice(n, n - n_drop, replace=False))
         graph_ = _circulant_graph(n, graph=graph, random_state=n)
         trace = []
-        with _mask_backend(backend):
-            z = _circulant_masked_sum(
-                enc,
-                surv,
-                graph_,
-                np.random.default_rng(1),
-                n_clients=n,
-                self_masks=True,
-                max_words=5 * n,  # several column chunks
-                trace=trace,
-            )
+        z = _circulant_masked_sum(
+            enc,
+            surv,
+            graph_,
+            np.random.default_rng(1),
+            n_clients=n,
+            self_masks=True,
+            max_words=5 * n,  # several column chunks
+            trace=trace,
+        )
         label = graph_.label
         edges = {
             tuple(e) for e in secure_aggregation_graph(n, graph=graph, random_state=n)
@@ -446,23 +425,19 @@ class TestCirculantSimulation:
         assert np.array_equal(server, z)
         assert np.array_equal(z, _ring_sum(list(enc[surv])))
 
-    @pytest.mark.parametrize("backend", ["aes", "numpy"])
-    def test_masks_are_fresh_uniform_words(self, backend):
+    def test_masks_are_fresh_uniform_words(self):
         n, length = 50, 400
         trace = []
-        with _mask_backend(backend):
-            aes = _MaskStream(np.random.default_rng(0))._cipher is not None
-            assert aes == (backend == "aes")
-            _circulant_masked_sum(
-                np.zeros((n, length), dtype=np.uint64),
-                np.arange(n),
-                _circulant_graph(n, graph="harary", random_state=0),
-                np.random.default_rng(0),
-                n_clients=n,
-                self_masks=True,
-                max_words=2000,
-                trace=trace,
-            )
+        _circulant_masked_sum(
+            np.zeros((n, length), dtype=np.uint64),
+            np.arange(n),
+            _circulant_graph(n, graph="harary", random_state=0),
+            np.random.default_rng(0),
+            n_clients=n,
+            self_masks=True,
+            max_words=2000,
+            trace=trace,
+        )
         words = np.concatenate(
             [t.ravel() for _, _, t, _ in trace]
             + [d.ravel() for _, _, _, drawn in trace for _, d in drawn]
