@@ -13,6 +13,7 @@ import time
 import warnings
 from collections import Counter
 from functools import partial
+from numbers import Integral
 from typing import NamedTuple
 
 import numpy as np
@@ -255,6 +256,12 @@ class ServerSession:
             n = self.info[node].get(size_key)
             if n is None:
                 self.exclude(node, "it did not report its number of rows")
+            elif isinstance(n, bool) or not isinstance(n, Integral | np.integer):
+                # The sizes feed the public plans: a dishonest value never
+                # reaches them.
+                self.exclude(
+                    node, f"its field {size_key!r} is not an integer", invalid=True
+                )
             elif n < self.min_rows:
                 self.exclude(
                     node,

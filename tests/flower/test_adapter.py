@@ -346,6 +346,18 @@ class TestEqualsInProcessFit:
         assert BAD not in deployed.clients_.tolist()
         assert_same_fit(deployed, reference)
 
+    @pytest.mark.parametrize("bad", [math.nan, "240", 2.5], ids=str)
+    def test_node_with_a_bad_row_count_is_left_out(self, regression, bad):
+        def edit(payload):
+            payload["selection_n"] = bad
+
+        grid = _grid(regression, wrap=_tampering(BAD, edit, kinds=("hello",)))
+        with pytest.warns(InvalidMessageWarning, match="selection_n"):
+            deployed, _ = flower.run_chi2_selection(
+                grid, FedChi2Selector(k=5, n_projections=20)
+            )
+        assert BAD not in deployed.clients_.tolist()
+
     def test_public_classes_keep_label_sets_on_the_nodes(self, regression):
         grid = _grid(regression)
         session = _app._session(grid, 10.0, 1)
