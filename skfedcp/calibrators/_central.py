@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -91,16 +90,12 @@ class CentralCalibrator(BaseCalibrator):
     def _aggregate(self, received, *, alpha, random_state):
         """Pool the scores and return their conformal quantile."""
         parts = received.stacked["scores"]
-        if parts.dtype != object or len(parts) < 2:  # the clients' own arrays
-            return conformal_quantile(_pooled(received.stacked), alpha, warn=False)
-        # Two or more clients: the concatenation is a fresh array made here,
-        # so it is partitioned in place (one copy of the scores, not two).
-        values = _pooled(received.stacked)
-        rank = conformal_rank(values.shape[0], alpha)
-        if rank > values.shape[0]:
-            return math.inf
-        values.partition(rank - 1)
-        return float(values[rank - 1])
+        # Two or more clients: _pooled concatenates into a fresh array, which
+        # is partitioned in place (one copy of the scores, not two).
+        fresh = parts.dtype == object and len(parts) >= 2
+        return conformal_quantile(
+            _pooled(received.stacked), alpha, warn=False, overwrite_input=fresh
+        )
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
         groups = np.empty(partition.n_clients, dtype=object)

@@ -51,7 +51,9 @@ def conformal_rank(n: int, alpha: float) -> int:
     return max(float_safe_ceil((n + 1) * (1.0 - alpha)), 1)
 
 
-def order_statistic(values: ArrayLike, rank: int) -> float:
+def order_statistic(
+    values: ArrayLike, rank: int, *, overwrite_input: bool = False
+) -> float:
     """Return the ``rank``-th smallest element (1-based), ``+inf`` past the end.
 
     Repeated values count with their multiplicity (``Q_r`` of the papers).
@@ -62,6 +64,10 @@ def order_statistic(values: ArrayLike, rank: int) -> float:
         Values; repeats are counted.
     rank : int
         1-based rank; ``rank > n`` gives ``+inf``.
+    overwrite_input : bool, default=False
+        Partition a float64 ``values`` array in place instead of a copy (as
+        :func:`numpy.median`'s ``overwrite_input``): for an array the caller
+        made and no longer needs in its order.
 
     Returns
     -------
@@ -83,10 +89,19 @@ def order_statistic(values: ArrayLike, rank: int) -> float:
     values = np.asarray(values, dtype=np.float64)
     if rank > values.shape[0]:
         return math.inf
+    if overwrite_input:
+        values.partition(rank - 1)
+        return float(values[rank - 1])
     return float(np.partition(values, rank - 1)[rank - 1])
 
 
-def conformal_quantile(values: ArrayLike, alpha: float, *, warn: bool = True) -> float:
+def conformal_quantile(
+    values: ArrayLike,
+    alpha: float,
+    *,
+    warn: bool = True,
+    overwrite_input: bool = False,
+) -> float:
     """Split-conformal quantile: the ``ceil((n+1)(1-alpha))``-th smallest value.
 
     Parameters
@@ -98,6 +113,8 @@ def conformal_quantile(values: ArrayLike, alpha: float, *, warn: bool = True) ->
     warn : bool, default=True
         Emit a :class:`~skfedcp.exceptions.SmallCalibrationSetWarning` when the
         rank exceeds ``n`` and the quantile is ``+inf``.
+    overwrite_input : bool, default=False
+        Partition ``values`` in place (see :func:`order_statistic`).
 
     Returns
     -------
@@ -117,4 +134,4 @@ def conformal_quantile(values: ArrayLike, alpha: float, *, warn: bool = True) ->
             f"{float_safe_ceil(1 / alpha - 1)}; the threshold is +inf.",
             SmallCalibrationSetWarning,
         )
-    return order_statistic(values, rank)
+    return order_statistic(values, rank, overwrite_input=overwrite_input)

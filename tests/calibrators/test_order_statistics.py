@@ -5,13 +5,14 @@ import zlib
 import numpy as np
 import pytest
 
-from skfedcp.calibrators import QuantileOfQuantilesCalibrator
+from skfedcp.calibrators import CentralCalibrator, QuantileOfQuantilesCalibrator
 from skfedcp.calibrators._order_statistics import (
     _banded_order_statistics,
     _rowwise_select,
     local_order_statistics,
 )
 from skfedcp.federated import ClientPartition
+from skfedcp.utils._quantile import conformal_rank, order_statistic
 
 
 def _brute(scores, ids, ranks):
@@ -132,3 +133,26 @@ def test_qq_threshold_identical_across_layouts():
     np.testing.assert_array_equal(
         grouped.messages_["quantile"], shuffled.messages_["quantile"]
     )
+
+
+@pytest.mark.parametrize("rank", [1, 7, 50, 51])
+def test_order_statistic_overwrite_input(rank):
+    # In place or on a copy: the same value; only the caller's array moves.
+    values = np.random.default_rng(rank).normal(size=50)
+    kept = values.copy()
+    expected = order_statistic(values, rank)
+    assert np.array_equal(values, kept)  # default: the input is untouched
+    assert order_statistic(values, rank, overwrite_input=True) == expected
+    assert np.array_equal(np.sort(values), np.sort(kept))
+
+
+def test_central_leaves_the_clients_scores_untouched():
+    # Several clients: the pooled copy is partitioned in place, never the
+    # arrays the clients sent (kept in messages_).
+    rng = np.random.default_rng(0)
+    scores = rng.exponential(size=300)
+    ids = np.repeat(np.arange(3), 100)
+    cal = CentralCalibrator().fit(scores, ids, alpha=0.1)
+    sent = np.concatenate(list(cal.messages_["scores"]))
+    assert np.array_equal(sent, scores)
+    assert cal.threshold_ == np.sort(scores)[conformal_rank(300, 0.1) - 1]
