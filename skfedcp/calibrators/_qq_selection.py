@@ -60,6 +60,7 @@ from numpy.typing import ArrayLike
 from ..utils._quantile import conformal_rank, float_safe_ceil
 from ..utils._validation import check_alpha
 from ._qq_coverage import (
+    _TREE_MIN_CLIENTS,
     _active_groups,
     _check_int,
     _check_sizes,
@@ -70,6 +71,7 @@ from ._qq_coverage import (
     _coverage_unequal_batch,
     _coverage_unequal_certified,
     _coverage_unequal_screen,
+    _NormalEstimate,
 )
 
 __all__ = ["QQSelection", "select_qq_ranks"]
@@ -309,6 +311,40 @@ def _select_unequal(sizes, ranks, alpha):
             return value(k) >= threshold
         return screened[k] >= threshold
 
+    if m_active >= _TREE_MIN_CLIENTS:
+        # Many clients: a normal approximation of the count (~1e-7 off, far
+        # below the step of M in k) guesses the first valid k, which is then
+        # confirmed (or moved): k is returned only when M(k) >= threshold >
+        # M(k - 1), each decided by the coarse rule if its error estimate
+        # clears the threshold by 10x, by the accurate rule otherwise, and M
+        # increases in k.  The returned coverage is accurate.
+        estimate = _NormalEstimate(groups)
+        lo, hi = 0, m_active  # bisection on the estimate
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if estimate([mid])[0] >= threshold:
+                hi = mid
+            else:
+                lo = mid
+        k = hi
+
+        def decided(k):
+            vals, errs = _coverage_unequal_batch(
+                g_sizes, g_counts, g_ranks, [k], coarse=True
+            )
+            if abs(vals[0] - threshold) <= 10.0 * errs[0] + 1e-12:
+                return value(k) >= threshold
+            return vals[0] >= threshold
+
+        if decided(k):
+            while k > 1 and decided(k - 1):
+                k -= 1
+            return k, value(k)
+        while k < m_active:
+            k += 1
+            if decided(k):
+                return k, value(k)
+        return None
     if m_active * len(groups) <= _ALL_K_MAX_WORK:
         values = _coverage_unequal_all_k(groups)
         if values is not None:
