@@ -858,18 +858,8 @@ def _coverage_unequal_batch(sizes, counts, ranks, ks, *, coarse=False):
         return a[rows] + width * (cdf @ wts)
 
     everyone = np.arange(K.shape[0])
-    # Many clients (the product tree): every node costs ~m log m, so the
-    # rules start smaller; the trimmed window holds one smooth step (from
-    # 1 - 1e-15 to 1e-15), which 16 to 32 nodes already integrate to ~1e-15.
     if coarse:
-        low, high = (
-            (rule(3, everyone), rule(6, everyone))
-            if few
-            else (
-                rule(1, everyone),
-                rule(2, everyone),
-            )
-        )
+        low, high = rule(3, everyone), rule(6, everyone)
         out[todo] = high
         err[todo] = np.abs(high - low)
         return out, err
