@@ -1004,8 +1004,9 @@ def _coverage_unequal_all_k(groups, max_panels=256, guess=False):
 # points inside need the DP.  What is left is floating-point error: the
 # rule's weights (positive, summing to 1, computed by one DCT) and the DP
 # (sums of products of numbers in [0, 1], relative error of a few ulps per
-# client) contribute ~1e-15; scipy's regularised incomplete beta function is
-# taken to be accurate to 1e-13 relative.  _CERTIFIED_ERROR = 1e-12 bounds
+# client) contribute ~1e-15, the product tree (from _TREE_MIN_CLIENTS
+# clients) up to ~2e-14 at 1,000 clients; scipy's regularised incomplete
+# beta function is taken to be accurate to 1e-13 relative.  _CERTIFIED_ERROR = 1e-12 bounds
 # the total with a wide margin.  Cost: the Chebyshev points inside the
 # window (~N x window width), each through the DP.
 
