@@ -42,20 +42,33 @@ ESTIMATORS = [
 ]
 
 
-def _expected_failed_checks(estimator):
-    if isinstance(estimator.estimator, RandomForestQuantileRegressor):
-        return {
-            "check_estimators_pickle": (
-                "quantile-forest 1.4 cannot unpickle a forest from a read-only "
-                "memory map (its Cython state needs writable buffers); plain "
-                "pickling is tested in test_cqr.py"
+def _readonly_pickle_of_forest(estimator, check):
+    """The one known failure: a forest pickled through a read-only memmap."""
+    keywords = getattr(check, "keywords", {}) or {}
+    name = getattr(getattr(check, "func", check), "__name__", "")
+    return (
+        isinstance(estimator.estimator, RandomForestQuantileRegressor)
+        and name == "check_estimators_pickle"
+        and keywords.get("readonly_memmap", False)
+    )
+
+
+@parametrize_with_checks(ESTIMATORS)
+def test_sklearn_compatible_estimator(estimator, check, request):
+    if _readonly_pickle_of_forest(estimator, check):
+        # Strict: the day quantile-forest accepts read-only buffers, this
+        # test fails and the marker goes. Plain pickling passes (the same
+        # check without the memmap) and is also tested in test_cqr.py.
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "quantile-forest 1.4 cannot unpickle a forest from a "
+                    "read-only memory map (its Cython state needs writable "
+                    "buffers)"
+                ),
             )
-        }
-    return {}
-
-
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)
-def test_sklearn_compatible_estimator(estimator, check):
+        )
     check(estimator)
 
 
