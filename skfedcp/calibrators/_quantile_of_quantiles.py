@@ -310,7 +310,7 @@ def _check_rank_values(stacked, sizes, plan, valid):
         ranks = np.zeros_like(sizes)
         must_inf = np.ones(sizes.shape[0], dtype=bool)
     problems = []
-    for j in np.flatnonzero(valid & (np.isposinf(values) != must_inf)):
+    for j in np.flatnonzero(valid & ((values == np.inf) != must_inf)):
         if must_inf[j]:
             why = (
                 "the plan is infeasible"
