@@ -294,10 +294,21 @@ def _sample_band(scores, ranks, sizes):
         return None
     if (k_hi - k_lo) / s > _BAND_MAX_FRACTION:
         return None
-    kth = [k for k in (k_lo, k_hi) if 0 <= k < s]
-    part = np.partition(sample, kth)
-    lo = part[k_lo] if k_lo >= 0 else -np.inf
-    hi = part[k_hi] if k_hi < s else np.inf
+    # Two single-rank selections (numpy's fast path) rather than one
+    # partition at both ranks: the second only sees the rows below hi.
+    sample = sample.copy()
+    if k_hi < s:
+        sample.partition(k_hi)
+        hi, low = sample[k_hi], sample[:k_hi]
+    else:
+        hi, low = np.inf, sample
+    if k_lo < 0:
+        lo = -np.inf
+    elif k_lo >= low.shape[0]:  # k_lo == k_hi
+        lo = hi
+    else:
+        low.partition(k_lo)
+        lo = low[k_lo]
     upper = k_lo >= 0 and (k_hi >= s or s - k_lo <= k_hi)
     return lo, hi, upper
 

@@ -274,3 +274,41 @@ def test_fit_rejects_non_finite_scores_once_checked_in_simulation(calibrator, la
         broken[12345] = bad
         with pytest.raises(ValueError, match="scores must be finite"):
             make().fit(broken, ids, alpha=0.1)
+
+
+@pytest.mark.parametrize("dist", ["exponential", "ties", "constant", "inf_tail"])
+@pytest.mark.parametrize("level", [0.02, 0.5, 0.9, 0.999])
+def test_sample_band_bounds_are_the_sample_order_statistics(dist, level):
+    # The band's bounds are the k_lo-th and k_hi-th smallest of the strided
+    # sample, whichever selection computes them (reference: a full sort).
+    from skfedcp.calibrators import _order_statistics as o
+
+    rng = np.random.default_rng(zlib.crc32(f"{dist}{level}".encode()))
+    n, m = 200_000, 200
+    scores = {
+        "exponential": rng.exponential(size=n),
+        "ties": rng.integers(0, 3, size=n) * 1.0,
+        "constant": np.full(n, 2.5),
+        "inf_tail": np.where(rng.random(n) < 0.05, np.inf, rng.random(n)),
+    }[dist]
+    sizes = np.full(m, n // m)
+    ranks = np.full(m, max(1, int(np.ceil(level * (n // m + 1)))))
+    ranks = np.minimum(ranks, sizes)
+    band = o._sample_band(scores, ranks, sizes)
+    # The reference: the same ranks read off a sorted copy of the sample.
+    level_ = ranks / (sizes + 1.0)
+    sd = np.sqrt(level_ * (1.0 - level_) / (sizes + 2.0))
+    q_lo = min(max(float(np.min(level_ - o._BAND_Z * sd)), 0.0), 1.0)
+    q_hi = min(max(float(np.max(level_ + o._BAND_Z * sd)), 0.0), 1.0)
+    sample = np.sort(scores[:: max(1, n // o._BAND_SAMPLE)])
+    s = sample.shape[0]
+    k_lo = int(np.floor(s * q_lo - o._BAND_Z * np.sqrt(s * q_lo * (1 - q_lo))))
+    k_hi = int(np.ceil(s * q_hi + o._BAND_Z * np.sqrt(s * q_hi * (1 - q_hi))))
+    k_lo, k_hi = max(k_lo, -1), min(k_hi, s)
+    if (k_lo < 0 and k_hi >= s) or (k_hi - k_lo) / s > o._BAND_MAX_FRACTION:
+        assert band is None
+        return
+    lo, hi, _ = band
+    assert lo == (sample[k_lo] if k_lo >= 0 else -np.inf)
+    assert hi == (sample[k_hi] if k_hi < s else np.inf)
+    assert lo <= hi
