@@ -148,7 +148,15 @@ def check_client_labels(
             f"{name} must hold one label per client ({n_clients}); got shape "
             f"{labels.shape}."
         )
-    if len(set(labels.tolist())) != n_clients:
+    if labels.dtype.kind in "iu":
+        # Integer labels: increasing (the usual 0..m-1 or sorted labels)
+        # means unique in one pass; otherwise one sort.
+        repeated = not np.all(labels[1:] > labels[:-1]) and (
+            np.unique(labels).shape[0] != n_clients
+        )
+    else:
+        repeated = len(set(labels.tolist())) != n_clients
+    if repeated:
         raise ValueError(f"{name} must not repeat a label.")
     return labels
 

@@ -67,3 +67,25 @@ def test_fit_from_stacked_messages_names_the_client():
     with pytest.raises(InvalidMessageError) as info:
         cal.fit_from_messages(messages, alpha=0.1, n_per_client=sizes)
     assert (info.value.client, info.value.field) == (1, "quantile")
+
+
+@pytest.mark.parametrize(
+    "labels, ok",
+    [
+        (np.arange(5), True),
+        (np.array([4, 0, 3, 1, 2]), True),
+        (np.array([0, 1, 2, 2, 3]), False),
+        (np.array([3, 1, 3, 0, 2]), False),
+        (np.array([2**63 + 5, 1, 2**63 + 4, 0, 7], dtype=np.uint64), True),
+        (np.array(["b", "a", "c", "d", "e"]), True),
+        (np.array(["b", "a", "b", "d", "e"]), False),
+    ],
+)
+def test_check_client_labels_uniqueness(labels, ok):
+    from skfedcp.calibrators._messages import check_client_labels
+
+    if ok:
+        assert check_client_labels(labels, 5) is not None
+    else:
+        with pytest.raises(ValueError, match="must not repeat a label"):
+            check_client_labels(labels, 5)
