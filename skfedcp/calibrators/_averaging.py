@@ -84,6 +84,7 @@ class AveragingCalibrator(BaseCalibrator):
 
     _federated = True
     _message_fields = {"n": "size", "quantile": "value"}
+    _simulation_checks_finite = True
 
     def __init__(
         self,
@@ -160,7 +161,11 @@ class AveragingCalibrator(BaseCalibrator):
             return 0.0
         return float(scale * np.average(values / scale, weights=weights))
 
-    def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
+    def _simulate_clients(
+        self, partition, scores, *, alpha, rngs, n_jobs=None, check_finite=False
+    ):
         ranks = self._ranks(partition.sizes, alpha)
-        values = local_order_statistics(partition, ranks, scores=scores)
+        values = local_order_statistics(
+            partition, ranks, scores=scores, check_finite=check_finite
+        )
         return {"n": partition.sizes, "quantile": values}

@@ -154,6 +154,14 @@ class BaseCalibrator(BaseEstimator):
     #: label plus ``labels=`` (LDP-L) instead of one score per row.
     requires_score_matrix = False
 
+    #: Whether this class's ``_simulate_clients`` accepts
+    #: ``check_finite=True`` and then checks the finiteness of the scores
+    #: itself, inside its own pass over them (:meth:`fit` then skips the
+    #: separate scan of :meth:`_check_fit_scores` for a 1-D float64 array).
+    #: Read from the class that defines ``_simulate_clients``, so that a
+    #: subclass overriding either method keeps the separate check.
+    _simulation_checks_finite = False
+
     #: Whether the protocol runs in rounds (``server_init`` /
     #: ``client_respond`` / ``server_update``, LDP-S) rather than one
     #: ``client_step`` / ``server_step`` exchange.
@@ -621,13 +629,24 @@ class BaseCalibrator(BaseEstimator):
         """
         self._validate_params()
         alpha = check_alpha(alpha)
-        scores = self._check_fit_scores(scores)
+        deferred = (
+            isinstance(scores, np.ndarray)
+            and scores.dtype == np.float64
+            and scores.ndim == 1
+            and _simulation_checks_finite(type(self))
+        )
+        if not deferred:
+            scores = self._check_fit_scores(scores)
         if client_ids is None and self._federated:
             _warn_single_client(self)
         partition = ClientPartition(client_ids, scores.shape[0])
         server_rng, rngs = self._random_streams(random_state, partition.n_clients)
+        # A deferred finiteness check is done once, by the simulation, in
+        # its own pass over the scores (a NaN still raises before any
+        # message exists).
+        extra = {"check_finite": True} if deferred else {}
         stacked = self._simulate_clients(
-            partition, scores, alpha=alpha, rngs=rngs, n_jobs=n_jobs
+            partition, scores, alpha=alpha, rngs=rngs, n_jobs=n_jobs, **extra
         )
         return self._fit_messages(
             stacked,
@@ -638,6 +657,16 @@ class BaseCalibrator(BaseEstimator):
             on_invalid="raise",
             trusted=True,
         )
+
+
+def _simulation_checks_finite(cls):
+    """Whether ``fit`` may leave the finiteness check to the simulation."""
+    if cls._check_fit_scores is not BaseCalibrator._check_fit_scores:
+        return False
+    for klass in cls.__mro__:
+        if "_simulate_clients" in vars(klass):
+            return vars(klass).get("_simulation_checks_finite", False) is True
+    return False
 
 
 def _warn_single_client(calibrator):

@@ -33,6 +33,7 @@ def local_order_statistics(
     ranks: ArrayLike,
     *,
     scores: ArrayLike | None = None,
+    check_finite: bool = False,
 ) -> NDArray[np.float64]:
     """Return the ``ranks[j]``-th smallest value of each client (``+inf`` past n_j).
 
@@ -45,6 +46,12 @@ def local_order_statistics(
         1-based rank for each client.
     scores : ndarray of shape (n_samples,), optional
         All rows' scores (no NaN), required with a partition.
+    check_finite : bool, default=False
+        With a partition: raise ``ValueError`` if ``scores`` holds NaN or
+        an infinity (the check of :func:`~skfedcp.utils._validation.check_scores`),
+        done once, where possible inside the selection's own pass over the
+        rows (on the cache-resident copy it partitions) instead of as a
+        separate pass.
 
     Returns
     -------
@@ -54,7 +61,9 @@ def local_order_statistics(
     """
     ranks = np.asarray(ranks, dtype=np.intp)
     if isinstance(groups, ClientPartition):
-        return _partition_order_statistics(groups, ranks, np.asarray(scores))
+        return _partition_order_statistics(
+            groups, ranks, np.asarray(scores), check_finite
+        )
     values = np.full(len(groups), np.inf)
     for j, (g, r) in enumerate(zip(groups, ranks, strict=True)):
         if r <= g.shape[0]:
@@ -62,7 +71,7 @@ def local_order_statistics(
     return values
 
 
-def _partition_order_statistics(partition, ranks, scores):
+def _partition_order_statistics(partition, ranks, scores, check_finite=False):
     """The order statistics of every client of a partition of ``scores``."""
     sizes = partition.sizes
     # Equal sizes and ranks (the usual QQ plan): one rank for a matrix.
@@ -71,10 +80,14 @@ def _partition_order_statistics(partition, ranks, scores):
         if np.all(ranks == ranks[0]) and np.all(sizes == sizes[0])
         else None
     )
+    if common is not None and partition.is_grouped and common <= sizes[0]:
+        return _rowwise_select(
+            partition.as_matrix(scores), common, check_finite=check_finite
+        )
+    if check_finite:
+        _check_finite(scores)
     if common is not None and common > sizes[0]:
         return np.full(sizes.shape[0], np.inf)
-    if common is not None and partition.is_grouped:
-        return _rowwise_select(partition.as_matrix(scores), common)
     values = _banded_order_statistics(partition, ranks, scores)
     if values is not None:
         return values
@@ -97,23 +110,56 @@ def _partition_order_statistics(partition, ranks, scores):
     return values
 
 
-def _rowwise_select(matrix, rank):
+def _rowwise_select(matrix, rank, *, check_finite=False):
     """The ``rank``-th smallest of every row, without modifying ``matrix``.
 
     Rows are copied a block at a time into one cache-sized buffer and
     partitioned there: no full copy of the matrix is ever allocated.
+    ``check_finite``: raise ``ValueError`` on NaN or an infinity, checked
+    on each block while it is in the cache.
     """
     n_rows, width = matrix.shape
     out = np.empty(n_rows)
     block = max(1, _ROW_BLOCK_BYTES // (8 * width))
     buf = np.empty((min(block, n_rows), width))
+    as_int = buf.view(np.int64) if matrix.dtype == np.float64 else None
     for start in range(0, n_rows, block):
         stop = min(start + block, n_rows)
         rows = buf[: stop - start]
         rows[...] = matrix[start:stop]
-        rows.partition(rank - 1, axis=1)
+        keys = None if as_int is None else as_int[: stop - start]
+        if keys is not None and keys.min() >= 0:
+            # No sign bit set (no negative number, no -0.0, no -inf): as
+            # int64, the bit patterns of these floats sort as their values
+            # (NaNs and +inf above every finite number) and equal values
+            # have equal bits, so the int64 selection (about a fifth
+            # faster) picks the same value bit for bit.
+            keys.partition(rank - 1, axis=1)
+            # Each row's maximum lies at or after the selected position:
+            # the rows are finite iff that tail is below +inf's pattern.
+            if check_finite and keys[:, rank - 1 :].max() >= _POS_INF_BITS:
+                _raise_not_finite()
+        else:
+            if check_finite and not np.isfinite(rows).all():
+                _raise_not_finite()
+            rows.partition(rank - 1, axis=1)
         out[start:stop] = rows[:, rank - 1]
     return out
+
+
+# The bit pattern of +inf as an int64: non-negative floats below it are
+# finite; +inf and the NaNs with a clear sign bit are at or above it.
+_POS_INF_BITS = int(np.array(np.inf).view(np.int64))
+
+
+def _check_finite(scores):
+    if not np.isfinite(scores).all():
+        _raise_not_finite()
+
+
+def _raise_not_finite():
+    # The message of skfedcp.utils._validation.check_scores.
+    raise ValueError("scores must be finite (no NaN or inf).")
 
 
 def _banded_order_statistics(partition, ranks, scores):
@@ -248,10 +294,21 @@ def _sample_band(scores, ranks, sizes):
         return None
     if (k_hi - k_lo) / s > _BAND_MAX_FRACTION:
         return None
-    kth = [k for k in (k_lo, k_hi) if 0 <= k < s]
-    part = np.partition(sample, kth)
-    lo = part[k_lo] if k_lo >= 0 else -np.inf
-    hi = part[k_hi] if k_hi < s else np.inf
+    # Two single-rank selections (numpy's fast path) rather than one
+    # partition at both ranks: the second only sees the rows below hi.
+    sample = sample.copy()
+    if k_hi < s:
+        sample.partition(k_hi)
+        hi, low = sample[k_hi], sample[:k_hi]
+    else:
+        hi, low = np.inf, sample
+    if k_lo < 0:
+        lo = -np.inf
+    elif k_lo >= low.shape[0]:  # k_lo == k_hi
+        lo = hi
+    else:
+        low.partition(k_lo)
+        lo = low[k_lo]
     upper = k_lo >= 0 and (k_hi >= s or s - k_lo <= k_hi)
     return lo, hi, upper
 

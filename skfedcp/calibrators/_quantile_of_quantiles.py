@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike
 from .._typing import SecureRandomStateLike
 from ..exceptions import SmallCalibrationSetWarning
 from ..utils._sklearn_compat import Interval, StrOptions
+from ..utils._validation import check_scores
 from ..utils._warnings import warn_user
 from ._base import BaseCalibrator, CoverageBounds
 from ._messages import Problem
@@ -115,6 +116,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
 
     _federated = True
     _message_fields = {"n": "size", "quantile": "value"}
+    _simulation_checks_finite = True
 
     _parameter_constraints = {
         "local_rank": [
@@ -140,8 +142,11 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         self.delta = delta
 
     def _selection(self, n_per_client, alpha):
-        # Stateless: the plan is cached per (sizes, alpha, parameters) at
-        # module level, so several threads may fit one instance.
+        """The cached plan ``(selection, local ranks as a read-only array)``.
+
+        Stateless: the plan is cached per (sizes, alpha, parameters) at
+        module level, so several threads may fit one instance.
+        """
         sizes = _nonempty(n_per_client)
         return _cached_selection(
             sizes.tobytes(),
@@ -154,24 +159,24 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
 
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the public ranks ``(l_j, k)`` and the exact coverage ``M``."""
-        sel = self._selection(n_per_client, alpha)
-        return {
-            "feasible": sel.feasible,
-            "local_ranks": np.asarray(sel.local_ranks, dtype=np.intp),
-            "k": sel.k,
-            "coverage": sel.coverage,
-        }
+        sel, ranks = self._selection(n_per_client, alpha)
+        return _plan_dict(sel, ranks.copy())
 
     def _server_plan(self, sizes, alpha, stacked):
-        plan = self.plan(sizes, alpha)
+        sel, ranks = self._selection(sizes, alpha)
+        plan = _plan_dict(sel, ranks.copy())
         # The rank of every announced client, 0 for those without rows.
-        ranks = np.zeros(sizes.shape[0], dtype=np.intp)
-        if plan["feasible"]:
-            ranks[sizes > 0] = plan["local_ranks"]
-        return {**plan, "client_ranks": ranks}
+        if not sel.feasible:
+            client_ranks = np.zeros(sizes.shape[0], dtype=np.intp)
+        elif ranks.shape[0] == sizes.shape[0]:  # every client holds rows
+            client_ranks = ranks.copy()
+        else:
+            client_ranks = np.zeros(sizes.shape[0], dtype=np.intp)
+            client_ranks[sizes > 0] = ranks
+        return {**plan, "client_ranks": client_ranks}
 
     def _local_rank_of(self, n, n_per_client, alpha):
-        sel = self._selection(n_per_client, alpha)
+        sel, ranks = self._selection(n_per_client, alpha)
         if not sel.feasible:
             return None
         sizes = _nonempty(n_per_client)
@@ -181,7 +186,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
                 f"this client holds {n} scores but n_per_client lists no client of "
                 "that size; pass the sizes the server announced."
             )
-        return sel.local_ranks[matches[0]]
+        return int(ranks[matches[0]])
 
     def client_step(
         self,
@@ -227,23 +232,31 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         k = plan["k"]
         return float(np.partition(values, k - 1)[k - 1])
 
-    def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
-        sel = self._selection(partition.sizes, alpha)
+    def _simulate_clients(
+        self, partition, scores, *, alpha, rngs, n_jobs=None, check_finite=False
+    ):
+        sel, ranks = self._selection(partition.sizes, alpha)
         if not sel.feasible:
+            if check_finite:
+                check_scores(scores)
             values = np.full(partition.n_clients, np.inf)
         else:
-            values = local_order_statistics(partition, sel.local_ranks, scores=scores)
+            values = local_order_statistics(
+                partition, ranks, scores=scores, check_finite=check_finite
+            )
         return {"n": partition.sizes, "quantile": values}
 
     def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``(M, M)``: exact for continuous scores, a lower bound otherwise."""
-        coverage = self._selection(n_per_client, alpha).coverage
+        coverage = self._selection(n_per_client, alpha)[0].coverage
         return CoverageBounds(coverage, coverage)
 
 
 def _nonempty(n_per_client):
     """Client sizes without the clients that hold no rows (spec section 2.6)."""
     sizes = np.asarray(n_per_client, dtype=np.int64)
+    if sizes.ndim == 1 and sizes.shape[0] and sizes.min() > 0:
+        return sizes
     sizes = sizes[sizes > 0]
     if sizes.size == 0:
         raise ValueError("n_per_client: no client holds any calibration row.")
@@ -252,8 +265,9 @@ def _nonempty(n_per_client):
 
 @lru_cache(maxsize=64)
 def _cached_selection(sizes_bytes, alpha, local_rank, clip, conditional, delta):
+    """The selection and its local ranks as a read-only intp array (shared)."""
     sizes = np.frombuffer(sizes_bytes, dtype=np.int64)
-    return select_qq_ranks(
+    sel = select_qq_ranks(
         tuple(sizes.tolist()),
         alpha,
         local_rank=local_rank,
@@ -261,6 +275,18 @@ def _cached_selection(sizes_bytes, alpha, local_rank, clip, conditional, delta):
         conditional=conditional,
         delta=delta,
     )
+    ranks = np.asarray(sel.local_ranks, dtype=np.intp).reshape(-1)
+    ranks.flags.writeable = False
+    return sel, ranks
+
+
+def _plan_dict(sel, ranks):
+    return {
+        "feasible": sel.feasible,
+        "local_ranks": ranks,
+        "k": sel.k,
+        "coverage": sel.coverage,
+    }
 
 
 _EXCLUDED_AS_INF = (
@@ -284,7 +310,7 @@ def _check_rank_values(stacked, sizes, plan, valid):
         ranks = np.zeros_like(sizes)
         must_inf = np.ones(sizes.shape[0], dtype=bool)
     problems = []
-    for j in np.flatnonzero(valid & (np.isposinf(values) != must_inf)):
+    for j in np.flatnonzero(valid & ((values == np.inf) != must_inf)):
         if must_inf[j]:
             why = (
                 "the plan is infeasible"

@@ -932,11 +932,14 @@ _CIRCULANT_CHUNK_WORDS = 2**17
 
 
 def _sum_rows(a):
-    """``np.sum(a, axis=0)`` of a 2-D uint64 array, by halving (fast when the
-    rows are short: numpy's axis-0 reduction pays per row). Exact in the
-    ring, like any order of summation."""
-    if a.shape[0] <= 64:
-        return np.sum(a, axis=0, dtype=np.uint64)
+    """``np.sum(a, axis=0)`` of a 2-D uint64 array. Exact in the ring, like
+    any order of summation.
+
+    Rows of 64 words or more: numpy's reduction (one pass, no temporary).
+    Shorter rows: by halving (numpy's axis-0 reduction pays per row).
+    """
+    if a.shape[0] <= 64 or a.shape[1] >= 64:
+        return np.add.reduce(a, axis=0, dtype=np.uint64)
     h = a.shape[0] // 2
     acc = a[:h] + a[h : 2 * h]
     if a.shape[0] % 2:
@@ -998,8 +1001,9 @@ def _circulant_masked_sum(
         fixes.append((np.flatnonzero(here & ~there), np.flatnonzero(~here & there)))
     stream = _MaskStream(rng)
     width = max(1, min(length, int(max_words) // max(n, 1)))
-    y_buf = np.empty(n * width, dtype=np.uint64)
-    t_buf = np.zeros(n * width + 2, dtype=np.uint64)
+    # The self masks are drawn straight into the message buffer (y = t,
+    # then y += q): two buffers of a chunk instead of three.
+    y_buf = np.zeros(n * width + 2, dtype=np.uint64)
     d_buf = np.zeros(n * width + 2, dtype=np.uint64)
     total = np.empty(length, dtype=np.uint64)
     plan_w = None
@@ -1009,8 +1013,7 @@ def _circulant_masked_sum(
         if w != plan_w:  # views and fillers for this chunk width
             plan_w = w
             y = y_buf[: n * w].reshape(n, w)
-            t = t_buf[: n * w].reshape(n, w)
-            fill_t = stream.filler(t_buf, n * w)
+            fill_t = stream.filler(y_buf, n * w)
             steps = []
             for (s, m), (plus, minus) in zip(layers, fixes, strict=True):
                 d = d_buf[: m * w].reshape(m, w)
@@ -1022,12 +1025,17 @@ def _circulant_masked_sum(
                 fill_d = stream.filler(d_buf, m * w)
                 steps.append((s, fill_d, y[:m], d, sub, plus, minus))
         # ---- clients: y = q + t + (pairwise masks), position by position ----
+        z = np.zeros(w, dtype=np.uint64)
+        t = None
         if self_masks:
-            fill_t()
-            np.add(q[:, c0:c1], t, out=y)
+            fill_t()  # y = t: fresh words (key stream XOR the previous y)
+            if trace is not None:
+                t = y.copy()
+            # ---- server: the survivors' self masks, recovered, removed ----
+            z -= _sum_rows(y if everyone else y[alive_pos])
+            y += q[:, c0:c1]
         else:
             y[...] = q[:, c0:c1]
-        z = np.zeros(w, dtype=np.uint64)
         drawn = []
         for s, fill_d, y_add, d, sub, plus, minus in steps:
             fill_d()
@@ -1041,17 +1049,10 @@ def _circulant_masked_sum(
                 z -= np.sum(d[plus], axis=0, dtype=np.uint64)
             if minus.size:
                 z += np.sum(d[minus], axis=0, dtype=np.uint64)
-        # ---- server: the survivors' messages, less their self masks ----
-        if everyone:
-            z += _sum_rows(y)
-            if self_masks:
-                z -= _sum_rows(t)
-        else:
-            z += _sum_rows(y[alive_pos])
-            if self_masks:
-                z -= _sum_rows(t[alive_pos])
+        # ---- server: the survivors' messages (self masks removed above) ----
+        z += _sum_rows(y if everyone else y[alive_pos])
         if trace is not None:
-            trace.append((c0, y.copy(), t.copy() if self_masks else None, drawn))
+            trace.append((c0, y.copy(), t, drawn))
         total[c0:c1] = z
     return total
 
