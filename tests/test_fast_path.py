@@ -126,14 +126,28 @@ class TestNoCopy:
 def scans(monkeypatch):
     """The arrays scanned for finiteness (scans skipped by assume_finite omitted)."""
     counts = []
+    inside_ours = []
     original = sk_validation._assert_all_finite
+    ours = skfedcp.base._assert_finite
 
     def counting(X, *args, **kwargs):
-        if not get_config()["assume_finite"]:
+        if not get_config()["assume_finite"] and not inside_ours:
             counts.append(X)
         return original(X, *args, **kwargs)
 
+    def counting_ours(X, *args, **kwargs):
+        # skfedcp's own first pass (scikit-learn's element-wise check only
+        # runs after it, on a non-finite sum: the same scan, counted once).
+        if not get_config()["assume_finite"]:
+            counts.append(X)
+        inside_ours.append(True)
+        try:
+            return ours(X, *args, **kwargs)
+        finally:
+            inside_ours.pop()
+
     monkeypatch.setattr(sk_validation, "_assert_all_finite", counting)
+    monkeypatch.setattr(skfedcp.base, "_assert_finite", counting_ours)
     return counts
 
 
@@ -288,3 +302,89 @@ def test_import_does_not_load_quantile_forest():
         "assert 'quantile_forest' not in sys.modules, 'quantile_forest imported'"
     )
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+class TestFixedCosts:
+    """The shortcuts for plain arrays keep scikit-learn's behaviour."""
+
+    def test_feature_names_of_a_frame_then_an_array(self, data):
+        X, y, _, ids = data
+        frame = pd.DataFrame(X, columns=list("abcd"))
+        model = FrozenEstimator(LinearRegression().fit(frame, y))
+        reg = FedConformalRegressor(model).fit(frame, y, client_ids=ids)
+        assert list(reg.feature_names_in_) == list("abcd")
+        with pytest.warns(UserWarning, match="X does not have valid feature names"):
+            reg.predict_interval(X)
+        # Refitting on an array forgets the names (as validate_data does).
+        plain = FrozenEstimator(LinearRegression().fit(X, y))
+        reg.set_params(estimator=plain).fit(X, y, client_ids=ids)
+        assert not hasattr(reg, "feature_names_in_")
+
+    def test_wrong_number_of_features_still_refused(self, data):
+        X, y, _, ids = data
+        reg = FedConformalRegressor(FrozenEstimator(LinearRegression().fit(X, y)))
+        reg.fit(X, y, client_ids=ids)
+        with pytest.raises(ValueError, match="features"):
+            reg.predict_interval(X[:, :3])
+
+    @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+    def test_overflowing_sum_is_not_an_error(self, data, bad):
+        # A sum that overflows to inf goes to scikit-learn's element-wise
+        # check, which passes finite values and names a non-finite one.
+        X, y, _, ids = data
+        reg = FedConformalRegressor(
+            FrozenEstimator(LinearRegression().fit(X, y)), calibrator="central"
+        )
+        X = X.copy()
+        X[:2, 0] = [1e308, 1e308]
+        with np.errstate(over="ignore", invalid="ignore"):  # the model's predictions
+            reg.fit(X, y, client_ids=ids)  # finite X: accepted
+        X[5, 1] = bad
+        with pytest.raises(ValueError, match="Input X contains"):
+            reg.fit(X, y, client_ids=ids)
+
+    def test_integer_targets_need_no_scan(self, data):
+        X, _, labels, ids = data
+        model = FrozenEstimator(LinearRegression().fit(X, labels))
+        reg = FedConformalRegressor(model, calibrator="central").fit(X, labels)
+        assert np.isfinite(reg.threshold_)
+
+    @pytest.mark.parametrize(
+        "random_state",
+        [
+            0,
+            2**80,
+            np.random.SeedSequence(5),
+            np.random.SeedSequence(5, spawn_key=(2,)),
+        ],
+    )
+    def test_streams_are_the_spawned_children(self, random_state):
+        from skfedcp.utils._random import check_seed_sequence
+
+        seed = check_seed_sequence(random_state)
+        n_spawned = seed.n_children_spawned
+        expected = np.random.SeedSequence(
+            seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size
+        ).spawn(4)
+        calibrator_seed, streams = fit_streams(random_state)
+        assert len(streams) == 4 and calibrator_seed is streams[1]
+        for got, want in zip([streams[i] for i in range(4)], expected, strict=True):
+            assert got.spawn_key == want.spawn_key and got.entropy == want.entropy
+            np.testing.assert_array_equal(got.generate_state(8), want.generate_state(8))
+        keys = [s.spawn_key for s in streams[1:3]]
+        assert keys == [e.spawn_key for e in expected[1:3]]
+        assert streams[-1].spawn_key == expected[-1].spawn_key
+        if isinstance(random_state, np.random.SeedSequence):
+            assert random_state.n_children_spawned == n_spawned  # left as it was
+
+    def test_parameter_names_are_read_once_per_class(self):
+        names = FedConformalRegressor._get_param_names()
+        assert names == sorted(FedConformalRegressor().get_params(deep=False))
+        names.append("changed")  # callers get a fresh list
+        assert "changed" not in FedConformalRegressor._get_param_names()
+        assert "estimator_lower" in FedCQRRegressor._get_param_names()
+
+    def test_single_client_ids_are_not_allocated(self, data):
+        X, y, _, _ = data
+        ids = FedConformalRegressor()._check_client_ids(None, 5)
+        assert ids.tolist() == [0] * 5 and not ids.flags.writeable
