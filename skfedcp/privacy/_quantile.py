@@ -235,9 +235,7 @@ def _prepare(scores, level, epsilon, bounds, edges, n_bins, top_bin, utility):
             "not private: do not release this message.",
             ClippedScoresWarning,
         )
-    loss, sensitivity = _quantile_loss(
-        lower, greater, level, utility, scores.shape[0]
-    )
+    loss, sensitivity = _quantile_loss(lower, greater, level, utility, scores.shape[0])
     return edges, loss, sensitivity, epsilon, top_bin
 
 
