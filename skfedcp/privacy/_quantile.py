@@ -98,6 +98,13 @@ def private_quantile(
         ``"inf"``: the top bin is ``(e_{B-1}, +inf)`` and choosing it returns
         ``+inf``, which keeps conformal thresholds valid for unbounded scores.
         Privacy is the same: the mechanism only sees bin counts.
+    utility : {"quantile", "rank"}, default="quantile"
+        ``"quantile"``: the papers' loss ``w_b`` above. ``"rank"`` (skfedcp
+        extension): the symmetric rank loss ``w_b = max(L_b - t + 1, G_b - n
+        + t)`` with target rank ``t = q n`` (a real number) and ``Delta_q =
+        1``. Releases above the target cost as much as releases below it, so
+        the output does not drift upwards as it does for ``q > 1/2`` with the
+        papers' loss; :func:`private_quantile_rank_tail` bounds its lower tail.
     random_state : int, Generator, RandomState, SeedSequence, "secure" or None, \
             default=None
         Source of randomness (``"secure"``: operating-system randomness with
@@ -118,8 +125,11 @@ def private_quantile(
     Notes
     -----
     **Privacy.** Central ``epsilon``-DP for replace-one neighbours with ``n``
-    public (and for add/remove-one neighbours at a fixed level): changing one
-    score moves every ``w_b`` by at most ``Delta_q``, and the exponential
+    public (and, for ``utility="quantile"``, for add/remove-one neighbours at
+    a fixed level): changing one score moves every ``L_b`` and ``G_b`` by at
+    most one, hence every ``w_b`` by at most ``Delta_q`` (for
+    ``utility="rank"``, ``t`` and ``n`` are fixed, so by at most 1), and the
+    exponential
     mechanism with factor ``epsilon / 2`` is ``epsilon``-DP. The bound is
     attained at ``q = 1/2``; at other levels one replacement moves all ``L_b``
     one way and all ``G_b`` the other, so the loss is at most
@@ -187,7 +197,7 @@ def private_quantile_probabilities(
 
     Parameters
     ----------
-    scores, level, epsilon, bounds, edges, n_bins, top_bin
+    scores, level, epsilon, bounds, edges, n_bins, top_bin, utility
         As in :func:`private_quantile`.
     log : bool, default=False
         Return natural-log probabilities.
@@ -682,7 +692,9 @@ def private_quantile_rank_tail(
                                        / (n_bins - 1)),
         U_r = min_{r <= j <= n} max(a (j - 1), n - j),  a = (1 - q) / q
 
-    (``a = 0`` at ``q = 1``). Proof (see the user guide, "Tight
+    (``a = 0`` at ``q = 1``). With ``utility="rank"`` (target rank ``t = q
+    n``) the same holds with ``n - r + 1`` replaced by ``t - r + 1`` and
+    ``U_r = min_{r <= j <= n} |j - t|``. Proof (see the user guide, "Tight
     corrections"): a bin below the ``r``-th rounded score has ``G_b >= n - r
     + 1``, so its normalised utility is ``>= n - r + 1``, and there are at
     most ``n_bins - 1`` such bins; the bin holding the ``j``-th rounded score
@@ -696,11 +708,14 @@ def private_quantile_rank_tail(
     n : int
         Number of scores, ``>= 1``.
     level : float
-        Level ``q`` of the mechanism, in [1/2, 1].
+        Level ``q`` of the mechanism, in [1/2, 1] (in (0, 1] with
+        ``utility="rank"``).
     epsilon : float
         Privacy parameter, ``> 0``.
     n_bins : int
         Number of bins (candidate outputs), ``>= 2``.
+    utility : {"quantile", "rank"}, default="quantile"
+        Utility of the mechanism, as in :func:`private_quantile`.
 
     Returns
     -------
