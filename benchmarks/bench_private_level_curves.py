@@ -11,8 +11,11 @@ Also, the FedCP²-QQ analogue (Humbert et al., Fig. 2): the exact coverage
 B = 100 bins, beside the reference values of the spec (section 7).
 
 Then ``rule="paper"`` versus ``rule="tight"`` (the skfedcp extension of the
-user guide, "Tight corrections"): the exact coverage ``E[F(threshold)]`` of
-both rules, from the exact law of the threshold (``threshold_probabilities``)
+user guide, "Tight corrections") and, for FedCP²-QQ, ``rule="tight",
+utility="rank"`` (the symmetric rank utility): the exact coverage
+``E[F(threshold)]`` of the rules, the share of the paper's excess over
+``1 - alpha`` each removes (± its paired delta-method SE: all rules run on
+the same draws), from the exact law of the threshold (``threshold_probabilities``)
 averaged over ``R`` calibration draws (± its Monte Carlo standard error), for
 FedCP²-QQ (5 clients x 200 scores, B = 100, the paper's setting) and
 dp-central (n = 1,000, automatic bins), on several score laws: continuous
@@ -202,9 +205,9 @@ def coverage_tables(reps, epsilons=(10.0, 5.0, 1.0), laws=None, settings=None):
                         rank_excess_removed_se=r_removed_se,
                         rank_bound=bounds["tight", "rank"],
                     )
-                line += f" {t_removed:4.0%}±{t_removed_se:3.0%}"
+                line += f" {100 * t_removed:4.0f}±{100 * t_removed_se:.1f}%"
                 if len(rules) == 3:
-                    line += f" {r_removed:8.0%}±{r_removed_se:3.0%}"
+                    line += f" {100 * r_removed:8.0f}±{100 * r_removed_se:.1f}%"
                 line += f" {'>= 50%':>6s} {bounds['tight', 'quantile']:14.4f}"
                 if len(rules) == 3:
                     line += f" {bounds['tight', 'rank']:13.4f}"
