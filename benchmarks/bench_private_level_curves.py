@@ -11,8 +11,11 @@ Also, the FedCP²-QQ analogue (Humbert et al., Fig. 2): the exact coverage
 B = 100 bins, beside the reference values of the spec (section 7).
 
 Then ``rule="paper"`` versus ``rule="tight"`` (the skfedcp extension of the
-user guide, "Tight corrections"): the exact coverage ``E[F(threshold)]`` of
-both rules, from the exact law of the threshold (``threshold_probabilities``)
+user guide, "Tight corrections") and, for FedCP²-QQ, ``rule="tight",
+utility="rank"`` (the symmetric rank utility): the exact coverage
+``E[F(threshold)]`` of the rules, the share of the paper's excess over
+``1 - alpha`` each removes (± its paired delta-method SE: all rules run on
+the same draws), from the exact law of the threshold (``threshold_probabilities``)
 averaged over ``R`` calibration draws (± its Monte Carlo standard error), for
 FedCP²-QQ (5 clients x 200 scores, B = 100, the paper's setting) and
 dp-central (n = 1,000, automatic bins), on several score laws: continuous
@@ -94,6 +97,27 @@ LAWS = {
 
 def exact_coverage(calibrator, sizes, law, reps, seed=0):
     """Mean and SE over ``reps`` data sets of ``E[F(threshold) | data]``."""
+    cov = exact_coverages(calibrator, sizes, law, reps, seed)
+    return cov.mean(), cov.std(ddof=1) / np.sqrt(reps)
+
+
+def removed_share(paper, other):
+    """Share of the paper's excess over ``1 - alpha`` removed, and its SE.
+
+    ``paper`` and ``other`` are the per-draw coverages on the *same* data
+    sets (same seed), so the ratio ``mean(p - o) / mean(p - (1 - alpha))``
+    gets a paired delta-method standard error.
+    """
+    d, e = paper - other, paper - (1 - ALPHA)
+    if e.mean() <= 0:
+        return np.nan, np.nan
+    ratio = d.mean() / e.mean()
+    z = (d - ratio * e) / e.mean()
+    return ratio, z.std(ddof=1) / np.sqrt(z.shape[0])
+
+
+def exact_coverages(calibrator, sizes, law, reps, seed=0):
+    """``E[F(threshold) | data]`` on ``reps`` data sets drawn from ``seed``."""
     draw, cdf = LAWS[law]
     rng = np.random.default_rng(seed)
     sizes = np.asarray(sizes)
@@ -104,58 +128,91 @@ def exact_coverage(calibrator, sizes, law, reps, seed=0):
             draw(rng, int(sizes.sum())), ids, alpha=ALPHA
         )
         cov[r] = law_.probabilities @ cdf(law_.values)
-    return cov.mean(), cov.std(ddof=1) / np.sqrt(reps)
+    return cov
 
 
 def coverage_tables(reps, epsilons=(10.0, 5.0, 1.0), laws=None, settings=None):
-    def dp_qq(e, rule):
+    def dp_qq(e, rule, utility="quantile"):
         return PrivateQuantileOfQuantilesCalibrator(
-            epsilon=e, score_bounds=(0, 1), rule=rule
+            epsilon=e, score_bounds=(0, 1), rule=rule, utility=utility
         )
 
-    def central(e, rule):
+    def central(e, rule, utility="quantile"):
         return PrivateCentralCalibrator(epsilon=e, score_bounds=(0, 1), rule=rule)
 
+    # (rule, utility) columns: the paper, the tight plan on the paper's
+    # mechanism and, for DP-QQ, the tight plan on the symmetric rank utility.
+    qq_rules = [("paper", "quantile"), ("tight", "quantile"), ("tight", "rank")]
     all_settings = {
-        "dp-qq 5 x 200, B=100": ([200] * 5, dp_qq),
-        "dp-qq 5 of 150..250, B=100": ([150, 180, 200, 220, 250], dp_qq),
-        "dp-central n=1000": ([1000], central),
+        "dp-qq 5 x 200, B=100": ([200] * 5, dp_qq, qq_rules),
+        "dp-qq 5 of 150..250, B=100": ([150, 180, 200, 220, 250], dp_qq, qq_rules),
+        "dp-central n=1000": ([1000], central, qq_rules[:2]),
     }
     rows = []
     for name in settings or all_settings:
-        sizes, make = all_settings[name]
+        sizes, make, rules = all_settings[name]
         print(f"\n{name}: exact coverage (mean ± SE over {reps} data sets)")
-        print(
-            f"{'law':>14s} {'eps':>4s} {'paper':>17s} {'tight':>17s} "
-            f"{'excess removed':>15s} {'goal':>6s} {'bound (tight)':>14s}"
-        )
+        header = f"{'law':>14s} {'eps':>4s} {'paper':>17s} {'tight':>17s}"
+        if len(rules) == 3:
+            header += f" {'tight rank':>17s}"
+        header += f" {'removed':>9s}"
+        if len(rules) == 3:
+            header += f" {'removed rank':>13s}"
+        header += f" {'goal':>6s} {'bound (tight)':>14s}"
+        if len(rules) == 3:
+            header += f" {'bound (rank)':>13s}"
+        print(header)
         for law in laws or LAWS:
             for eps in epsilons:
-                out = {}
-                for rule in ("paper", "tight"):
-                    out[rule] = exact_coverage(make(eps, rule), sizes, law, reps)
-                lower = make(eps, "tight").plan(sizes, ALPHA)
-                bound = lower.get("coverage_lower", float("nan"))
-                (p, p_se), (t, t_se) = out["paper"], out["tight"]
-                removed = (p - t) / (p - (1 - ALPHA)) if p > 1 - ALPHA else np.nan
-                print(
-                    f"{law:>14s} {eps:4g} {p:8.4f} ± {p_se:.4f} {t:8.4f} ± {t_se:.4f} "
-                    f"{removed:14.0%} {'>= 50%':>6s} {bound:14.4f}",
-                    flush=True,
+                out, bounds = {}, {}
+                for rule, utility in rules:
+                    cal = make(eps, rule, utility)
+                    out[rule, utility] = exact_coverages(cal, sizes, law, reps)
+                    bounds[rule, utility] = cal.plan(sizes, ALPHA).get(
+                        "coverage_lower", float("nan")
+                    )
+                se = {key: c.std(ddof=1) / np.sqrt(reps) for key, c in out.items()}
+                p, p_se = out["paper", "quantile"].mean(), se["paper", "quantile"]
+                t, t_se = out["tight", "quantile"].mean(), se["tight", "quantile"]
+                t_removed, t_removed_se = removed_share(
+                    out["paper", "quantile"], out["tight", "quantile"]
                 )
-                rows.append(
-                    {
-                        "setting": name,
-                        "law": law,
-                        "epsilon": eps,
-                        "paper": p,
-                        "paper_se": p_se,
-                        "tight": t,
-                        "tight_se": t_se,
-                        "excess_removed": removed,
-                        "tight_bound": bound,
-                    }
+                line = (
+                    f"{law:>14s} {eps:4g} {p:8.4f} ± {p_se:.4f} {t:8.4f} ± {t_se:.4f}"
                 )
+                row = {
+                    "setting": name,
+                    "law": law,
+                    "epsilon": eps,
+                    "paper": p,
+                    "paper_se": p_se,
+                    "tight": t,
+                    "tight_se": t_se,
+                    "excess_removed": t_removed,
+                    "excess_removed_se": t_removed_se,
+                    "tight_bound": bounds["tight", "quantile"],
+                }
+                if len(rules) == 3:
+                    r, r_se = out["tight", "rank"].mean(), se["tight", "rank"]
+                    r_removed, r_removed_se = removed_share(
+                        out["paper", "quantile"], out["tight", "rank"]
+                    )
+                    line += f" {r:8.4f} ± {r_se:.4f}"
+                    row.update(
+                        rank=r,
+                        rank_se=r_se,
+                        rank_excess_removed=r_removed,
+                        rank_excess_removed_se=r_removed_se,
+                        rank_bound=bounds["tight", "rank"],
+                    )
+                line += f" {100 * t_removed:4.0f}±{100 * t_removed_se:.1f}%"
+                if len(rules) == 3:
+                    line += f" {100 * r_removed:8.0f}±{100 * r_removed_se:.1f}%"
+                line += f" {'>= 50%':>6s} {bounds['tight', 'quantile']:14.4f}"
+                if len(rules) == 3:
+                    line += f" {bounds['tight', 'rank']:13.4f}"
+                print(line, flush=True)
+                rows.append(row)
     return rows
 
 

@@ -58,6 +58,7 @@ def private_quantile(
     edges: ArrayLike | None = None,
     n_bins: int | None = None,
     top_bin: Literal["edge", "inf"] = "edge",
+    utility: Literal["quantile", "rank"] = "quantile",
     random_state: SecureRandomStateLike = None,
 ) -> float:
     """Differentially private quantile of scores, released as a bin edge.
@@ -97,6 +98,13 @@ def private_quantile(
         ``"inf"``: the top bin is ``(e_{B-1}, +inf)`` and choosing it returns
         ``+inf``, which keeps conformal thresholds valid for unbounded scores.
         Privacy is the same: the mechanism only sees bin counts.
+    utility : {"quantile", "rank"}, default="quantile"
+        ``"quantile"``: the papers' loss ``w_b`` above. ``"rank"`` (skfedcp
+        extension): the symmetric rank loss ``w_b = max(L_b - t + 1, G_b - n
+        + t)`` with target rank ``t = q n`` (a real number) and ``Delta_q =
+        1``. Releases above the target cost as much as releases below it, so
+        the output does not drift upwards as it does for ``q > 1/2`` with the
+        papers' loss; :func:`private_quantile_rank_tail` bounds its lower tail.
     random_state : int, Generator, RandomState, SeedSequence, "secure" or None, \
             default=None
         Source of randomness (``"secure"``: operating-system randomness with
@@ -117,8 +125,11 @@ def private_quantile(
     Notes
     -----
     **Privacy.** Central ``epsilon``-DP for replace-one neighbours with ``n``
-    public (and for add/remove-one neighbours at a fixed level): changing one
-    score moves every ``w_b`` by at most ``Delta_q``, and the exponential
+    public (and, for ``utility="quantile"``, for add/remove-one neighbours at
+    a fixed level): changing one score moves every ``L_b`` and ``G_b`` by at
+    most one, hence every ``w_b`` by at most ``Delta_q`` (for
+    ``utility="rank"``, ``t`` and ``n`` are fixed, so by at most 1), and the
+    exponential
     mechanism with factor ``epsilon / 2`` is ``epsilon``-DP. The bound is
     attained at ``q = 1/2``; at other levels one replacement moves all ``L_b``
     one way and all ``G_b`` the other, so the loss is at most
@@ -160,7 +171,7 @@ def private_quantile(
     0.4
     """
     edges, loss, sensitivity, epsilon, top_bin = _prepare(
-        scores, level, epsilon, bounds, edges, n_bins, top_bin
+        scores, level, epsilon, bounds, edges, n_bins, top_bin, utility
     )
     index = exponential_mechanism(
         -loss, epsilon=epsilon, sensitivity=sensitivity, random_state=random_state
@@ -179,13 +190,14 @@ def private_quantile_probabilities(
     edges: ArrayLike | None = None,
     n_bins: int | None = None,
     top_bin: Literal["edge", "inf"] = "edge",
+    utility: Literal["quantile", "rank"] = "quantile",
     log: bool = False,
 ) -> NDArray[np.float64]:
     """Exact output law of :func:`private_quantile`.
 
     Parameters
     ----------
-    scores, level, epsilon, bounds, edges, n_bins, top_bin
+    scores, level, epsilon, bounds, edges, n_bins, top_bin, utility
         As in :func:`private_quantile`.
     log : bool, default=False
         Return natural-log probabilities.
@@ -207,19 +219,20 @@ def private_quantile_probabilities(
     array([0.1345, 0.3655, 0.3655, 0.1345])
     """
     _, loss, sensitivity, epsilon, _ = _prepare(
-        scores, level, epsilon, bounds, edges, n_bins, top_bin
+        scores, level, epsilon, bounds, edges, n_bins, top_bin, utility
     )
     return exponential_mechanism_probabilities(
         -loss, epsilon=epsilon, sensitivity=sensitivity, log=log
     )
 
 
-def _prepare(scores, level, epsilon, bounds, edges, n_bins, top_bin):
+def _prepare(scores, level, epsilon, bounds, edges, n_bins, top_bin, utility):
     """Validate, bin and return ``(edges, loss w_b, Delta_q, epsilon, top_bin)``."""
     epsilon = check_privacy_params(epsilon=epsilon).epsilon
     level = _check_level(level)
     if top_bin not in ("edge", "inf"):
         raise ValueError(f'top_bin must be "edge" or "inf"; got {top_bin!r}.')
+    utility = _check_utility(utility)
     edges = _resolve_edges(bounds, edges, n_bins)
     scores = check_scores(scores, allow_inf=True)
     lower, greater, n_below, n_above = _rank_counts(scores, edges)
@@ -232,11 +245,11 @@ def _prepare(scores, level, epsilon, bounds, edges, n_bins, top_bin):
             "not private: do not release this message.",
             ClippedScoresWarning,
         )
-    loss, sensitivity = _quantile_loss(lower, greater, level)
+    loss, sensitivity = _quantile_loss(lower, greater, level, utility, scores.shape[0])
     return edges, loss, sensitivity, epsilon, top_bin
 
 
-def _release_logits(scores, level, epsilon, edges):
+def _release_logits(scores, level, epsilon, edges, utility="quantile"):
     """Logits of :func:`private_quantile` for each row of an ``(m, n)`` matrix.
 
     The same elementwise operations as the one-row path (binning, strict
@@ -251,7 +264,7 @@ def _release_logits(scores, level, epsilon, edges):
     counts = counts.reshape(m, n_bins + 1)[:, 1:]
     lower = np.cumsum(counts, axis=1) - counts
     greater = n - lower - counts
-    loss, sensitivity = _quantile_loss(lower, greater, level)
+    loss, sensitivity = _quantile_loss(lower, greater, level, utility, n)
     utility = -loss
     shifted = utility - utility.max(axis=1, keepdims=True)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -260,13 +273,13 @@ def _release_logits(scores, level, epsilon, edges):
     return logits
 
 
-def _release_log_probabilities(scores, level, epsilon, edges):
+def _release_log_probabilities(scores, level, epsilon, edges, utility="quantile"):
     """Log output laws of :func:`private_quantile`, one row per data set."""
-    logits = _release_logits(scores, level, epsilon, edges)
+    logits = _release_logits(scores, level, epsilon, edges, utility)
     return logits - logsumexp(logits, axis=1, keepdims=True)
 
 
-def _release_many(scores, level, epsilon, edges, sources):
+def _release_many(scores, level, epsilon, edges, sources, utility="quantile"):
     """:func:`private_quantile` with ``top_bin="inf"`` for many parties at once.
 
     ``scores`` is an ``(m, n)`` matrix of already validated and clipped
@@ -278,7 +291,7 @@ def _release_many(scores, level, epsilon, edges, sources):
     Returns an ``(m,)`` float array of bin edges (``+inf`` for the top bin).
     """
     n_bins = edges.shape[0] - 1
-    logits = _release_logits(scores, level, epsilon, edges)
+    logits = _release_logits(scores, level, epsilon, edges, utility)
     out = np.empty(scores.shape[0])
     for row, source in enumerate(sources):
         chosen = check_random_source(source).choice_from_log_weights(logits[row])
@@ -338,14 +351,25 @@ def _rank_counts(scores, edges):
     return lower, greater, n_below, n_above
 
 
-def _quantile_loss(lower, greater, level):
+def _check_utility(utility):
+    if utility not in ("quantile", "rank"):
+        raise ValueError(f'utility must be "quantile" or "rank"; got {utility!r}.')
+    return utility
+
+
+def _quantile_loss(lower, greater, level, utility="quantile", n=None):
     """Loss ``w_b`` to minimise and its sensitivity ``Delta_q``.
 
     ``q < 1``: ``w_b = max(L_b / q, G_b / (1 - q))`` and
     ``Delta_q = max(1 / q, 1 / (1 - q)) = 1 / min(q, 1 - q)``.
     ``q = 1``: ``w_b = G_b`` and ``Delta_q = 1``, the limit of ``w_b /
     Delta_q = max(L_b (1 - q) / q, G_b)`` (Humbert et al., A6).
+    ``utility="rank"``: ``w_b = max(L_b - t + 1, G_b - n + t)`` with the
+    target rank ``t = q n`` (``n`` scores, public) and ``Delta = 1``.
     """
+    if utility == "rank":
+        t = level * n
+        return np.maximum(lower - (t - 1.0), greater - (n - t)), 1.0
     if level == 1.0:
         return greater.astype(np.float64), 1.0
     loss = np.maximum(lower / level, greater / (1.0 - level))
@@ -650,7 +674,12 @@ def dp_qq_local_correction(
 
 
 def private_quantile_rank_tail(
-    n: int, level: float, *, epsilon: float, n_bins: int
+    n: int,
+    level: float,
+    *,
+    epsilon: float,
+    n_bins: int,
+    utility: Literal["quantile", "rank"] = "quantile",
 ) -> NDArray[np.float64]:
     """Data-free bound on the lower tail of the rank released by the mechanism.
 
@@ -663,7 +692,9 @@ def private_quantile_rank_tail(
                                        / (n_bins - 1)),
         U_r = min_{r <= j <= n} max(a (j - 1), n - j),  a = (1 - q) / q
 
-    (``a = 0`` at ``q = 1``). Proof (see the user guide, "Tight
+    (``a = 0`` at ``q = 1``). With ``utility="rank"`` (target rank ``t = q
+    n``) the same holds with ``n - r + 1`` replaced by ``t - r + 1`` and
+    ``U_r = min_{r <= j <= n} |j - t|``. Proof (see the user guide, "Tight
     corrections"): a bin below the ``r``-th rounded score has ``G_b >= n - r
     + 1``, so its normalised utility is ``>= n - r + 1``, and there are at
     most ``n_bins - 1`` such bins; the bin holding the ``j``-th rounded score
@@ -677,11 +708,14 @@ def private_quantile_rank_tail(
     n : int
         Number of scores, ``>= 1``.
     level : float
-        Level ``q`` of the mechanism, in [1/2, 1].
+        Level ``q`` of the mechanism, in [1/2, 1] (in (0, 1] with
+        ``utility="rank"``).
     epsilon : float
         Privacy parameter, ``> 0``.
     n_bins : int
         Number of bins (candidate outputs), ``>= 2``.
+    utility : {"quantile", "rank"}, default="quantile"
+        Utility of the mechanism, as in :func:`private_quantile`.
 
     Returns
     -------
@@ -698,32 +732,41 @@ def private_quantile_rank_tail(
     """
     n = _check_int(n, "n", low=1)
     level = _check_level(level)
-    if level < 0.5:
+    utility = _check_utility(utility)
+    if utility == "quantile" and level < 0.5:
         raise ValueError(f"level must be in [1/2, 1]; got {level!r}.")
     epsilon = check_privacy_params(epsilon=epsilon).epsilon
     n_bins = _check_int(n_bins, "n_bins", low=2, high=_MAX_BINS)
-    return _rank_tail(n, level, epsilon, n_bins)
+    return _rank_tail(n, level, epsilon, n_bins, utility)
 
 
-def _rank_tail(n, level, epsilon, n_bins):
-    a = (1.0 - level) / level
+def _rank_tail(n, level, epsilon, n_bins, utility="quantile"):
     j = np.arange(1, n + 1, dtype=np.float64)
-    v = np.maximum(a * (j - 1.0), n - j)  # utility bound of the bin of score j
+    if utility == "rank":
+        # A low bin has u_b >= G_b - n + t >= t - r + 1; the bin of score j
+        # has u_b <= max(j - t, t - j).
+        t = level * n
+        v = np.abs(j - t)
+        floor = t - j + 1.0
+    else:
+        a = (1.0 - level) / level
+        v = np.maximum(a * (j - 1.0), n - j)  # utility bound of the bin of score j
+        floor = n - j + 1.0
     upper = np.minimum.accumulate(v[::-1])[::-1]  # U_r, r = 1..n
-    gap = (n - j + 1.0) - upper
+    gap = floor - upper
     log_odds = math.log(n_bins - 1) - 0.5 * epsilon * gap
     tail = np.exp(-np.logaddexp(0.0, -log_odds))  # sigmoid(log_odds)
     return np.r_[0.0, np.maximum.accumulate(tail), 1.0]
 
 
-def _rank_law(n, level, epsilon, n_bins, cut=1e-17):
+def _rank_law(n, level, epsilon, n_bins, cut=1e-17, utility="quantile"):
     """A law of ranks ``D`` with ``P(D < r) >= tail[r]`` on a short support.
 
     Returns ``(ranks, pmf)``. Mass below the window goes to rank 0 and mass
     above it to the window's top rank: both make ``D`` stochastically
     smaller, so the bound stays valid while the support stays short.
     """
-    tail = _rank_tail(n, level, epsilon, n_bins)
+    tail = _rank_tail(n, level, epsilon, n_bins, utility)
     lo = int(np.searchsorted(tail, cut, side="right")) - 1  # tail[lo] <= cut
     hi = int(np.searchsorted(tail, 1.0 - cut, side="left"))  # tail[hi] >= 1-cut
     lo, hi = max(lo, 0), min(max(hi, lo + 1), n + 1)
