@@ -83,15 +83,19 @@ def _check_bounds(score_bounds, owner):
     ).bounds
 
 
-def _debiased_coverage(sorted_all, sorted_noisy, thresholds, beta, n_classes):
+def _debiased_coverage(
+    sorted_all, sorted_noisy, thresholds, beta, n_classes, count_noisy=None
+):
     """``Fc_hat(q) = (Fn_hat(q) - beta Fr_hat(q)) / (1 - beta)`` at each ``q``.
 
     ``sorted_all`` holds the ``n k`` entries of the score matrix and
     ``sorted_noisy`` the ``n`` scores of the noisy labels, both sorted.
+    ``count_noisy``: the counts ``#{noisy scores <= q}`` if already known.
     """
     n = sorted_noisy.shape[0]
     count_all = np.searchsorted(sorted_all, thresholds, side="right")
-    count_noisy = np.searchsorted(sorted_noisy, thresholds, side="right")
+    if count_noisy is None:
+        count_noisy = np.searchsorted(sorted_noisy, thresholds, side="right")
     noisy_cdf = count_noisy / n
     uniform_cdf = count_all / (n * n_classes)
     return (noisy_cdf - beta * uniform_cdf) / (1.0 - beta)
@@ -116,10 +120,18 @@ def _first_covering(sorted_all, sorted_noisy, beta, n_classes, target):
     first = np.empty(sorted_noisy.shape[0], dtype=bool)  # first of its run of ties
     first[:1] = True
     np.not_equal(sorted_noisy[1:], sorted_noisy[:-1], out=first[1:])
-    candidates = sorted_noisy[first]
+    starts = np.flatnonzero(first)
+    candidates = sorted_noisy[starts]
+    # #{noisy scores <= candidate}: the end of the candidate's run of ties.
+    count_noisy = np.empty(starts.shape[0], dtype=np.intp)
+    count_noisy[:-1] = starts[1:]
+    count_noisy[-1:] = sorted_noisy.shape[0]
     if candidates.size == 0 or sorted_all[0] < candidates[0]:
         candidates = np.concatenate((sorted_all[:1], candidates))
-    coverage = _debiased_coverage(sorted_all, sorted_noisy, candidates, beta, n_classes)
+        count_noisy = np.concatenate(([0], count_noisy))
+    coverage = _debiased_coverage(
+        sorted_all, sorted_noisy, candidates, beta, n_classes, count_noisy
+    )
     hits = np.flatnonzero(coverage >= target)
     return float(candidates[hits[0]]) if hits.size else np.inf
 

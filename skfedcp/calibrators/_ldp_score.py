@@ -849,10 +849,13 @@ def _pose_query(state: Mapping[str, Any]) -> dict[str, Any]:
     query = _axis_score(state, (state["lo"] + state["hi"]) / 2.0)
     members = np.sort(state["groups"][round_ - 1])
     sizes = state["n_per_client"]
-    starts = np.cumsum(sizes) - sizes
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
     # Users are numbered client by client; members are sorted, so client j's
-    # are members[offsets[j]:offsets[j + 1]].
-    owner = np.repeat(np.arange(sizes.shape[0]), sizes)[members]
+    # are members[offsets[j]:offsets[j + 1]]. User u belongs to the client
+    # with starts[j] <= u < ends[j] (empty clients skipped by side="right"),
+    # found for the asked users only, not by mapping every user each round.
+    owner = np.searchsorted(ends, members, side="right")
     counts = np.bincount(owner, minlength=sizes.shape[0])
     offsets = np.concatenate(([0], np.cumsum(counts)))
     queries = RoundQueries(
