@@ -361,6 +361,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             "stopped_early": False,
             "history": {"threshold": [], "estimate": []},
             "queries": [],
+            # Internal: the client of each user (users numbered client by
+            # client), read by every round's queries.
+            "_user_owner": np.repeat(np.arange(sizes.shape[0]), sizes),
         }
         if not plan["feasible"]:
             self._warn_infinite(alpha, plan["correction"], "Delta_S")
@@ -852,10 +855,9 @@ def _pose_query(state: Mapping[str, Any]) -> dict[str, Any]:
     ends = np.cumsum(sizes)
     starts = ends - sizes
     # Users are numbered client by client; members are sorted, so client j's
-    # are members[offsets[j]:offsets[j + 1]]. User u belongs to the client
-    # with starts[j] <= u < ends[j] (empty clients skipped by side="right"),
-    # found for the asked users only, not by mapping every user each round.
-    owner = np.searchsorted(ends, members, side="right")
+    # are members[offsets[j]:offsets[j + 1]]. The client of every user is
+    # mapped once per protocol (server_init), then read for the asked users.
+    owner = state["_user_owner"][members]
     counts = np.bincount(owner, minlength=sizes.shape[0])
     offsets = np.concatenate(([0], np.cumsum(counts)))
     queries = RoundQueries(
