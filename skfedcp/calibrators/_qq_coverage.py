@@ -1006,9 +1006,10 @@ def _coverage_unequal_all_k(groups, max_panels=256, guess=False):
 # (sums of products of numbers in [0, 1], relative error of a few ulps per
 # client) contribute ~1e-15, the product tree (from _TREE_MIN_CLIENTS
 # clients) up to ~2e-14 at 1,000 clients; scipy's regularised incomplete
-# beta function is taken to be accurate to 1e-13 relative.  _CERTIFIED_ERROR = 1e-12 bounds
-# the total with a wide margin.  Cost: the Chebyshev points inside the
-# window (~N x window width), each through the DP.
+# beta function is taken to be accurate to 1e-13 relative.
+# _CERTIFIED_ERROR = 1e-12 bounds the total with a wide margin.  Cost: the
+# Chebyshev points inside the window (~N x window width), each through the
+# DP (or the tree).
 
 _CERTIFIED_ERROR = 1e-12
 
