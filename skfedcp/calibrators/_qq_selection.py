@@ -29,7 +29,10 @@
 # quad calls (see benchmarks/bench_qq_selection.py), against ~n + m quad
 # calls for a plain staircase walk.
 #
-# Unequal sizes (or fixed ranks).  Only k is searched.  While the DP is small
+# Unequal sizes (or fixed ranks).  Only k is searched.  From
+# _TREE_MIN_CLIENTS clients on (the product tree of _qq_coverage), a normal
+# approximation guesses the first valid k and coarse / accurate values
+# confirm it (see _select_unequal).  With fewer clients, while the DP is small
 # (m x distinct groups <= 12,000, e.g. 100 clients of distinct sizes), one
 # Poisson-binomial DP per quadrature pass gives M for every k at once
 # (composite Gauss-Legendre over the union of the k-windows, panels doubled
