@@ -16,10 +16,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from _ranks import coverage_given_ranks
 
 from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator
 from skfedcp.calibrators._private import _kth_smallest_law, _tight_lower_bound
-from skfedcp.calibrators._qq_coverage import qq_coverage_unequal_fraction
 from skfedcp.exceptions import ClippedScoresWarning
 from skfedcp.privacy import (
     exponential_mechanism_probabilities,
@@ -210,19 +210,6 @@ def test_tail_formula_by_hand():
 # Step 3: the bound is the average of the exact QQ coverage over the ranks
 
 
-def _coverage_given_ranks(sizes, ranks, k):
-    """Exact M with fixed ranks; rank 0 means a value of -inf (always below)."""
-    keep = [j for j, r in enumerate(ranks) if r > 0]
-    k -= len(ranks) - len(keep)
-    if k <= 0:
-        return 0.0
-    return float(
-        qq_coverage_unequal_fraction(
-            [sizes[j] for j in keep], [ranks[j] for j in keep], k
-        )
-    )
-
-
 @pytest.mark.parametrize(
     "sizes, level, k, epsilon, n_bins",
     [((3, 4), 0.7, 1, 3.0, 4), ((3, 4), 0.9, 2, 6.0, 3), ((2, 3, 3), 0.6, 2, 4.0, 5)],
@@ -233,7 +220,7 @@ def test_bound_is_the_average_over_the_ranks(sizes, level, k, epsilon, n_bins):
     for combo in itertools.product(*[range(len(r)) for r, _ in laws]):
         ranks = [int(laws[j][0][i]) for j, i in enumerate(combo)]
         prob = math.prod(float(laws[j][1][i]) for j, i in enumerate(combo))
-        expected += prob * _coverage_given_ranks(sizes, ranks, k)
+        expected += prob * coverage_given_ranks(sizes, ranks, k)
     groups = tuple(sorted(Counter(sizes).items()))
     value = _tight_lower_bound(groups, level, k, epsilon, n_bins, "rank")
     assert value == pytest.approx(expected, abs=1e-12)

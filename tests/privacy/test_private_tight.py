@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _ranks import coverage_given_ranks
 from scipy import stats
 
 from skfedcp.calibrators import (
@@ -18,7 +19,6 @@ from skfedcp.calibrators import (
     PrivateQuantileOfQuantilesCalibrator,
 )
 from skfedcp.calibrators._private import _kth_smallest_law
-from skfedcp.calibrators._qq_coverage import qq_coverage_unequal_fraction
 from skfedcp.exceptions import ClippedScoresWarning
 from skfedcp.privacy import (
     private_conformal_tight_coverage,
@@ -174,21 +174,6 @@ def test_dp_qq_tight_exact_coverage_unequal_sizes(law, sizes):
     assert coverage >= 1 - alpha - 1e-12
 
 
-def _coverage_given_ranks(sizes, ranks, k):
-    """Exact M with fixed ranks; rank 0 means a value of -inf (always below)."""
-    if k == 0:
-        return 0.0  # the threshold is -inf
-    keep = [j for j, r in enumerate(ranks) if r > 0]
-    k -= len(ranks) - len(keep)
-    if k <= 0:
-        return 0.0
-    return float(
-        qq_coverage_unequal_fraction(
-            [sizes[j] for j in keep], [ranks[j] for j in keep], k
-        )
-    )
-
-
 @pytest.mark.parametrize(
     "sizes, level, k, epsilon, n_bins",
     [((3, 4), 0.7, 1, 3.0, 4), ((3, 4), 0.9, 2, 6.0, 3), ((2, 3, 3), 0.8, 2, 4.0, 5)],
@@ -208,7 +193,7 @@ def test_tight_bound_unequal_sizes_is_the_average_over_the_ranks(
     for combo in itertools.product(*[range(len(r)) for r, _ in laws]):
         ranks = [int(laws[j][0][i]) for j, i in enumerate(combo)]
         prob = math.prod(float(laws[j][1][i]) for j, i in enumerate(combo))
-        expected += prob * _coverage_given_ranks(sizes, ranks, k)
+        expected += prob * coverage_given_ranks(sizes, ranks, k)
     groups = tuple(sorted(Counter(sizes).items()))
     value = _tight_lower_bound(groups, level, k, epsilon, n_bins)
     assert value == pytest.approx(expected, abs=1e-12)
