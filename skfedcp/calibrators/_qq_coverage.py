@@ -887,6 +887,21 @@ def _coverage_unequal_batch(sizes, counts, ranks, ks, *, coarse=False):
     return out
 
 
+def _union_window(groups):
+    """The t-window of every k = 1..m_active at once (1 or 0 outside, 1e-17).
+
+    From the lower end of the k = 1 window to the upper end of the k = m
+    one (:func:`_window_unequal` gives one k's window).
+    """
+    m_active = sum(c for _, c in groups)
+    u_lo = special.betaincinv(1, m_active, _TAIL)
+    t_lo = min(float(special.betaincinv(l, n - l + 1, u_lo)) for (n, l), _ in groups)
+    t_hi = 1.0 - min(
+        float(special.betaincinv(n - l + 1, l, u_lo)) for (n, l), _ in groups
+    )
+    return t_lo, t_hi
+
+
 class _NormalEstimate:
     """Normal-approximation estimates of M(k) for fixed ranks (no guarantee).
 
@@ -900,14 +915,7 @@ class _NormalEstimate:
     """
 
     def __init__(self, groups, n_coarse=257, n_fine=8193):
-        m_active = sum(c for _, c in groups)
-        u_lo = special.betaincinv(1, m_active, _TAIL)
-        self.t_lo = min(
-            float(special.betaincinv(l, n - l + 1, u_lo)) for (n, l), _ in groups
-        )
-        t_hi = 1.0 - min(
-            float(special.betaincinv(n - l + 1, l, u_lo)) for (n, l), _ in groups
-        )
+        self.t_lo, t_hi = _union_window(groups)
         self.t = None
         if not t_hi > self.t_lo:
             return
@@ -951,11 +959,8 @@ def _poisbin_pmf_groups(groups, t):
     return pmf
 
 
-def _coverage_unequal_all_k(groups, max_panels=256, guess=False):
+def _coverage_unequal_all_k(groups, max_panels=256):
     """M(k) for every k = 1..m_active at once, or None if not converged.
-
-    ``guess=True``: the first pass (16 panels) only, never None; an
-    estimate for locating the smallest valid k, to be confirmed.
 
     One Poisson-binomial DP per pass gives ``P(S <= k - 1)`` for every k at
     every node; the nodes cover the union of the k-windows (from the lower
@@ -966,12 +971,7 @@ def _coverage_unequal_all_k(groups, max_panels=256, guess=False):
     m_active = sum(c for _, c in groups)
     if m_active == 0:
         return np.zeros(0)
-    u_lo = special.betaincinv(1, m_active, _TAIL)
-    v_hi = special.betaincinv(1, m_active, _TAIL)
-    t_lo = min(float(special.betaincinv(l, n - l + 1, u_lo)) for (n, l), _ in groups)
-    t_hi = 1.0 - min(
-        float(special.betaincinv(n - l + 1, l, v_hi)) for (n, l), _ in groups
-    )
+    t_lo, t_hi = _union_window(groups)
     if not t_hi > t_lo:
         return np.full(m_active, t_lo)
     x, w = _panel_rule()
@@ -983,9 +983,7 @@ def _coverage_unequal_all_k(groups, max_panels=256, guess=False):
         t = (edges[:-1, None] + width * x).ravel()
         cdf = np.minimum(np.cumsum(_poisbin_pmf_groups(groups, t), axis=0), 1.0)
         values = t_lo + width * (cdf @ np.tile(w, n_panels))
-        if guess or (
-            previous is not None and np.max(np.abs(values - previous)) < 5e-14
-        ):
+        if previous is not None and np.max(np.abs(values - previous)) < 5e-14:
             return values
         previous = values
         n_panels *= 2

@@ -103,6 +103,15 @@ _LEVEL_K_SPAN = 4
 _CERTIFY_MAX_N = 20_000
 
 
+def _undecided(values, errors, threshold):
+    """Whether a coarse value is too close to the threshold to decide.
+
+    Within ten estimated errors (the gap between two passes of the coarse
+    rule) plus 1e-12: the accurate rule decides instead.
+    """
+    return np.abs(np.asarray(values) - threshold) <= 10.0 * np.asarray(errors) + 1e-12
+
+
 class QQSelection(NamedTuple):
     """Ranks chosen for FedCP-QQ and their exact coverage.
 
@@ -335,7 +344,7 @@ def _select_unequal(sizes, ranks, alpha):
             vals, errs = _coverage_unequal_batch(
                 g_sizes, g_counts, g_ranks, [k], coarse=True
             )
-            if abs(vals[0] - threshold) <= 10.0 * errs[0] + 1e-12:
+            if _undecided(vals[0], errs[0], threshold):
                 return value(k) >= threshold
             return vals[0] >= threshold
 
@@ -461,7 +470,7 @@ class _JointCoverage:
         )
         for j, (v, e) in enumerate(zip(values.tolist(), errors.tolist(), strict=True)):
             self._screened[(int(idx[j]), int(ks[j]))] = (v, e)
-        close = np.abs(values - self.threshold) <= 10.0 * errors + 1e-12
+        close = _undecided(values, errors, self.threshold)
         if close.any():
             values[close] = self.accurate(idx[close], ks[close])
         return values >= self.threshold
@@ -558,7 +567,7 @@ def _select_joint(sizes_tuple, alpha, clip, only_k=None):
         num, den = float(c).as_integer_ratio()
         ranks = _fraction_ranks([num], [den], sizes, clip)
         values, errors = _coverage_unequal_batch(sizes, counts, ranks, [m], coarse=True)
-        if abs(values[0] - threshold) <= 10.0 * errors[0] + 1e-12:
+        if _undecided(values[0], errors[0], threshold):
             values = _coverage_unequal_batch(sizes, counts, ranks, [m])
         return values[0] >= threshold
 
