@@ -24,13 +24,14 @@ def best_time(func, *, repeat=7, min_time=0.2):
     return min(timer.repeat(repeat=repeat, number=number)) / number
 
 
-def compare_times(funcs, *, repeat=15, min_time=0.05):
+def compare_times(funcs, *, repeat=15, min_time=0.05, clock=timeit.default_timer):
     """Best seconds per call of each function, timed in interleaved rounds.
 
     Interleaving (a, b, c, a, b, c, ...) exposes every function to the same
     background load, so ratios stay meaningful on a shared, noisy machine.
+    ``clock``: wall time by default; ``time.process_time`` for CPU time.
     """
-    timers = {name: timeit.Timer(func) for name, func in funcs.items()}
+    timers = {name: timeit.Timer(func, timer=clock) for name, func in funcs.items()}
     numbers = {}
     for name, timer in timers.items():
         number, took = timer.autorange()

@@ -3,7 +3,37 @@
 Import after ``_common`` (which pins BLAS to one thread before NumPy loads).
 """
 
+import argparse
 import time
+
+import numpy as np
+
+QUICK_ROWS = 20_000
+
+
+def size_parser(description):
+    """The options every comparison shares: sizes, rounds and ``--quick``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--n-cal", type=int, default=200_000)
+    parser.add_argument("--n-test", type=int, default=200_000)
+    parser.add_argument("--n-features", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="20k + 20k rows")
+    return parser
+
+
+def parse_sizes(parser, argv):
+    """Parse ``argv``; ``--quick`` sets both row counts to 20,000."""
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n_cal = args.n_test = QUICK_ROWS
+    return args
+
+
+def split_blocks(X, y, n_train, n_cal):
+    """Train, calibration and test blocks, each C-contiguous (as a user's)."""
+    split = np.cumsum([n_train, n_cal])
+    return [np.ascontiguousarray(p) for p in np.split(X, split)], np.split(y, split)
 
 
 def interleaved_best(funcs, *, repeat):

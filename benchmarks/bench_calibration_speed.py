@@ -16,7 +16,6 @@ waiting for a core then does not count, which keeps the ratios stable;
 
 import argparse
 import time
-import timeit
 
 import _common  # noqa: F401  (sets single-threaded BLAS before numpy loads)
 import numpy as np
@@ -107,7 +106,7 @@ def main(argv=None):
         ),
     }
     times = (
-        _compare_cpu_times(cases)
+        _common.compare_times(cases, clock=time.process_time)
         if args.timer == "cpu"
         else _common.compare_times(cases)
     )
@@ -141,23 +140,6 @@ def main(argv=None):
 
 
 GOALS = {"qq, rows grouped by client": 2.0, "qq, rows shuffled": 4.0}
-
-
-def _compare_cpu_times(funcs, *, repeat=15, min_time=0.05):
-    """``_common.compare_times`` with the process's CPU time as the clock."""
-    timers = {
-        name: timeit.Timer(func, timer=time.process_time)
-        for name, func in funcs.items()
-    }
-    numbers = {}
-    for name, timer in timers.items():
-        number, took = timer.autorange()
-        numbers[name] = max(1, int(number * min_time / max(took, 1e-9)))
-    best = dict.fromkeys(funcs, float("inf"))
-    for _ in range(repeat):
-        for name, timer in timers.items():
-            best[name] = min(best[name], timer.timeit(numbers[name]) / numbers[name])
-    return best
 
 
 if __name__ == "__main__":

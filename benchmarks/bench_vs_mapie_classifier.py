@@ -17,7 +17,6 @@ default, epsilon = 1) is shown for the price of privacy.
 Run: ``python benchmarks/bench_vs_mapie_classifier.py`` (``--quick``: 20k rows).
 """
 
-import argparse
 import warnings
 
 import _common
@@ -38,21 +37,13 @@ def make_data(n_cal, n_test, n_features, n_classes, seed=0):
     centers = rng.normal(scale=0.6, size=(n_classes, n_features))
     y = rng.integers(n_classes, size=n)
     X = centers[y] + rng.normal(size=(n, n_features))
-    split = np.cumsum([n_train, n_cal])
-    return [np.ascontiguousarray(p) for p in np.split(X, split)], np.split(y, split)
+    return _peers.split_blocks(X, y, n_train, n_cal)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n-cal", type=int, default=200_000)
-    parser.add_argument("--n-test", type=int, default=200_000)
-    parser.add_argument("--n-features", type=int, default=20)
+    parser = _peers.size_parser(__doc__)
     parser.add_argument("--n-classes", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="20k + 20k rows")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.n_cal = args.n_test = 20_000
+    args = _peers.parse_sizes(parser, argv)
     from mapie.classification import SplitConformalClassifier
 
     (X_train, X_cal, X_test), (y_train, y_cal, y_test) = make_data(

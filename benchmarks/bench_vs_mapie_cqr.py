@@ -18,7 +18,6 @@ the rows where the bounds do not cross (skfedcp returns crossed bounds as
 Run: ``python benchmarks/bench_vs_mapie_cqr.py`` (``--quick``: 20k rows).
 """
 
-import argparse
 import warnings
 
 import _common
@@ -39,8 +38,7 @@ def make_data(n_cal, n_test, n_features, seed=0):
     X = rng.normal(size=(n, n_features))
     scale = 1.0 + np.abs(X[:, 0])  # heteroscedastic: CQR's use case
     y = X @ rng.normal(size=n_features) + scale * rng.normal(size=n)
-    split = np.cumsum([n_train, n_cal])
-    return [np.ascontiguousarray(p) for p in np.split(X, split)], np.split(y, split)
+    return _peers.split_blocks(X, y, n_train, n_cal)
 
 
 def quantile_model(level, X, y):
@@ -48,16 +46,9 @@ def quantile_model(level, X, y):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n-cal", type=int, default=200_000)
-    parser.add_argument("--n-test", type=int, default=200_000)
-    parser.add_argument("--n-features", type=int, default=20)
+    parser = _peers.size_parser(__doc__)
     parser.add_argument("--n-clients", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="20k + 20k rows")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.n_cal = args.n_test = 20_000
+    args = _peers.parse_sizes(parser, argv)
     from mapie.regression import ConformalizedQuantileRegressor
 
     (X_train, X_cal, X_test), (y_train, y_cal, y_test) = make_data(

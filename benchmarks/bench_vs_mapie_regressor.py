@@ -16,7 +16,6 @@ residual and the ``ceil((n + 1)(1 - alpha))``-th smallest score).
 Run: ``python benchmarks/bench_vs_mapie_regressor.py`` (``--quick``: 20k rows).
 """
 
-import argparse
 import warnings
 
 import _common
@@ -36,25 +35,16 @@ def make_data(n_cal, n_test, n_features, seed=0):
     n = n_train + n_cal + n_test
     X = rng.normal(size=(n, n_features))
     y = X @ rng.normal(size=n_features) + rng.standard_t(5, size=n)
-    split = np.cumsum([n_train, n_cal])
-    # Separate C-contiguous blocks, as a user's calibration and test sets.
-    return [np.ascontiguousarray(p) for p in np.split(X, split)], np.split(y, split)
+    return _peers.split_blocks(X, y, n_train, n_cal)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n-cal", type=int, default=200_000)
-    parser.add_argument("--n-test", type=int, default=200_000)
-    parser.add_argument("--n-features", type=int, default=20)
+    parser = _peers.size_parser(__doc__)
     parser.add_argument("--n-clients", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
         "--shuffled", action="store_true", help="clients' rows interleaved"
     )
-    parser.add_argument("--quick", action="store_true", help="20k + 20k rows")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.n_cal = args.n_test = 20_000
+    args = _peers.parse_sizes(parser, argv)
     from mapie.regression import SplitConformalRegressor
 
     (X_train, X_cal, X_test), (y_train, y_cal, y_test) = make_data(

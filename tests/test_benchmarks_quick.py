@@ -14,16 +14,25 @@ SCRIPTS = sorted(
 )
 
 
-def _options(path):
-    tree = ast.parse(path.read_text())
-    return {
-        node.args[0].value
+def _calls(tree, name):
+    return [
+        node
         for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and getattr(node.func, "attr", None) == "add_argument"
-        and node.args
-        and isinstance(node.args[0], ast.Constant)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == name
+    ]
+
+
+def _options(path):
+    """Options a script declares, including those of ``_peers.size_parser``."""
+    tree = ast.parse(path.read_text())
+    options = {
+        node.args[0].value
+        for node in _calls(tree, "add_argument")
+        if node.args and isinstance(node.args[0], ast.Constant)
     }
+    if _calls(tree, "size_parser"):
+        options |= _options(path.parent / "_peers.py")
+    return options
 
 
 def test_scripts_found():
