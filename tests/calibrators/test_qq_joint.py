@@ -13,6 +13,7 @@ from math import comb
 
 import numpy as np
 import pytest
+from _qq_family import brute_force
 
 from skfedcp.calibrators._order_statistics import local_order_statistics
 from skfedcp.calibrators._qq_coverage import (
@@ -39,38 +40,6 @@ def literal_coverage(sizes, ranks, k):
                 prod = math.prod(comb(sizes[a], i) for a, i in enumerate(idx))
                 total += Fraction(prod, comb(N, sum(idx)))
     return 1 - total / (N + 1)
-
-
-def family(sizes, clip=False):
-    """Every distinct rank vector ceil(c (n_j + 1)), c in (0, 1), exactly."""
-    levels = sorted({Fraction(r, n + 1) for n in sizes for r in range(1, n + 1)})
-    for c in levels:
-        ranks = [math.ceil(c * (n + 1)) for n in sizes]
-        if clip:
-            ranks = [min(r, n) for r, n in zip(ranks, sizes, strict=True)]
-        yield c, tuple(ranks)
-
-
-def brute_force_joint(sizes, alpha, coverage, clip=False):
-    """argmin of M >= 1 - alpha over the whole family, exact arithmetic.
-
-    Ties: the largest level, then the smallest k (the rule of the search).
-    """
-    target = 1 - Fraction(alpha).limit_denominator(10**6)
-    best = None
-    for c, ranks in family(sizes, clip):
-        finite = sum(r <= n for r, n in zip(ranks, sizes, strict=True))
-        for k in range(1, finite + 1):
-            value = coverage(sizes, ranks, k)
-            if value >= target:
-                if (
-                    best is None
-                    or value < best[0]
-                    or (value == best[0] and c > best[1])
-                ):
-                    best = (value, c, ranks, k)
-                break  # M increases with k: larger k are worse at this level
-    return best
 
 
 class TestReferenceCase:
@@ -118,7 +87,7 @@ class TestAgainstBruteForce:
     def test_literal_enumeration(self, sizes, alpha):
         # Tiny cases: every coverage from the literal sum of Appendix A.1.
         sel = select_qq_ranks(sizes, alpha, local_rank="joint")
-        best = brute_force_joint(sizes, alpha, literal_coverage)
+        best = brute_force(sizes, alpha, coverage=literal_coverage)
         if best is None:
             assert not sel.feasible
             return
@@ -137,7 +106,7 @@ class TestAgainstBruteForce:
         alpha = float(rng.choice([0.05, 0.1, 0.2, 0.3]))
         clip = bool(case % 3 == 0)
         sel = select_qq_ranks(sizes, alpha, local_rank="joint", clip_local_rank=clip)
-        best = brute_force_joint(sizes, alpha, qq_coverage_unequal_fraction, clip)
+        best = brute_force(sizes, alpha, clip=clip)
         if best is None:
             assert not sel.feasible
             return

@@ -18,6 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from _qq_family import brute_force, target
 
 from skfedcp.calibrators import _qq_selection
 from skfedcp.calibrators._qq_coverage import (
@@ -27,45 +28,6 @@ from skfedcp.calibrators._qq_coverage import (
 from skfedcp.calibrators._qq_selection import select_qq_ranks
 
 REFERENCE_SIZES = [5, 10, 20, 40, 15, 8, 30, 12]
-
-
-def family(sizes, clip=False):
-    """(level, ranks) for every distinct rank vector ceil(c (n_j + 1))."""
-    levels = sorted({Fraction(r, n + 1) for n in sizes for r in range(1, n + 1)})
-    for c in levels:
-        ranks = [math.ceil(c * (n + 1)) for n in sizes]
-        if clip:
-            ranks = [min(r, n) for r, n in zip(ranks, sizes, strict=True)]
-        yield c, tuple(ranks)
-
-
-def target(alpha):
-    return 1 - Fraction(alpha).limit_denominator(10**6)
-
-
-def brute_force(sizes, alpha, clip=False, only_k=None):
-    """argmin of the exact M >= 1 - alpha over the family (rationals).
-
-    ``only_k``: the pairs (c, k) with k in this collection only. Ties: the
-    largest level, then the smallest k (the rule of the search).
-    """
-    best = None
-    for c, ranks in family(sizes, clip):
-        finite = sum(r <= n for r, n in zip(ranks, sizes, strict=True))
-        ks = range(1, finite + 1) if only_k is None else sorted(only_k)
-        for k in ks:
-            if k > finite:
-                break
-            value = qq_coverage_unequal_fraction(sizes, ranks, k)
-            if value >= target(alpha):
-                if (
-                    best is None
-                    or value < best[0]
-                    or (value == best[0] and c > best[1])
-                ):
-                    best = (value, c, ranks, k)
-                break  # M increases with k
-    return best
 
 
 @pytest.fixture
@@ -109,7 +71,7 @@ class TestJointTier:
         sizes, alpha, clip = random_case(case)
         select_qq_ranks.cache_clear()
         sel = select_qq_ranks(sizes, alpha, clip_local_rank=clip)
-        best = brute_force(sizes, alpha, clip)
+        best = brute_force(sizes, alpha, clip=clip)
         if best is None:
             assert not sel.feasible
             return
@@ -130,7 +92,10 @@ class TestLevelTier:
         m, span = len(sizes), _qq_selection._LEVEL_K_SPAN
         k = fixed.k if fixed.feasible else m
         best = brute_force(
-            sizes, alpha, clip, range(max(1, k - span), min(m, k + span) + 1)
+            sizes,
+            alpha,
+            clip=clip,
+            only_k=range(max(1, k - span), min(m, k + span) + 1),
         )
         candidates = []
         if fixed.feasible:

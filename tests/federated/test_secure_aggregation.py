@@ -1,6 +1,7 @@
 """Simulated secure aggregation: fixed point, masks, dropout recovery."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -253,33 +254,54 @@ class TestFixedPointPlan:
         assert plan.decode(honest + plan.encode([0.5, 0.5])).tolist() == [1.5, -0.5]
 
 
+def _draw_masking_case(data):
+    """A random masked-sum case: clients, dropouts, graph and options.
+
+    ``rows`` are the encoded vectors the simulation receives (the survivors'
+    only, or everyone's), ``expected`` the ring sum of the survivors'.
+    """
+    n = data.draw(st.integers(1, 40), label="n_clients")
+    length = data.draw(st.integers(1, 30), label="length")
+    graph = data.draw(st.sampled_from(["complete", "harary"]), label="graph")
+    self_masks = data.draw(st.booleans(), label="self_masks")
+    n_drop = data.draw(st.integers(0, n - 1), label="n_dropped")
+    words = data.draw(st.integers(1, 400), label="max_words")
+    survivors_only = data.draw(st.booleans(), label="survivors_only")
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    rng = np.random.default_rng(seed)
+    enc = rng.integers(0, 2**64, (n, length), dtype=np.uint64)
+    surv = np.sort(rng.choice(n, n - n_drop, replace=False))
+    return SimpleNamespace(
+        n=n,
+        graph=graph,
+        seed=seed,
+        surv=surv,
+        rows=enc[surv] if survivors_only else enc,
+        expected=_ring_sum(list(enc[surv])),
+        options={
+            "n_clients": n if survivors_only else None,
+            "self_masks": self_masks,
+            "max_words": words,
+        },
+    )
+
+
 class TestBatchedSimulation:
     @settings(max_examples=60, deadline=None)
     @given(data=st.data())
     def test_bit_exact_with_any_dropout(self, data):
-        n = data.draw(st.integers(1, 40), label="n_clients")
-        length = data.draw(st.integers(1, 30), label="length")
-        graph = data.draw(st.sampled_from(["complete", "harary"]), label="graph")
-        self_masks = data.draw(st.booleans(), label="self_masks")
-        n_drop = data.draw(st.integers(0, n - 1), label="n_dropped")
-        words = data.draw(st.integers(1, 400), label="max_words")
-        survivors_only = data.draw(st.booleans(), label="survivors_only")
-        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
-        rng = np.random.default_rng(seed)
-        enc = rng.integers(0, 2**64, (n, length), dtype=np.uint64)
-        surv = np.sort(rng.choice(n, n - n_drop, replace=False))
-        edges = secure_aggregation_graph(n, graph=graph, random_state=seed)
-        rows = enc[surv] if survivors_only else enc
-        z = _masked_sum_simulation(
-            rows,
-            surv,
-            edges,
-            np.random.default_rng(seed + 1),
-            n_clients=n if survivors_only else None,
-            self_masks=self_masks,
-            max_words=words,
+        case = _draw_masking_case(data)
+        edges = secure_aggregation_graph(
+            case.n, graph=case.graph, random_state=case.seed
         )
-        assert np.array_equal(z, _ring_sum(list(enc[surv])))
+        z = _masked_sum_simulation(
+            case.rows,
+            case.surv,
+            edges,
+            np.random.default_rng(case.seed + 1),
+            **case.options,
+        )
+        assert np.array_equal(z, case.expected)
 
 
 # --------------------------------------------------------------------------
@@ -315,39 +337,23 @@ class TestCirculantSimulation:
     @settings(max_examples=40, deadline=None)
     @given(data=st.data())
     def test_bit_exact_as_the_incidence_simulation(self, data):
-        n = data.draw(st.integers(1, 40), label="n_clients")
-        length = data.draw(st.integers(1, 30), label="length")
-        graph = data.draw(st.sampled_from(["complete", "harary"]), label="graph")
-        self_masks = data.draw(st.booleans(), label="self_masks")
-        n_drop = data.draw(st.integers(0, n - 1), label="n_dropped")
-        words = data.draw(st.integers(1, 400), label="max_words")
-        survivors_only = data.draw(st.booleans(), label="survivors_only")
-        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
-        rng = np.random.default_rng(seed)
-        enc = rng.integers(0, 2**64, (n, length), dtype=np.uint64)
-        surv = np.sort(rng.choice(n, n - n_drop, replace=False))
-        rows = enc[surv] if survivors_only else enc
-        options = {
-            "n_clients": n if survivors_only else None,
-            "self_masks": self_masks,
-            "max_words": words,
-        }
+        case = _draw_masking_case(data)
         fast = _masked_sum_simulation(
-            rows,
-            surv,
-            _circulant_graph(n, graph=graph, random_state=seed),
-            np.random.default_rng(seed + 1),
-            **options,
+            case.rows,
+            case.surv,
+            _circulant_graph(case.n, graph=case.graph, random_state=case.seed),
+            np.random.default_rng(case.seed + 1),
+            **case.options,
         )
         reference = _masked_sum_simulation(
-            rows,
-            surv,
-            secure_aggregation_graph(n, graph=graph, random_state=seed),
-            np.random.default_rng(seed + 1),
-            **options,
+            case.rows,
+            case.surv,
+            secure_aggregation_graph(case.n, graph=case.graph, random_state=case.seed),
+            np.random.default_rng(case.seed + 1),
+            **case.options,
         )
         assert np.array_equal(fast, reference)
-        assert np.array_equal(fast, _ring_sum(list(enc[surv])))
+        assert np.array_equal(fast, case.expected)
 
     @pytest.mark.parametrize(
         "n, graph, n_drop",
