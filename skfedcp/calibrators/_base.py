@@ -656,7 +656,18 @@ class BaseCalibrator(BaseEstimator):
             random_state=server_rng,
             on_invalid="raise",
             trusted=True,
+            pooled=self._simulated_pool(scores),
         )
+
+    def _simulated_pool(self, scores):
+        """The per-row fields of the simulated messages as single arrays, or None.
+
+        In-process only (the trusted path): a strategy whose aggregation
+        pools the clients' rows may return them here, in any row order, so
+        that it need not concatenate its messages (see
+        :class:`~skfedcp.calibrators._messages.Received`). Never written.
+        """
+        return None
 
 
 def _simulation_checks_finite(cls):

@@ -89,6 +89,10 @@ class CentralCalibrator(BaseCalibrator):
 
     def _aggregate(self, received, *, alpha, random_state):
         """Pool the scores and return their conformal quantile."""
+        if received.pooled is not None:
+            # In-process: every client's rows, already in one (caller's,
+            # never written) array; the order does not matter to a quantile.
+            return conformal_quantile(received.pooled["scores"], alpha, warn=False)
         parts = received.stacked["scores"]
         # Two or more clients: _pooled concatenates into a fresh array, which
         # is partitioned in place (one copy of the scores, not two).
@@ -96,6 +100,9 @@ class CentralCalibrator(BaseCalibrator):
         return conformal_quantile(
             _pooled(received.stacked), alpha, warn=False, overwrite_input=fresh
         )
+
+    def _simulated_pool(self, scores):
+        return {"scores": scores}
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
         groups = np.empty(partition.n_clients, dtype=object)

@@ -59,11 +59,22 @@ class ClientPartition:
     def __init__(self, client_ids: ClientIds, n_samples: int | None = None) -> None:
         if n_samples is None:
             n_samples = 1 if client_ids is None else len(client_ids)
-        ids = check_client_ids(client_ids, n_samples)
-        if ids.shape[0] == 0:
+        ids = (
+            np.zeros(1, dtype=np.intp)  # only its label is read (see below)
+            if client_ids is None
+            else check_client_ids(client_ids, n_samples)
+        )
+        if n_samples == 0 or ids.shape[0] == 0:
             raise ValueError("client_ids is empty: there are no calibration rows.")
         self._order = None  # the grouping permutation, built on first use
-        if ids.dtype.kind in "iu" and _is_sorted(ids):
+        if client_ids is None or (ids.strides == (0,) and ids.dtype.kind in "iu"):
+            # One client (None, or one label broadcast over the rows): no
+            # pass over the labels, and no n zeros allocated and read.
+            self._bounds = np.array([0, n_samples], dtype=np.intp)
+            self.clients = ids[:1].copy()
+            self.codes = None
+            self._grouped = True
+        elif ids.dtype.kind in "iu" and _is_sorted(ids):
             # Already grouped by client, in sorted order: no sort, no copy.
             self._bounds = _sorted_bounds(ids)
             self.clients = ids[self._bounds[:-1]]

@@ -83,6 +83,29 @@ class TestSameAsFit:
         assert server.messages_.keys() == fitted.messages_.keys()
         assert server.excluded_clients_.size == 0
 
+    @pytest.mark.parametrize("layout", ["grouped", "shuffled", "none"])
+    def test_central_pooled_fit_equals_server_path(self, layout):
+        # fit reads the caller's scores whole (the trusted pooled path, no
+        # concatenation); the server concatenates the clients' messages.
+        # Large enough (2**17 rows) for the filtered selection.
+        rng = np.random.default_rng(5)
+        n = 1 << 17
+        scores = rng.exponential(size=n)
+        ids = np.repeat(np.arange(8), n // 8)
+        if layout == "shuffled":
+            ids = rng.permutation(ids)
+        elif layout == "none":
+            ids = None
+        before = scores.copy()
+        fitted = CentralCalibrator().fit(scores, ids, alpha=ALPHA)
+        messages, partition = _client_messages(CentralCalibrator(), scores, ids, 0)
+        server = CentralCalibrator().fit_from_messages(
+            messages, alpha=ALPHA, n_per_client=partition.sizes
+        )
+        rank = int(np.ceil((n + 1) * (1 - ALPHA)))
+        assert fitted.threshold_ == server.threshold_ == np.sort(scores)[rank - 1]
+        np.testing.assert_array_equal(scores, before)  # never written
+
     def test_ldp_l_from_messages_equals_fit(self):
         rng = np.random.default_rng(0)
         proba = rng.dirichlet(np.ones(3), size=600)

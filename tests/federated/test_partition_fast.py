@@ -133,3 +133,33 @@ def test_many_clients_few_rows_and_few_clients_many_rows():
     ids = rng.integers(0, 2, 100_000)
     part = ClientPartition(ids)
     assert part.sizes.tolist() == np.bincount(ids).tolist()
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        None,
+        np.broadcast_to(np.intp(0), (5,)),
+        np.broadcast_to(np.int8(-3), (5,)),
+        np.zeros(5, dtype=np.int64),
+    ],
+    ids=["none", "broadcast_zero", "broadcast_int8", "zeros"],
+)
+def test_single_client_paths_agree(ids):
+    # None and one label broadcast over the rows take the O(1) path (no
+    # pass over the labels); they must describe the partition a plain
+    # array of that label does.
+    part = ClientPartition(ids, 5)
+    label = 0 if ids is None else ids[0]
+    assert part.clients.tolist() == [label]
+    assert part.sizes.tolist() == [5]
+    assert part.is_grouped
+    assert part.client_codes().tolist() == [0] * 5
+    values = np.arange(5.0)
+    assert [g.tolist() for g in part.split(values)] == [values.tolist()]
+    assert np.shares_memory(part.grouped(values), values)
+
+
+def test_single_client_none_needs_rows():
+    with pytest.raises(ValueError, match="empty"):
+        ClientPartition(None, 0)
