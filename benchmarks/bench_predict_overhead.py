@@ -7,7 +7,10 @@ work shows most). The interval is written into one preallocated C-ordered
 checks the layout. Two estimates of the ratio: best time over best time
 (interleaved rounds), and the median over rounds of the ratio of two
 back-to-back calls (robust to load that drifts between rounds on a shared
-machine).
+machine). A third line per model times the floor of any interval: the
+model's ``predict`` followed by one contiguous write of the ``2n`` output
+floats (``np.concatenate``), the least memory traffic an ``(n, 2)``
+float64 result can cost.
 
 Run: ``python benchmarks/bench_predict_overhead.py``.
 """
@@ -57,43 +60,57 @@ def main(argv=None):
         funcs = {
             "predict": lambda m=model: m.predict(X),
             "interval": lambda r=reg: r.predict_interval(X),
+            "floor": lambda m=model: _predict_and_write(m, X),
         }
         cheap = name == "Ridge"
         times = _common.compare_times(funcs, repeat=31 if cheap else 3)
-        paired = _paired_ratio(funcs, rounds=(61 if cheap else 3))
-        t_pred, t_int = times["predict"], times["interval"]
+        paired = _paired_ratios(funcs, rounds=(201 if cheap else 3))
+        t_pred, t_int, t_floor = times["predict"], times["interval"], times["floor"]
         record[name] = {
             "predict": t_pred,
             "predict_interval": t_int,
             "ratio": t_int / t_pred,
-            "paired_median_ratio": paired,
+            "paired_median_ratio": paired["interval"],
+            "floor": t_floor,
+            "floor_ratio": t_floor / t_pred,
+            "floor_paired_median_ratio": paired["floor"],
             "c_contiguous": bool(interval.flags.c_contiguous),
         }
         print(
             f"{name:26s} {t_pred * 1e3:11.2f} {t_int * 1e3:12.2f} "
-            f"{t_int / t_pred:6.3f}x {paired:6.3f}x  {layout}"
+            f"{t_int / t_pred:6.3f}x {paired['interval']:6.3f}x  {layout}"
+        )
+        print(
+            f"{'  floor: predict + 2n write':26s} {'':11s} {t_floor * 1e3:12.2f} "
+            f"{t_floor / t_pred:6.3f}x {paired['floor']:6.3f}x"
         )
     print("target: <= 1.05x")
     _common.save_record("predict_overhead", {"n_samples": n, "results": record})
 
 
-def _paired_ratio(funcs, *, rounds):
-    """Median over rounds of interval/predict, timed back to back.
+def _predict_and_write(model, X):
+    """The model's predictions, then one contiguous write of 2n floats."""
+    y_pred = model.predict(X)
+    return np.concatenate((y_pred, y_pred))
 
-    The order alternates between rounds so neither call always runs first.
+
+def _paired_ratios(funcs, *, rounds):
+    """Median over rounds of each function's time over ``predict``'s.
+
+    Within a round the functions run back to back, in an order reversed
+    every other round, so that none always runs first.
     """
-    predict, interval = funcs["predict"], funcs["interval"]
-    ratios = []
+    names = list(funcs)
+    ratios = {name: [] for name in names}
     for i in range(rounds):
-        pair = (predict, interval) if i % 2 else (interval, predict)
-        took = []
-        for func in pair:
+        took = {}
+        for name in names if i % 2 else names[::-1]:
             start = time.perf_counter()
-            func()
-            took.append(time.perf_counter() - start)
-        t_pred, t_int = took if i % 2 else took[::-1]
-        ratios.append(t_int / t_pred)
-    return float(np.median(ratios))
+            funcs[name]()
+            took[name] = time.perf_counter() - start
+        for name in names:
+            ratios[name].append(took[name] / took["predict"])
+    return {name: float(np.median(r)) for name, r in ratios.items()}
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from .federated import ClientPartition
 from .utils._random import SECURE, check_seed_sequence
 from .utils._sklearn_compat import (
     Interval,
+    ParamNamesCacheMixin,
     StrOptions,
     _check_feature_names,
     _check_n_features,
@@ -151,7 +152,7 @@ def is_prefit(estimator: Any) -> bool:
 _PARAM_NAMES: dict[type, tuple[str, ...]] = {}
 
 
-class BaseFedConformal(MetaEstimatorMixin, BaseEstimator):
+class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     """Base of the conformal wrappers; not for direct use.
 
     Subclasses call :meth:`_calibration_split` to decide which rows train and

@@ -21,6 +21,7 @@ from ..exceptions import (
 )
 from ..federated import ClientPartition
 from ..utils._random import spawn_random_states
+from ..utils._sklearn_compat import ParamNamesCacheMixin
 from ..utils._validation import check_alpha, check_scores
 from ..utils._warnings import warn_user
 from ._messages import (
@@ -95,7 +96,7 @@ def _stack_field(values):
     return out
 
 
-class BaseCalibrator(BaseEstimator):
+class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
     """Turn per-client conformity scores into a calibrated threshold.
 
     A strategy is two public, state-free steps that can run on separate

@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 
 from .._typing import MatrixLike
+from ..utils._sklearn_compat import ParamNamesCacheMixin
 
 __all__ = ["BaseRegressionScore", "ordered_interval"]
 
@@ -41,7 +42,7 @@ def ordered_interval(
     return out
 
 
-class BaseRegressionScore(BaseEstimator):
+class BaseRegressionScore(ParamNamesCacheMixin, BaseEstimator):
     """A regression conformity score and the interval it implies.
 
     A score maps ``(y, y_pred)`` to a number, larger meaning a worse fit; the

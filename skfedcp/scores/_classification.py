@@ -10,6 +10,7 @@ from sklearn.base import BaseEstimator, clone
 
 from .._typing import RandomStateLike
 from ..utils._random import check_seed_sequence
+from ..utils._sklearn_compat import ParamNamesCacheMixin
 
 __all__ = [
     "CLASSIFICATION_SCORES",
@@ -62,7 +63,7 @@ def _check_labels(y_encoded, proba):
     return y_encoded
 
 
-class BaseClassificationScore(BaseEstimator):
+class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
     """A classification conformity score and the label set it implies.
 
     A score maps ``(x, y)`` to a number in ``bounds`` (larger meaning a worse

@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 
 from .._typing import MatrixLike
-from ..utils._sklearn_compat import Interval
+from ..utils._sklearn_compat import Interval, ParamNamesCacheMixin
 from ._base import ordered_interval
 
 __all__ = [
@@ -34,7 +34,7 @@ def _check_bounds(y_pred):
     return y_pred[:, 0], y_pred[:, 1]
 
 
-class BaseCQRScore(BaseEstimator):
+class BaseCQRScore(ParamNamesCacheMixin, BaseEstimator):
     """A conformity score built on a lower and an upper quantile prediction.
 
     Same interface as :class:`~skfedcp.scores.BaseRegressionScore`, except

@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import (
 from sklearn.utils.validation import _check_feature_names, _check_n_features
 
 __all__ = [
+    "ParamNamesCacheMixin",
     "HasMethods",
     "Interval",
     "InvalidParameterError",
@@ -20,3 +21,24 @@ __all__ = [
     "_fit_context",
     "_safe_indexing",
 ]
+
+
+class ParamNamesCacheMixin:
+    """Compute scikit-learn's ``_get_param_names`` once per class.
+
+    ``BaseEstimator`` reads the constructor's signature with
+    :func:`inspect.signature` on every ``get_params`` (about 15 us), and a
+    wrapper's ``fit`` calls it several times (parameter validation of the
+    wrapper, its score and its calibrator, and the forwarding of privacy
+    parameters). The names are a property of the class, so they are kept in
+    the class's own ``__dict__`` (a subclass computes its own). Put it before
+    ``BaseEstimator`` in the bases.
+    """
+
+    @classmethod
+    def _get_param_names(cls):
+        names = cls.__dict__.get("_param_names_cache")
+        if names is None:
+            names = tuple(super()._get_param_names())
+            cls._param_names_cache = names
+        return list(names)
