@@ -18,7 +18,6 @@ from sklearn.utils import assert_all_finite
 from ._typing import ClientIds, MatrixLike, SecureRandomStateLike
 from .base import (
     _MODEL,
-    _SPLIT,
     REGRESSION_CALIBRATORS,
     BaseFedConformal,
     input_tags,
@@ -490,7 +489,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
             for name, model in models.items()
         }
         train_idx, cal_idx = self._calibration_split(
-            client_ids, all(prefit.values()), streams[_SPLIT]
+            client_ids, all(prefit.values()), streams
         )
         if train_idx.size:
             self._warn_training_not_private("the quantile models")
@@ -543,9 +542,9 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         """One fresh calibrator per side, each at ``alpha / 2``.
 
         The two sides draw from independent children of ``seed`` (both
-        ``"secure"`` when it is).
+        ``"secure"``, or both None, fresh entropy each, when it is).
         """
-        seeds = [seed] * 2 if isinstance(seed, str) else seed.spawn(2)
+        seeds = [seed] * 2 if seed is None or isinstance(seed, str) else seed.spawn(2)
         sides = {
             side: self._fit_calibrator(
                 scores[:, j], client_ids, seeds[j], alpha=self.alpha / 2

@@ -51,7 +51,9 @@ _N_STREAMS = 4
 
 def fit_streams(
     random_state: SecureRandomStateLike,
-) -> tuple[np.random.SeedSequence | Literal["secure"], list[np.random.SeedSequence]]:
+) -> tuple[
+    np.random.SeedSequence | Literal["secure"] | None, Sequence[np.random.SeedSequence]
+]:
     """Independent seeds of one fit: ``(calibrator_seed, [SeedSequence] * 4)``.
 
     All randomness of a wrapper fit derives from one
@@ -64,8 +66,16 @@ def fit_streams(
     ``"secure"`` (the operating system's secure generator) and the other
     streams are seeded from fresh operating-system entropy: they protect
     nothing (the split and the model's training are not private), so they
-    need no cryptographic source, and they are not reproducible.
+    need no cryptographic source, and they are not reproducible. With
+    ``None`` the calibrator seed is ``None`` (fresh entropy, drawn by the
+    calibrator if it draws noise at all) and the streams' root is drawn from
+    the operating system when a stream is first read.
     """
+    if random_state is None:
+        # Fresh entropy, drawn only when a stream is read: a prefit model and
+        # a calibrator that draws no noise read none. The calibrator gets
+        # None, which means fresh operating-system entropy to it as well.
+        return None, _Streams(None)
     seed = check_seed_sequence(random_state)
     if isinstance(seed, str):
         return SECURE, [np.random.SeedSequence() for _ in range(_N_STREAMS)]
@@ -81,7 +91,9 @@ class _Streams(Sequence):
     of ``seed``; ``seed`` itself is never spawned from, so a SeedSequence
     passed by the user is left as it was and two fits with the same
     random_state give the same streams. Building only the children a fit
-    reads saves ~7 us each (a prefit model needs no split stream).
+    reads saves ~7 us each (a prefit model needs no split stream). ``seed``
+    None: a fresh ``SeedSequence()`` (operating-system entropy), drawn when
+    the first child is read.
     """
 
     def __init__(self, seed):
@@ -96,6 +108,8 @@ class _Streams(Sequence):
             return [self[j] for j in range(*i.indices(_N_STREAMS))]
         child = self._children[i]
         if child is None:
+            if self._seed is None:
+                self._seed = np.random.SeedSequence()
             seed = self._seed
             child = self._children[i] = np.random.SeedSequence(
                 seed.entropy,
@@ -149,9 +163,6 @@ def is_prefit(estimator: Any) -> bool:
     return True
 
 
-_PARAM_NAMES: dict[type, tuple[str, ...]] = {}
-
-
 class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     """Base of the conformal wrappers; not for direct use.
 
@@ -179,19 +190,6 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
 
     #: Calibrator aliases this wrapper accepts (``None``: every alias).
     _calibrator_names = None
-
-    @classmethod
-    def _get_param_names(cls):
-        """scikit-learn's parameter names, read from ``__init__`` once per class.
-
-        scikit-learn inspects the signature on every ``get_params`` (so on
-        every fit's parameter validation, ~30 us); a class's signature does
-        not change.
-        """
-        names = _PARAM_NAMES.get(cls)
-        if names is None:
-            names = _PARAM_NAMES[cls] = tuple(super()._get_param_names())
-        return list(names)
 
     def _get_calibrator(self):
         """A fresh calibrator; unknown or unsuitable names give a clear error."""
@@ -232,10 +230,11 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
                 PrivacyLeakWarning,
             )
 
-    def _calibration_split(self, client_ids, prefit, rng):
+    def _calibration_split(self, client_ids, prefit, streams):
         """Return ``(train_idx, cal_idx)``, a random split made within each client.
 
-        ``rng`` is the split's SeedSequence (see :func:`fit_streams`). With a
+        The split draws from ``streams[_SPLIT]`` (see :func:`fit_streams`),
+        read only when rows are split. With a
         prefit model every row calibrates: ``train_idx`` is empty and
         ``cal_idx`` is None, which :meth:`_rows` reads as "every row, in
         order" and answers without indexing (no copy of ``X``).
@@ -256,7 +255,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
                 f"{int(np.ceil(1 / self.calibration_size))} rows, raise "
                 "calibration_size, or pass a fitted model as FrozenEstimator."
             )
-        order = np.lexsort((np.random.default_rng(rng).random(n), codes))
+        order = np.lexsort((np.random.default_rng(streams[_SPLIT]).random(n), codes))
         starts = np.concatenate(([0], np.cumsum(part.sizes)[:-1]))
         sorted_codes = codes[order]
         position = np.arange(n) - starts[sorted_codes]

@@ -13,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.multiclass import check_classification_targets
 
 from ._typing import ClientIds, MatrixLike, RandomStateLike, SecureRandomStateLike
-from .base import _SCORE, _SPLIT, BaseFedConformal, input_tags, is_prefit
+from .base import _SCORE, BaseFedConformal, input_tags, is_prefit
 from .calibrators import BaseCalibrator, get_calibrator
 from .scores import (
     CLASSIFICATION_SCORES,
@@ -263,9 +263,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         calibrator_seed, streams = self._fit_randomness()
         score = resolve_classification_score(self.conformity_score)
         prefit = is_prefit(inner)
-        train_idx, cal_idx = self._calibration_split(
-            client_ids, prefit, streams[_SPLIT]
-        )
+        train_idx, cal_idx = self._calibration_split(client_ids, prefit, streams)
         if prefit:
             self.estimator_ = inner
         else:

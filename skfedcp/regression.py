@@ -14,7 +14,6 @@ from sklearn.utils.validation import has_fit_parameter
 
 from ._typing import ClientIds, MatrixLike, SecureRandomStateLike
 from .base import (
-    _SPLIT,
     REGRESSION_CALIBRATORS,
     BaseFedConformal,
     input_tags,
@@ -240,7 +239,7 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         prefit = is_prefit(inner)
         fits_scale = score.requires_fit and not _score_is_frozen(score)
         train_idx, cal_idx = self._calibration_split(
-            client_ids, prefit and not fits_scale, streams[_SPLIT]
+            client_ids, prefit and not fits_scale, streams
         )
         if prefit:
             if fit_params:

@@ -377,6 +377,17 @@ class TestFixedCosts:
         if isinstance(random_state, np.random.SeedSequence):
             assert random_state.n_children_spawned == n_spawned  # left as it was
 
+    def test_fresh_streams_are_drawn_when_first_read(self):
+        # random_state=None: the calibrator gets None (fresh entropy of its
+        # own) and the root SeedSequence is drawn from the operating system
+        # only when a stream is read, once per fit.
+        calibrator_seed, streams = fit_streams(None)
+        assert calibrator_seed is None and streams._seed is None
+        first = streams[0]
+        assert streams._seed is not None and streams[0] is first
+        assert streams[2].entropy == first.entropy  # one root per fit
+        assert fit_streams(None)[1][0].entropy != first.entropy
+
     def test_parameter_names_are_read_once_per_class(self):
         names = FedConformalRegressor._get_param_names()
         assert names == sorted(FedConformalRegressor().get_params(deep=False))
