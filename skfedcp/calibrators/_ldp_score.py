@@ -14,6 +14,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._typing import ClientIds, Messages, RandomStateLike, SecureRandomStateLike
 from ..exceptions import InfiniteThresholdWarning, InvalidMessageError
 from ..federated import ClientPartition
+from ..federated._partition import _group_order
 from ..privacy import binary_randomized_response, debias_fraction
 from ..privacy._ldp_analysis import _rr_constant, _score_correction
 from ..utils._random import check_seed_sequence, spawn_random_states
@@ -588,7 +589,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         users_rng = seed if isinstance(seed, str) else spawn_random_states(seed, 2)[1]
         grouped = partition.grouped(scores)
         answered = np.zeros(grouped.shape[0], dtype=np.intp)  # the users' memory
-        rounds = []
+        transcript = _Transcript(partition.clients)
         state = self.server_init(
             partition.sizes, alpha=alpha, random_state=_server_stream(public)
         )
@@ -596,8 +597,8 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             queries = state["queries"]
             counts = queries.counts()
             rows = queries.members  # the asked users' rows in `grouped`
-            answered += np.bincount(rows, minlength=answered.shape[0])
-            if answered.max(initial=0) > 1:
+            np.add.at(answered, rows, 1)  # repeats within the round count too
+            if answered[rows].max(initial=0) > 1:
                 raise RuntimeError(
                     "LDP-S simulation: a user was queried twice; each user "
                     "answers at most once."
@@ -612,15 +613,12 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
                     bits, epsilon=self.epsilon, random_state=users_rng
                 ),
             }
-            rounds.append(message)
-            state = self.server_update(state, message)
-        return self.fit_from_messages(
-            rounds,
-            alpha=alpha,
-            n_per_client=partition.sizes,
-            clients=partition.clients,
-            random_state=public,
-        )
+            new_state = self.server_update(state, message)  # the server's checks
+            transcript.add(queries, message)
+            state = new_state
+        # The server's side ran live, on the same messages and with the same
+        # checks as fit_from_messages' replay, which is not repeated.
+        return self._set_fitted(state, transcript, partition.sizes, alpha)
 
     # Interactive: ``messages`` is the transcript of every round, and a
     # client cannot be excluded (the correction assumes full groups), so the
@@ -693,8 +691,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             alpha=alpha,
             random_state=_server_stream(check_seed_sequence(random_state)),
         )
-        owners, answers = [], []
-        log: dict[str, list[Any]] = {"round": [], "client": [], "user": []}
+        transcript = _Transcript(clients)
         for round_messages in messages:
             if state["done"]:
                 raise InvalidMessageError(
@@ -715,25 +712,18 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
                 ) from None
             # Checked: the answers are, client after client, those of the
             # asked users (state["queries"].users).
-            queries = state["queries"]
-            owner = queries.owner
-            owners.append(owner)
-            answers.append(_round_reports(round_messages))
-            log["round"].append(np.full(owner.size, queries.round))
-            log["client"].append(clients[owner])
-            log["user"].append(queries.users.astype(np.intp, copy=False))
+            transcript.add(state["queries"], round_messages)
             state = new_state
         if not state["done"]:
             raise InvalidMessageError(
                 f"the transcript ends after {state['round']} round(s) but the "
                 "protocol is not finished."
             )
-        # Each client's bits in round order (a stable grouping by client).
-        owner = _concat(owners, np.intp)
-        order = np.argsort(owner, kind="stable")
-        pooled = _concat(answers, np.int64)[order]
-        n_reports = np.bincount(owner, minlength=sizes.shape[0])
-        reports = _per_client_bits(pooled, n_reports)
+        return self._set_fitted(state, transcript, sizes, alpha)
+
+    def _set_fitted(self, state, transcript, sizes, alpha):
+        """Set the fitted attributes from the final state and the checked rounds."""
+        clients = transcript.clients
         self.threshold_ = float(state["threshold"])
         self.correction_ = state["correction"]
         self.target_coverage_ = state["target"]
@@ -745,11 +735,8 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         self.history_ = {
             k: np.asarray(v, dtype=np.float64) for k, v in state["history"].items()
         }
-        self.transcript_ = {
-            "round": _concat(log["round"], np.intp),
-            "client": _concat(log["client"], clients.dtype),
-            "user": _concat(log["user"], np.intp),
-        }
+        self.transcript_ = transcript.log()
+        n_reports, reports = transcript.reports_per_client(sizes.shape[0])
         self.messages_ = {
             "client": clients,
             "n_reports": n_reports,
@@ -989,6 +976,44 @@ def _check_users(query, n_users):
     if np.unique(users).size != users.size:
         raise ValueError("query['users'] asks a user twice in one round.")
     return users
+
+
+class _Transcript:
+    """What the server learns over the rounds: who answered, and the bits.
+
+    Fed round by round with the round's queries and its checked answers,
+    by :meth:`LDPScoreCalibrator.fit` as the rounds run and by
+    :meth:`LDPScoreCalibrator.fit_from_messages` as it replays them.
+    """
+
+    def __init__(self, clients):
+        self.clients = clients
+        self._owners, self._answers = [], []
+        self._log: dict[str, list[Any]] = {"round": [], "client": [], "user": []}
+
+    def add(self, queries, round_messages):
+        owner = queries.owner
+        self._owners.append(owner)
+        self._answers.append(_round_reports(round_messages))
+        self._log["round"].append(np.full(owner.size, queries.round))
+        self._log["client"].append(self.clients[owner])
+        self._log["user"].append(queries.users.astype(np.intp, copy=False))
+
+    def log(self):
+        """The ``(round, client, user)`` of every answer, in answer order."""
+        return {
+            "round": _concat(self._log["round"], np.intp),
+            "client": _concat(self._log["client"], self.clients.dtype),
+            "user": _concat(self._log["user"], np.intp),
+        }
+
+    def reports_per_client(self, n_clients):
+        """Each client's bits in round order (a stable grouping by client)."""
+        owner = _concat(self._owners, np.intp)
+        order = _group_order(owner, n_clients)  # a stable counting sort
+        pooled = _concat(self._answers, np.int64)[order]
+        n_reports = np.bincount(owner, minlength=n_clients)
+        return n_reports, _per_client_bits(pooled, n_reports)
 
 
 def _per_client_bits(pooled, counts):

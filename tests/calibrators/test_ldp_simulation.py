@@ -15,7 +15,11 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from skfedcp.calibrators import LDPLabelCalibrator, LDPScoreCalibrator
+from skfedcp.calibrators import (
+    LDPLabelCalibrator,
+    LDPScoreCalibrator,
+    LDPScoreStarCalibrator,
+)
 from skfedcp.calibrators._ldp import _debiased_coverage, _first_covering
 from skfedcp.exceptions import InvalidMessageError
 
@@ -197,6 +201,66 @@ class TestStackedAnswers:
         assert np.unique(pairs).size == pairs.size
         code = np.searchsorted(fitted.clients_, fitted.transcript_["client"])
         assert (fitted.transcript_["user"] < fitted.n_per_client_[code]).all()
+
+
+def _fitted_attributes(cal):
+    return {k: v for k, v in vars(cal).items() if k.endswith("_")}
+
+
+def _assert_same(a, b):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            _assert_same(a[key], b[key])
+    elif isinstance(a, np.ndarray) and a.dtype == object:
+        assert a.shape == b.shape
+        for x, y in zip(a, b, strict=True):
+            _assert_same(x, y)
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    else:
+        assert type(a) is type(b) and (a == b or (a != a and b != b))
+
+
+@pytest.mark.parametrize("star", [False, True])
+@pytest.mark.parametrize(
+    "sizes", [[300] * 10, [1, 0, 2500, 37, 900, 12], [3000], "strings"]
+)
+@pytest.mark.parametrize("seed", [0, 5])
+def test_fit_sets_what_the_replay_of_its_rounds_sets(star, sizes, seed):
+    # fit sets the attributes from its live rounds (no replay); a server
+    # replaying the same rounds with fit_from_messages must set the same.
+    rng = np.random.default_rng(seed)
+    if sizes == "strings":
+        ids = np.array([f"c{i % 13}" for i in range(3000)])
+        rng.shuffle(ids)
+    else:
+        ids = np.repeat(np.arange(len(sizes)), sizes)
+    scores = rng.random(ids.shape[0])
+    cls = LDPScoreStarCalibrator if star else LDPScoreCalibrator
+
+    class Recording(cls):
+        def server_update(self, state, messages):
+            self.rounds.append(messages)
+            return super().server_update(state, messages)
+
+    cal = Recording(epsilon=4.0, delta=0.2, score_bounds=(0, 1))
+    cal.rounds = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal.fit(scores, ids, alpha=ALPHA, random_state=seed)
+        fitted = _fitted_attributes(cal)
+        assert len(cal.rounds) == cal.n_steps_used_
+        partition_sizes = cal.n_per_client_
+        server = cls(epsilon=4.0, delta=0.2, score_bounds=(0, 1)).fit_from_messages(
+            cal.rounds,
+            alpha=ALPHA,
+            n_per_client=partition_sizes,
+            clients=cal.clients_,
+            random_state=seed,
+        )
+    _assert_same(fitted, _fitted_attributes(server))
 
 
 @pytest.mark.slow
