@@ -96,9 +96,27 @@ def _debiased_coverage(
     count_all = np.searchsorted(sorted_all, thresholds, side="right")
     if count_noisy is None:
         count_noisy = np.searchsorted(sorted_noisy, thresholds, side="right")
+    return _coverage_from_counts(count_noisy, count_all, n, beta, n_classes)
+
+
+def _coverage_from_counts(count_noisy, count_all, n, beta, n_classes):
+    """The de-biased coverage from the counts of noisy and of all scores <= q.
+
+    Non-decreasing in ``count_noisy`` and non-increasing in ``count_all``
+    (``0 <= beta < 1``), also in floating point: every step is a monotone
+    rounding of a monotone operation.
+    """
     noisy_cdf = count_noisy / n
     uniform_cdf = count_all / (n * n_classes)
     return (noisy_cdf - beta * uniform_cdf) / (1.0 - beta)
+
+
+# Candidates of the exact LDP-L search are bounded a block at a time (see
+# _first_hit); only the blocks that may hold the first hit are counted.
+_HIT_BLOCK = 64
+# Exact counts (one pass each over the unsorted scores) that the float32
+# bracketing may ask for before the search sorts the float64 scores instead.
+_MAX_EXACT_PASSES = 8
 
 
 def _first_covering(sorted_all, sorted_noisy, beta, n_classes, target):
@@ -117,6 +135,55 @@ def _first_covering(sorted_all, sorted_noisy, beta, n_classes, target):
     """
     if sorted_all.size == 0:
         return np.inf
+    candidates, count_noisy = _candidates(sorted_noisy, sorted_all[0])
+    hit = _first_hit(
+        _SortedCounts(sorted_all),
+        candidates,
+        count_noisy,
+        sorted_noisy.shape[0],
+        beta,
+        n_classes,
+        target,
+    )
+    return np.inf if hit is None else float(candidates[hit])
+
+
+def _first_covering_unsorted(values, sorted_noisy, beta, n_classes, target):
+    """:func:`_first_covering` on the unsorted (flat) scores, never written.
+
+    The counts of all scores below the candidates are bracketed by the
+    sorted float32 roundings of the scores (half the bytes of a float64
+    sort, and about 40% faster): rounding to nearest is monotone, so
+    ``#{r(x) < r(q)} <= #{x <= q} <= #{r(x) <= r(q)}``. Only a candidate
+    whose decision the bracket leaves open is counted exactly, by one pass
+    over ``values``; past ``_MAX_EXACT_PASSES`` of them (scores that tie in
+    float32 without being equal, near the answer), the float64 scores are
+    sorted after all. The threshold is :func:`_first_covering`'s, bit for
+    bit.
+    """
+    if values.size == 0:
+        return np.inf
+    candidates, count_noisy = _candidates(sorted_noisy, values.min())
+    counts = _BracketedCounts(values)
+    hit = _first_hit(
+        counts,
+        candidates,
+        count_noisy,
+        sorted_noisy.shape[0],
+        beta,
+        n_classes,
+        target,
+    )
+    if hit is _GIVE_UP:
+        return _first_covering(np.sort(values), sorted_noisy, beta, n_classes, target)
+    return np.inf if hit is None else float(candidates[hit])
+
+
+def _candidates(sorted_noisy, smallest):
+    """The distinct noisy-label scores (and ``smallest`` below them), with counts.
+
+    Returns the candidates and ``#{noisy scores <= candidate}`` of each.
+    """
     first = np.empty(sorted_noisy.shape[0], dtype=bool)  # first of its run of ties
     first[:1] = True
     np.not_equal(sorted_noisy[1:], sorted_noisy[:-1], out=first[1:])
@@ -126,14 +193,96 @@ def _first_covering(sorted_all, sorted_noisy, beta, n_classes, target):
     count_noisy = np.empty(starts.shape[0], dtype=np.intp)
     count_noisy[:-1] = starts[1:]
     count_noisy[-1:] = sorted_noisy.shape[0]
-    if candidates.size == 0 or sorted_all[0] < candidates[0]:
-        candidates = np.concatenate((sorted_all[:1], candidates))
+    if candidates.size == 0 or smallest < candidates[0]:
+        candidates = np.concatenate(([smallest], candidates))
         count_noisy = np.concatenate(([0], count_noisy))
-    coverage = _debiased_coverage(
-        sorted_all, sorted_noisy, candidates, beta, n_classes, count_noisy
-    )
-    hits = np.flatnonzero(coverage >= target)
-    return float(candidates[hits[0]]) if hits.size else np.inf
+    return candidates, count_noisy
+
+
+class _SortedCounts:
+    """``#{scores <= q}`` from the sorted scores: exact, so never left open."""
+
+    def __init__(self, sorted_all):
+        self._sorted = sorted_all
+
+    def bounds(self, thresholds):
+        count = np.searchsorted(self._sorted, thresholds, side="right")
+        return count, count
+
+    def exact(self, threshold):  # pragma: no cover - bounds are exact
+        return self.bounds(np.array([threshold]))[0]
+
+
+class _BracketedCounts:
+    """Bounds of ``#{scores <= q}`` from the sorted float32 roundings."""
+
+    def __init__(self, values):
+        self._values = values
+        with np.errstate(over="ignore"):  # beyond float32: +-inf, still monotone
+            self._rounded = values.astype(np.float32)
+        self._rounded.sort()
+        self.passes = 0
+
+    def bounds(self, thresholds):
+        with np.errstate(over="ignore"):
+            rounded = thresholds.astype(np.float32)
+        return (
+            np.searchsorted(self._rounded, rounded, side="left"),
+            np.searchsorted(self._rounded, rounded, side="right"),
+        )
+
+    def exact(self, threshold):
+        if self.passes == _MAX_EXACT_PASSES:
+            return None
+        self.passes += 1
+        return np.array([np.count_nonzero(self._values <= threshold)])
+
+
+_GIVE_UP = object()
+
+
+def _first_hit(counts, candidates, count_noisy, n, beta, n_classes, target):
+    """Index of the first candidate whose coverage reaches ``target``, or None.
+
+    The same answer as counting the scores below every candidate, with the
+    counts taken only where needed. ``counts`` gives a lower and an upper
+    bound of ``#{scores <= q}`` (equal when exact) and, when they leave the
+    decision open, the exact count (None: too costly, then the caller's
+    search returns ``_GIVE_UP``). Candidates are taken in blocks of
+    ``_HIT_BLOCK`` consecutive ones; within a block the coverage is at most
+    its value at the block's largest noisy count and its first candidate's
+    lower count of all scores, since it grows with the first and falls with
+    the second. A block whose bound is below ``target`` holds no hit; the
+    other blocks' candidates are decided in order from their bounds, or
+    their exact counts, with the formula of :func:`_debiased_coverage`, so
+    the first hit is the same, bit for bit.
+    """
+    m = candidates.shape[0]
+    starts = np.arange(0, m, _HIT_BLOCK)
+    lasts = np.minimum(starts + _HIT_BLOCK, m) - 1
+    first_low, _ = counts.bounds(candidates[starts])
+    bound = _coverage_from_counts(count_noisy[lasts], first_low, n, beta, n_classes)
+    flagged = np.flatnonzero(bound >= target)
+    if flagged.size == 0:
+        return None
+    rows = starts[flagged][:, None] + np.arange(_HIT_BLOCK)
+    rows = rows[rows < m]  # ascending: blocks, then the rows within each
+    low, high = counts.bounds(candidates[rows])
+    noisy = count_noisy[rows]
+    may = _coverage_from_counts(noisy, low, n, beta, n_classes) >= target
+    sure = _coverage_from_counts(noisy, high, n, beta, n_classes) >= target
+    for i in np.flatnonzero(may):
+        if sure[i]:
+            return int(rows[i])
+        exact = counts.exact(candidates[rows[i]])
+        if exact is None:
+            return _GIVE_UP
+        if (
+            _coverage_from_counts(noisy[i : i + 1], exact, n, beta, n_classes)[0]
+            >= target
+        ):
+            return int(rows[i])
+    return None
 
 
 class _LDPMixin:
@@ -570,28 +719,26 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
 
     def _aggregate(self, received, *, alpha, random_state):
         if received.pooled is not None:  # trusted: the clients' rows in one piece
-            pooled = received.pooled["scores"].copy()
+            matrix = received.pooled["scores"]  # read, never written
             noisy = received.pooled["noisy_labels"]
         else:
             rows = received.sizes > 0
             matrices = list(received.stacked["scores"][rows])
             noisy = np.concatenate(list(received.stacked["noisy_labels"][rows]))
-            pooled = np.concatenate(matrices) if len(matrices) > 1 else None
-            pooled = matrices[0].copy() if pooled is None else pooled
+            matrix = np.concatenate(matrices) if len(matrices) > 1 else matrices[0]
             del matrices
-        # One copy of the pooled matrix, sorted in place (the memory peak).
-        n, k = pooled.shape
-        sorted_noisy = np.sort(pooled[np.arange(n), noisy])
+        n, k = matrix.shape
+        sorted_noisy = np.sort(matrix[np.arange(n), noisy])
         del noisy
-        sorted_all = pooled.reshape(-1)
-        sorted_all.sort()
-        return self._search(sorted_all, sorted_noisy, received.plan, alpha=alpha)
+        values = matrix.reshape(-1)  # a view of a C-ordered (n, k) matrix
+        return self._search(values, sorted_noisy, received.plan, alpha=alpha)
 
-    def _search(self, sorted_all, sorted_noisy, plan, *, alpha):
-        """The threshold search on sorted checked scores: ``(threshold, details)``.
+    def _search(self, values, sorted_noisy, plan, *, alpha):
+        """The threshold search on checked scores: ``(threshold, details)``.
 
-        ``sorted_all`` holds the ``n k`` entries of the score matrix and
-        ``sorted_noisy`` the ``n`` scores of the noisy labels, both sorted.
+        ``values`` holds the ``n k`` entries of the score matrix (any order,
+        never written) and ``sorted_noisy`` the ``n`` scores of the noisy
+        labels, sorted.
         """
         k = plan["n_classes"]
         correction, target = plan["correction"], plan["target"]
@@ -602,14 +749,21 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         self._warn_guarantee(alpha, correction, "Delta_L")
         beta = plan["beta"]
         if self.search == "exact":
-            return _first_covering(sorted_all, sorted_noisy, beta, k, target), info
+            threshold = _first_covering_unsorted(values, sorted_noisy, beta, k, target)
+            return threshold, info
         lo, hi = _check_bounds(self.score_bounds, type(self).__name__)
         band = correction / 2.0
+        n = sorted_noisy.shape[0]
         for step in range(1, self.n_steps + 1):
             query = (lo + hi) / 2.0
-            estimate = _debiased_coverage(
-                sorted_all, sorted_noisy, np.array([query]), beta, k
-            )[0]
+            # _debiased_coverage at one query, counting in one pass (no sort)
+            estimate = _coverage_from_counts(
+                np.searchsorted(sorted_noisy, query, side="right"),
+                np.count_nonzero(values <= query),
+                n,
+                beta,
+                k,
+            )
             lo, hi, stop = _bisection_update(lo, hi, query, estimate, target, band)
             if stop:
                 return query, {"n_steps_used": step, "stopped_early": True}
