@@ -536,11 +536,12 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         Runs :meth:`server_init`, then rounds in which every asked user
         answers (what :meth:`client_respond` computes, for all clients at
         once) and :meth:`server_update`, and checks on the users' side that
-        no user is asked twice (a ``RuntimeError`` otherwise); the fitted
-        attributes then come from :meth:`fit_from_messages` on the
-        transcript, the server path a deployment runs. The calibrator keeps
-        only what the server sees (bits, queries, estimates), never the
-        scores.
+        no user is asked twice (a ``RuntimeError`` otherwise). The server's
+        side is the code a deployment runs, each round's answers checked by
+        :meth:`server_update`; the fitted attributes are set from the rounds
+        as :meth:`fit_from_messages` sets them from a transcript (the same
+        values: the rounds are not replayed). The calibrator keeps only what
+        the server sees (bits, queries, estimates), never the scores.
 
         Parameters
         ----------
