@@ -135,17 +135,9 @@ def _first_covering(sorted_all, sorted_noisy, beta, n_classes, target):
     """
     if sorted_all.size == 0:
         return np.inf
-    candidates, count_noisy = _candidates(sorted_noisy, sorted_all[0])
-    hit = _first_hit(
-        _SortedCounts(sorted_all),
-        candidates,
-        count_noisy,
-        sorted_noisy.shape[0],
-        beta,
-        n_classes,
-        target,
+    return _covering_threshold(
+        _SortedCounts(sorted_all), sorted_all[0], sorted_noisy, beta, n_classes, target
     )
-    return np.inf if hit is None else float(candidates[hit])
 
 
 def _first_covering_unsorted(values, sorted_noisy, beta, n_classes, target):
@@ -163,8 +155,17 @@ def _first_covering_unsorted(values, sorted_noisy, beta, n_classes, target):
     """
     if values.size == 0:
         return np.inf
-    candidates, count_noisy = _candidates(sorted_noisy, values.min())
-    counts = _BracketedCounts(values)
+    threshold = _covering_threshold(
+        _BracketedCounts(values), values.min(), sorted_noisy, beta, n_classes, target
+    )
+    if threshold is _GIVE_UP:
+        return _first_covering(np.sort(values), sorted_noisy, beta, n_classes, target)
+    return threshold
+
+
+def _covering_threshold(counts, smallest, sorted_noisy, beta, n_classes, target):
+    """The first covering candidate's value, ``+inf``, or ``_GIVE_UP``."""
+    candidates, count_noisy = _candidates(sorted_noisy, smallest)
     hit = _first_hit(
         counts,
         candidates,
@@ -175,7 +176,7 @@ def _first_covering_unsorted(values, sorted_noisy, beta, n_classes, target):
         target,
     )
     if hit is _GIVE_UP:
-        return _first_covering(np.sort(values), sorted_noisy, beta, n_classes, target)
+        return _GIVE_UP
     return np.inf if hit is None else float(candidates[hit])
 
 
