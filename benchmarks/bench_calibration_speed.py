@@ -26,7 +26,7 @@ from skfedcp.calibrators import (
     QuantileOfQuantilesCalibrator,
     select_qq_ranks,
 )
-from skfedcp.calibrators._order_statistics import local_order_statistics
+from skfedcp.calibrators._qq._order_statistics import local_order_statistics
 from skfedcp.federated import ClientPartition
 from skfedcp.utils import conformal_rank
 

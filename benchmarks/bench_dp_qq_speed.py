@@ -17,8 +17,9 @@ import warnings
 import _common  # noqa: F401
 import numpy as np
 
-from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator, _private
-from skfedcp.calibrators._qq_selection import select_qq_ranks
+from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator
+from skfedcp.calibrators._dp import _calibrators as _private
+from skfedcp.calibrators._qq._selection import select_qq_ranks
 from skfedcp.exceptions import InfiniteThresholdWarning
 
 ALPHA = 0.1

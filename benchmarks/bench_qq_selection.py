@@ -42,11 +42,11 @@ import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 
 import skfedcp  # noqa: E402
-from skfedcp.calibrators._qq_coverage import (  # noqa: E402
+from skfedcp.calibrators._qq._coverage import (  # noqa: E402
     qq_coverage,
     qq_coverage_fraction,
 )
-from skfedcp.calibrators._qq_selection import select_qq_ranks  # noqa: E402
+from skfedcp.calibrators._qq._selection import select_qq_ranks  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOL = 1e-10  # feasibility tolerance, as in select_qq_ranks
@@ -202,7 +202,7 @@ def main(argv=None):
 
 def auto_tier(sizes):
     """Which family local_rank="auto" searches for these sizes."""
-    from skfedcp.calibrators import _qq_selection as qs
+    from skfedcp.calibrators._qq import _selection as qs
 
     work = len(sizes) * len(set(sizes))
     if work <= qs._JOINT_MAX_WORK:

@@ -132,7 +132,7 @@ def test_the_walk_finds_the_public_api():
     for expected in (
         "skfedcp.metrics.coverage_score",
         "skfedcp.plotting._interval.IntervalDisplay.__init__",
-        "skfedcp.calibrators._ldp.LDPLabelCalibrator.plan",
+        "skfedcp.calibrators._ldp._label.LDPLabelCalibrator.plan",
         "skfedcp.plotting._client_coverage.ClientCoverageDisplay.from_estimator",
         "skfedcp.exceptions.InvalidMessageError.__init__",
         "skfedcp.flower._app.make_server_app",

@@ -14,7 +14,12 @@ from sklearn.base import clone
 from ._averaging import AveragingCalibrator
 from ._base import BaseCalibrator, CoverageBounds, stack_messages
 from ._central import CentralCalibrator
-from ._ldp import (
+from ._dp._calibrators import (
+    PrivateCentralCalibrator,
+    PrivateQuantileOfQuantilesCalibrator,
+    ThresholdDistribution,
+)
+from ._ldp._label import (
     LDPCorrection,
     LDPLabelCalibrator,
     LDPLabelStarCalibrator,
@@ -22,15 +27,10 @@ from ._ldp import (
     ldp_correction,
     ldp_sample_size,
 )
-from ._ldp_score import LDPScoreCalibrator, LDPScoreStarCalibrator
-from ._private import (
-    PrivateCentralCalibrator,
-    PrivateQuantileOfQuantilesCalibrator,
-    ThresholdDistribution,
-)
-from ._qq_coverage import qq_conditional_tail, qq_coverage, qq_coverage_unequal
-from ._qq_selection import QQSelection, select_qq_ranks
-from ._quantile_of_quantiles import QuantileOfQuantilesCalibrator
+from ._ldp._score import LDPScoreCalibrator, LDPScoreStarCalibrator
+from ._qq._calibrator import QuantileOfQuantilesCalibrator
+from ._qq._coverage import qq_conditional_tail, qq_coverage, qq_coverage_unequal
+from ._qq._selection import QQSelection, select_qq_ranks
 
 #: Registry alias -> calibrator class.
 CALIBRATORS = {

@@ -12,7 +12,7 @@ from ..utils._quantile import conformal_rank
 from ..utils._sklearn_compat import StrOptions
 from ._base import BaseCalibrator
 from ._messages import Problem
-from ._order_statistics import local_order_statistics
+from ._qq._order_statistics import local_order_statistics
 
 __all__ = ["AveragingCalibrator"]
 

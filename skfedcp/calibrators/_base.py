@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 from joblib import Parallel, delayed
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 
 from .._typing import ClientIds, Messages, SecureRandomStateLike
@@ -30,6 +29,7 @@ from ._messages import (
     check_client_sizes,
     collect_messages,
     invalid_message_error,
+    stack_messages,
 )
 
 __all__ = ["BaseCalibrator", "CoverageBounds", "stack_messages"]
@@ -45,55 +45,6 @@ class CoverageBounds(NamedTuple):
 
     lower: float
     upper: float
-
-
-def stack_messages(messages: Messages) -> dict[str, NDArray[Any]]:
-    """Turn client messages into one dict of arrays (one entry per client).
-
-    Parameters
-    ----------
-    messages : sequence of dict or dict of array-like
-        Either what the clients sent, one dict per client, or the same already
-        stacked column by column.
-
-    Returns
-    -------
-    stacked : dict of ndarray
-        Each key maps to an array with one entry per client.
-
-    Examples
-    --------
-    >>> stack_messages([{"n": 3, "quantile": 1.5}, {"n": 4, "quantile": 2.0}])
-    {'n': array([3, 4]), 'quantile': array([1.5, 2. ])}
-    """
-    if isinstance(messages, Mapping):
-        stacked = {key: np.asarray(value) for key, value in messages.items()}
-    elif isinstance(messages, Sequence) and not isinstance(messages, str):
-        if len(messages) == 0:
-            raise ValueError("messages is empty: the server received no message.")
-        if not all(isinstance(msg, Mapping) for msg in messages):
-            raise TypeError("messages must be a sequence of dicts, one per client.")
-        keys = messages[0].keys()
-        if any(msg.keys() != keys for msg in messages):
-            raise ValueError("messages do not all carry the same fields.")
-        stacked = {key: _stack_field([msg[key] for msg in messages]) for key in keys}
-    else:
-        raise TypeError(
-            "messages must be a list of dicts (one per client) or a dict of arrays; "
-            f"got {type(messages).__name__}."
-        )
-    lengths = {value.shape[0] if value.ndim else 1 for value in stacked.values()}
-    if len(lengths) != 1:
-        raise ValueError("every message field must have one entry per client.")
-    return stacked
-
-
-def _stack_field(values):
-    if all(np.ndim(v) == 0 for v in values):
-        return np.asarray(values)
-    out = np.empty(len(values), dtype=object)  # e.g. raw scores of varying length
-    out[:] = [np.asarray(v) for v in values]
-    return out
 
 
 class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):

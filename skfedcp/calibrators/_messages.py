@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._typing import Messages
 from ..exceptions import InvalidMessageError
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "check_client_sizes",
     "collect_messages",
     "invalid_message_error",
+    "stack_messages",
 ]
 
 #: Field kinds a strategy can declare in ``_message_fields``:
@@ -249,8 +251,6 @@ def collect_messages(
 
 def _collect_undeclared(messages, n_clients):
     """A strategy that declares no fields (e.g. a user's own): stack, no NaN."""
-    from ._base import stack_messages
-
     try:
         stacked = stack_messages(messages)
     except (TypeError, ValueError) as exc:
@@ -489,3 +489,52 @@ _CHECKS = {
     "score_matrix": _check_score_matrix,
     "labels": _check_labels,
 }
+
+
+def stack_messages(messages: Messages) -> dict[str, NDArray[Any]]:
+    """Turn client messages into one dict of arrays (one entry per client).
+
+    Parameters
+    ----------
+    messages : sequence of dict or dict of array-like
+        Either what the clients sent, one dict per client, or the same already
+        stacked column by column.
+
+    Returns
+    -------
+    stacked : dict of ndarray
+        Each key maps to an array with one entry per client.
+
+    Examples
+    --------
+    >>> stack_messages([{"n": 3, "quantile": 1.5}, {"n": 4, "quantile": 2.0}])
+    {'n': array([3, 4]), 'quantile': array([1.5, 2. ])}
+    """
+    if isinstance(messages, Mapping):
+        stacked = {key: np.asarray(value) for key, value in messages.items()}
+    elif isinstance(messages, Sequence) and not isinstance(messages, str):
+        if len(messages) == 0:
+            raise ValueError("messages is empty: the server received no message.")
+        if not all(isinstance(msg, Mapping) for msg in messages):
+            raise TypeError("messages must be a sequence of dicts, one per client.")
+        keys = messages[0].keys()
+        if any(msg.keys() != keys for msg in messages):
+            raise ValueError("messages do not all carry the same fields.")
+        stacked = {key: _stack_field([msg[key] for msg in messages]) for key in keys}
+    else:
+        raise TypeError(
+            "messages must be a list of dicts (one per client) or a dict of arrays; "
+            f"got {type(messages).__name__}."
+        )
+    lengths = {value.shape[0] if value.ndim else 1 for value in stacked.values()}
+    if len(lengths) != 1:
+        raise ValueError("every message field must have one entry per client.")
+    return stacked
+
+
+def _stack_field(values):
+    if all(np.ndim(v) == 0 for v in values):
+        return np.asarray(values)
+    out = np.empty(len(values), dtype=object)  # e.g. raw scores of varying length
+    out[:] = [np.asarray(v) for v in values]
+    return out

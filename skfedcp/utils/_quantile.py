@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..exceptions import SmallCalibrationSetWarning
-from ..utils._warnings import warn_user
+from ._warnings import warn_user
 
 __all__ = ["conformal_quantile", "conformal_rank", "order_statistic"]
 

@@ -1,6 +1,6 @@
 """Shared helper of the private-QQ tests: exact coverage given the ranks."""
 
-from skfedcp.calibrators._qq_coverage import qq_coverage_unequal_fraction
+from skfedcp.calibrators._qq._coverage import qq_coverage_unequal_fraction
 
 
 def coverage_given_ranks(sizes, ranks, k):

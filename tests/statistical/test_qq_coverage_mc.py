@@ -13,12 +13,12 @@ import math
 import numpy as np
 import pytest
 
-from skfedcp.calibrators._qq_coverage import (
+from skfedcp.calibrators._qq._coverage import (
     qq_conditional_tail,
     qq_coverage,
     qq_coverage_unequal,
 )
-from skfedcp.calibrators._qq_selection import select_qq_ranks
+from skfedcp.calibrators._qq._selection import select_qq_ranks
 
 Z = 4.5
 CHUNK = 4_000_000  # scores drawn at once, to bound memory

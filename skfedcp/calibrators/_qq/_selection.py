@@ -60,9 +60,9 @@ from typing import Literal, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..utils._quantile import conformal_rank, float_safe_ceil
-from ..utils._validation import check_alpha
-from ._qq_coverage import (
+from ...utils._quantile import conformal_rank, float_safe_ceil
+from ...utils._validation import check_alpha
+from ._coverage import (
     _TREE_MIN_CLIENTS,
     _active_groups,
     _check_int,

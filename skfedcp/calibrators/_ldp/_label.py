@@ -13,18 +13,18 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._typing import ClientIds, Messages, SecureRandomStateLike
-from ..exceptions import (
+from ..._typing import ClientIds, Messages, SecureRandomStateLike
+from ...exceptions import (
     InfiniteThresholdWarning,
     InvalidMessageError,
     VacuousGuaranteeWarning,
 )
-from ..federated import ClientPartition
-from ..privacy import (
+from ...federated import ClientPartition
+from ...privacy import (
     check_privacy_params,
     k_ary_randomized_response,
 )
-from ..privacy._ldp_analysis import (
+from ...privacy._ldp_analysis import (
     LDPCorrection,
     LDPSampleSize,
     _check_int_array,
@@ -33,12 +33,12 @@ from ..privacy._ldp_analysis import (
     ldp_correction,
     ldp_sample_size,
 )
-from ..utils._random import spawn_random_states
-from ..utils._sklearn_compat import Interval, StrOptions
-from ..utils._validation import check_alpha
-from ..utils._warnings import warn_user
-from ._base import BaseCalibrator, CoverageBounds
-from ._messages import Problem, check_client_sizes
+from ...utils._random import spawn_random_states
+from ...utils._sklearn_compat import Interval, StrOptions
+from ...utils._validation import check_alpha
+from ...utils._warnings import warn_user
+from .._base import BaseCalibrator, CoverageBounds
+from .._messages import Problem, check_client_sizes
 
 __all__ = [
     "LDPCorrection",

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..federated import ClientPartition
-from ..federated._partition import _group_order
+from ...federated import ClientPartition
+from ...federated._partition import _group_order
 
 __all__ = ["local_order_statistics"]
 

@@ -14,9 +14,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 from scipy.special import gammaln, xlog1py, xlogy
 
-from .._typing import ClientIds, SecureRandomStateLike
-from ..exceptions import ClippedScoresWarning, InfiniteThresholdWarning
-from ..privacy import (
+from ..._typing import ClientIds, SecureRandomStateLike
+from ...exceptions import ClippedScoresWarning, InfiniteThresholdWarning
+from ...privacy import (
     check_privacy_params,
     dp_qq_local_correction,
     private_conformal_gamma,
@@ -25,27 +25,27 @@ from ..privacy import (
     private_quantile,
     private_quantile_probabilities,
 )
-from ..privacy._quantile import (
+from ...privacy._quantile import (
     _rank_law,
     _release_log_probabilities,
     _release_many,
     _tight_central,
 )
-from ..utils._quantile import conformal_rank
-from ..utils._sklearn_compat import Interval, StrOptions
-from ..utils._validation import check_alpha, check_scores
-from ..utils._warnings import warn_user
-from ._base import BaseCalibrator, CoverageBounds
-from ._central import _pooled
-from ._messages import Problem
-from ._qq_coverage import (
+from ...utils._quantile import conformal_rank
+from ...utils._sklearn_compat import Interval, StrOptions
+from ...utils._validation import check_alpha, check_scores
+from ...utils._warnings import warn_user
+from .._base import BaseCalibrator, CoverageBounds
+from .._central import _pooled
+from .._messages import Problem
+from .._qq._calibrator import _EXCLUDED_AS_INF, _exclude_as_inf
+from .._qq._coverage import (
     _coverage_unequal_batch,
     _poisbin_pmf_groups,
     qq_coverage,
     qq_coverage_unequal,
 )
-from ._qq_selection import _FEASIBILITY_TOL, select_qq_ranks
-from ._quantile_of_quantiles import _EXCLUDED_AS_INF, _exclude_as_inf
+from .._qq._selection import _FEASIBILITY_TOL, select_qq_ranks
 
 __all__ = [
     "PrivateCentralCalibrator",
@@ -930,7 +930,7 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         >>> law.values.shape, round(float(law.probabilities.sum()), 12)
         ((10,), 1.0)
         """
-        from ..federated import ClientPartition
+        from ...federated import ClientPartition
 
         scores = check_scores(scores, allow_inf=True)
         partition = ClientPartition(client_ids, scores.shape[0])

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from _qq_family import brute_force, target
 
-from skfedcp.calibrators import _qq_selection
-from skfedcp.calibrators._qq_coverage import (
+from skfedcp.calibrators._qq import _selection as _qq_selection
+from skfedcp.calibrators._qq._coverage import (
     qq_coverage_unequal,
     qq_coverage_unequal_fraction,
 )
-from skfedcp.calibrators._qq_selection import select_qq_ranks
+from skfedcp.calibrators._qq._selection import select_qq_ranks
 
 REFERENCE_SIZES = [5, 10, 20, 40, 15, 8, 30, 12]
 
@@ -218,7 +218,7 @@ class TestCertificate:
     def test_exact_degree_rule_against_rationals(self, case):
         # Clenshaw-Curtis with N + 1 points is exact for the degree-N
         # integrand: the value agrees with exact arithmetic within its bound.
-        from skfedcp.calibrators._qq_coverage import (
+        from skfedcp.calibrators._qq._coverage import (
             _active_groups,
             _coverage_unequal_certified,
         )
@@ -236,7 +236,7 @@ class TestCertificate:
         assert abs(value - float(exact)) <= 1e-14
 
     def test_rule_is_exact_to_its_degree(self):
-        from skfedcp.calibrators._qq_coverage import _clenshaw_curtis01
+        from skfedcp.calibrators._qq._coverage import _clenshaw_curtis01
 
         t, w = _clenshaw_curtis01(20)
         assert (w > 0).all()

@@ -11,8 +11,9 @@ import warnings
 import numpy as np
 import pytest
 
-from skfedcp.calibrators import LDPLabelCalibrator, _ldp
-from skfedcp.calibrators._ldp import (
+from skfedcp.calibrators import LDPLabelCalibrator
+from skfedcp.calibrators._ldp import _label as _ldp
+from skfedcp.calibrators._ldp._label import (
     _BracketedCounts,
     _first_covering,
     _first_covering_unsorted,

@@ -11,15 +11,16 @@ moves the work, never the answer.
 import numpy as np
 import pytest
 
-from skfedcp.calibrators import _qq_coverage, _qq_selection
-from skfedcp.calibrators._qq_coverage import (
+from skfedcp.calibrators._qq import _coverage as _qq_coverage
+from skfedcp.calibrators._qq import _selection as _qq_selection
+from skfedcp.calibrators._qq._coverage import (
     _active_groups,
     _coverage_unequal_batch,
     _poisbin_cdf_tree,
     _poisbin_cdf_unequal,
     _poisbin_pmf_tree,
 )
-from skfedcp.calibrators._qq_selection import select_qq_ranks
+from skfedcp.calibrators._qq._selection import select_qq_ranks
 from skfedcp.utils._quantile import conformal_rank
 
 

@@ -22,7 +22,7 @@ from skfedcp.calibrators import (
     ldp_correction,
     ldp_sample_size,
 )
-from skfedcp.calibrators._ldp import _bisection_update, _debiased_coverage
+from skfedcp.calibrators._ldp._label import _bisection_update, _debiased_coverage
 from skfedcp.exceptions import (
     InfiniteThresholdWarning,
     InvalidMessageError,
@@ -635,7 +635,7 @@ class TestScoreProtocol:
                 new = super().server_update(state, messages)
                 if not new["done"]:  # ask the first group again
                     new = {**new, "groups": np.tile(new["groups"][0], (10, 1))}
-                    from skfedcp.calibrators._ldp_score import _pose_query
+                    from skfedcp.calibrators._ldp._score import _pose_query
 
                     new = _pose_query({**new, "round": new["round"]})
                 return new

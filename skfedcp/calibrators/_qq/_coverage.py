@@ -42,7 +42,7 @@ from numpy.typing import ArrayLike
 from scipy import fft as sp_fft
 from scipy import integrate, interpolate, special
 
-from ..utils._validation import check_alpha, check_int
+from ...utils._validation import check_alpha, check_int
 
 __all__ = [
     "qq_conditional_tail",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from skfedcp.calibrators import CentralCalibrator, QuantileOfQuantilesCalibrator
-from skfedcp.calibrators._order_statistics import (
+from skfedcp.calibrators._qq._order_statistics import (
     _banded_order_statistics,
     _rowwise_select,
     local_order_statistics,
@@ -281,7 +281,7 @@ def test_fit_rejects_non_finite_scores_once_checked_in_simulation(calibrator, la
 def test_sample_band_bounds_are_the_sample_order_statistics(dist, level):
     # The band's bounds are the k_lo-th and k_hi-th smallest of the strided
     # sample, whichever selection computes them (reference: a full sort).
-    from skfedcp.calibrators import _order_statistics as o
+    from skfedcp.calibrators._qq import _order_statistics as o
 
     rng = np.random.default_rng(zlib.crc32(f"{dist}{level}".encode()))
     n, m = 200_000, 200

@@ -9,15 +9,15 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._typing import SecureRandomStateLike
-from ..exceptions import SmallCalibrationSetWarning
-from ..utils._sklearn_compat import Interval, StrOptions
-from ..utils._validation import check_scores
-from ..utils._warnings import warn_user
-from ._base import BaseCalibrator, CoverageBounds
-from ._messages import Problem
+from ..._typing import SecureRandomStateLike
+from ...exceptions import SmallCalibrationSetWarning
+from ...utils._sklearn_compat import Interval, StrOptions
+from ...utils._validation import check_scores
+from ...utils._warnings import warn_user
+from .._base import BaseCalibrator, CoverageBounds
+from .._messages import Problem
 from ._order_statistics import local_order_statistics
-from ._qq_selection import select_qq_ranks
+from ._selection import select_qq_ranks
 
 __all__ = ["QuantileOfQuantilesCalibrator"]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from skfedcp.calibrators._qq_coverage import (
+from skfedcp.calibrators._qq._coverage import (
     _coverage_screen,
     _coverage_top_rank,
     qq_conditional_tail,
@@ -19,7 +19,7 @@ from skfedcp.calibrators._qq_coverage import (
     qq_coverage_unequal,
     qq_coverage_unequal_fraction,
 )
-from skfedcp.calibrators._qq_selection import QQSelection, select_qq_ranks
+from skfedcp.calibrators._qq._selection import QQSelection, select_qq_ranks
 from skfedcp.utils._quantile import conformal_quantile, order_statistic
 
 

@@ -14,10 +14,10 @@ from skfedcp.calibrators import (
     PrivateCentralCalibrator,
     PrivateQuantileOfQuantilesCalibrator,
     QuantileOfQuantilesCalibrator,
-    _private,
     get_calibrator,
     qq_coverage,
 )
+from skfedcp.calibrators._dp import _calibrators as _private
 from skfedcp.exceptions import (
     ClippedScoresWarning,
     InfiniteThresholdWarning,

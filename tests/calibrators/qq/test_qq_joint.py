@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from _qq_family import brute_force
 
-from skfedcp.calibrators._order_statistics import local_order_statistics
-from skfedcp.calibrators._qq_coverage import (
+from skfedcp.calibrators._qq._coverage import (
     qq_coverage_unequal,
     qq_coverage_unequal_fraction,
 )
-from skfedcp.calibrators._qq_selection import select_qq_ranks
+from skfedcp.calibrators._qq._order_statistics import local_order_statistics
+from skfedcp.calibrators._qq._selection import select_qq_ranks
 from skfedcp.federated import ClientPartition
 
 REFERENCE_SIZES = [5, 10, 20, 40, 15, 8, 30, 12]

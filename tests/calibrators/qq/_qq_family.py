@@ -3,7 +3,7 @@
 import math
 from fractions import Fraction
 
-from skfedcp.calibrators._qq_coverage import qq_coverage_unequal_fraction
+from skfedcp.calibrators._qq._coverage import qq_coverage_unequal_fraction
 
 
 def family(sizes, clip=False):

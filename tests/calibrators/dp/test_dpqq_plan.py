@@ -5,8 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator, _private
-from skfedcp.calibrators._qq_selection import select_qq_ranks
+from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator
+from skfedcp.calibrators._dp import _calibrators as _private
+from skfedcp.calibrators._qq._selection import select_qq_ranks
 from skfedcp.privacy import dp_qq_local_correction
 
 
@@ -251,7 +252,7 @@ def test_simulation_searches_the_plan_once_and_ignores_n_jobs(monkeypatch):
     ],
 )
 def test_batched_score_matches_the_quad_value(sizes, ranks, k):
-    from skfedcp.calibrators._qq_coverage import (
+    from skfedcp.calibrators._qq._coverage import (
         qq_coverage_unequal,
         qq_coverage_unequal_fraction,
     )
@@ -330,7 +331,7 @@ def test_min_shift_gain_bounds_the_score_increase(sizes, ranks, shift, k):
     # with gain <= E[min_j Beta(c, n_j + 1 - c)] (computed here by quad).
     from scipy import integrate, special
 
-    from skfedcp.calibrators._qq_coverage import qq_coverage_unequal
+    from skfedcp.calibrators._qq._coverage import qq_coverage_unequal
 
     counts = tuple(sorted((n, sizes.count(n)) for n in set(sizes)))
     gain = _private._min_shift_gain(counts, shift)
@@ -362,7 +363,7 @@ def test_riemann_brackets_contain_the_exact_coverage(sizes, ranks):
     # the exact M (rational arithmetic) and is narrow enough to prune.
     from collections import Counter
 
-    from skfedcp.calibrators._qq_coverage import qq_coverage_unequal_fraction
+    from skfedcp.calibrators._qq._coverage import qq_coverage_unequal_fraction
 
     groups = sorted(Counter(zip(sizes, ranks, strict=True)).items())
     lower, upper = _private._riemann_brackets(groups)

@@ -11,24 +11,24 @@ from typing import Any, Literal, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._typing import ClientIds, Messages, RandomStateLike, SecureRandomStateLike
-from ..exceptions import InfiniteThresholdWarning, InvalidMessageError
-from ..federated import ClientPartition
-from ..federated._partition import _group_order
-from ..privacy import binary_randomized_response, debias_fraction
-from ..privacy._ldp_analysis import _rr_constant, _score_correction
-from ..utils._random import check_seed_sequence, spawn_random_states
-from ..utils._sklearn_compat import Interval, StrOptions
-from ..utils._validation import check_alpha, check_scores
-from ..utils._warnings import warn_user
-from ._base import BaseCalibrator, CoverageBounds
-from ._ldp import (
+from ..._typing import ClientIds, Messages, RandomStateLike, SecureRandomStateLike
+from ...exceptions import InfiniteThresholdWarning, InvalidMessageError
+from ...federated import ClientPartition
+from ...federated._partition import _group_order
+from ...privacy import binary_randomized_response, debias_fraction
+from ...privacy._ldp_analysis import _rr_constant, _score_correction
+from ...utils._random import check_seed_sequence, spawn_random_states
+from ...utils._sklearn_compat import Interval, StrOptions
+from ...utils._validation import check_alpha, check_scores
+from ...utils._warnings import warn_user
+from .._base import BaseCalibrator, CoverageBounds
+from .._messages import check_client_labels, check_client_sizes
+from ._label import (
     _LDP_CONSTRAINTS,
     _bisection_update,
     _check_bounds,
     _LDPMixin,
 )
-from ._messages import check_client_labels, check_client_sizes
 
 __all__ = ["LDPScoreCalibrator", "LDPScoreStarCalibrator"]
 

@@ -1,0 +1,1 @@
+"""The central-DP and DP-QQ family: private thresholds and their public plans."""

@@ -1,0 +1,1 @@
+"""The local-DP family: randomized-response labels (LDP-L) and scores (LDP-S)."""

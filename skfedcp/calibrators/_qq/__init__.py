@@ -1,0 +1,1 @@
+"""The quantile-of-quantiles family: order statistics, exact coverage, ranks."""
