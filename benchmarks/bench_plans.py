@@ -1,0 +1,247 @@
+"""Cold cost of every public plan, and of a grid search that pays the plan per fold.
+
+A plan is the public, data-free choice of ranks, levels, bins and gamma that a
+fit computes from the client sizes before any score is read. It is cached per
+(sizes, alpha) inside a process, so a user meets it cold on every new
+federation, fold or group. Each cell here runs in a fresh Python process
+(imports done before the clock starts, no cache warm) and times one call of
+the calibrator's ``plan(sizes, alpha)``; a cell still running after
+``--budget`` seconds is stopped and reported as ``> budget``.
+
+Sizes are drawn uniformly from the stated range with a fixed seed per cell.
+
+The grid-search line: ``GridSearchCV`` over 3 values of ``alpha`` x 5 folds
+(``GroupKFold`` on the clients) of ``FedConformalRegressor`` around a frozen
+ridge model, 100 clients of 10-1,000 rows, ``qq`` beside ``central`` in the
+same run (best of ``--repeat`` runs each, every run in a fresh process).
+
+Run: ``python benchmarks/bench_plans.py [--quick] [--budget SECONDS]``.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import _common
+
+HERE = Path(__file__).resolve().parent
+ALPHA = 0.1
+
+#: (label, calibrator alias, parameters, clients, size range, extra sizes)
+CELLS = [
+    ("QQ A.1 (fixed)", "qq", {"local_rank": "fixed"}, 10, (10, 1000), ()),
+    ("QQ A.1 (fixed)", "qq", {"local_rank": "fixed"}, 100, (10, 1000), ()),
+    ("QQ A.1 (fixed)", "qq", {"local_rank": "fixed"}, 1000, (10, 1000), ()),
+    ("QQ auto", "qq", {"local_rank": "auto"}, 10, (10, 1000), ()),
+    ("QQ auto", "qq", {"local_rank": "auto"}, 100, (10, 1000), ()),
+    ("QQ auto", "qq", {"local_rank": "auto"}, 1000, (10, 1000), ()),
+    (
+        "QQ A.1, 7 x 10^3 + one 10^12",
+        "qq",
+        {"local_rank": "fixed"},
+        7,
+        (1000, 1000),
+        (10**12,),
+    ),
+    (
+        "QQ A.1, 7 x 10^3 + one 10^3",
+        "qq",
+        {"local_rank": "fixed"},
+        7,
+        (1000, 1000),
+        (10**3,),
+    ),
+    ("dp-qq paper", "dp-qq", {"epsilon": 1.0}, 8, (20, 400), ()),
+    ("dp-qq paper", "dp-qq", {"epsilon": 1.0}, 40, (20, 400), ()),
+    ("dp-qq paper", "dp-qq", {"epsilon": 1.0}, 100, (10, 1000), ()),
+    ("dp-qq paper", "dp-qq", {"epsilon": 1.0}, 1000, (10, 1000), ()),
+    (
+        "dp-qq tight, quantile",
+        "dp-qq",
+        {"epsilon": 1.0, "rule": "tight"},
+        8,
+        (20, 400),
+        (),
+    ),
+    (
+        "dp-qq tight, quantile",
+        "dp-qq",
+        {"epsilon": 1.0, "rule": "tight"},
+        40,
+        (20, 400),
+        (),
+    ),
+    (
+        "dp-qq tight, rank",
+        "dp-qq",
+        {"epsilon": 1.0, "rule": "tight", "utility": "rank"},
+        8,
+        (20, 400),
+        (),
+    ),
+    (
+        "dp-qq tight, rank",
+        "dp-qq",
+        {"epsilon": 1.0, "rule": "tight", "utility": "rank"},
+        40,
+        (20, 400),
+        (),
+    ),
+    (
+        "dp-qq tight, rank, eps=5",
+        "dp-qq",
+        {"epsilon": 5.0, "rule": "tight", "utility": "rank"},
+        10,
+        (132, 345),
+        (),
+    ),
+    ("dp-central paper", "dp-central", {"epsilon": 1.0}, 100, (10, 1000), ()),
+    (
+        "dp-central tight",
+        "dp-central",
+        {"epsilon": 1.0, "rule": "tight"},
+        100,
+        (10, 1000),
+        (),
+    ),
+]
+QUICK = {0, 1, 3, 6, 7, 8, 12, 14, 17, 18}
+
+
+def _sizes(n_clients, size_range, extra, seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    low, high = size_range
+    sizes = rng.integers(low, high + 1, size=n_clients).tolist()
+    return np.asarray(sizes + list(extra), dtype=np.int64)
+
+
+def run_cell(spec):
+    """In the child: build the calibrator, time one cold ``plan`` call."""
+    import time
+    import warnings
+
+    from skfedcp.calibrators import get_calibrator
+
+    sizes = _sizes(spec["clients"], spec["range"], spec["extra"], spec["seed"])
+    calibrator = get_calibrator(spec["alias"]).set_params(**spec["params"])
+    if spec["alias"].startswith("dp-"):
+        calibrator.set_params(score_bounds=(0.0, 1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        try:
+            calibrator.plan(sizes, ALPHA)
+            outcome = "planned"
+        except Exception as exc:  # a refusal is a result here
+            outcome = f"refused: {type(exc).__name__}"
+        took = time.perf_counter() - start
+    return {"seconds": took, "outcome": outcome}
+
+
+def run_grid(spec):
+    """In the child: one GridSearchCV over alpha, 5 client folds."""
+    import time
+    import warnings
+
+    import numpy as np
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import GridSearchCV, GroupKFold
+
+    from skfedcp import FedConformalRegressor
+
+    sizes = _sizes(100, (10, 1000), (), 0)
+    rng = np.random.default_rng(1)
+    n = int(sizes.sum())
+    X = rng.normal(size=(n, 5))
+    y = X @ rng.normal(size=5) + rng.normal(size=n)
+    ids = np.repeat(np.arange(sizes.size), sizes)
+    model = FrozenEstimator(Ridge().fit(X, y))
+    grid = GridSearchCV(
+        FedConformalRegressor(model, calibrator=spec["calibrator"]),
+        {"alpha": [0.05, 0.1, 0.2]},
+        cv=GroupKFold(n_splits=5),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        grid.fit(X, y, client_ids=ids, groups=ids)
+        took = time.perf_counter() - start
+    return {"seconds": took, "outcome": "fitted"}
+
+
+def _child(kind, spec, budget):
+    """Run one measurement in a fresh interpreter; None if over budget."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), f"--{kind}", json.dumps(spec)]
+    try:
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=budget, check=True, cwd=HERE
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few cells only")
+    parser.add_argument("--budget", type=float, default=60.0, help="seconds per cell")
+    parser.add_argument("--repeat", type=int, default=3, help="grid-search runs each")
+    parser.add_argument("--cell", help=argparse.SUPPRESS)
+    parser.add_argument("--grid", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.cell:
+        print(json.dumps(run_cell(json.loads(args.cell))))
+        return
+    if args.grid:
+        print(json.dumps(run_grid(json.loads(args.grid))))
+        return
+
+    rows = []
+    print(f"{'plan':34s} {'clients':>8s} {'sizes':>12s} {'time':>10s}  outcome")
+    for index, (label, alias, params, clients, size_range, extra) in enumerate(CELLS):
+        if args.quick and index not in QUICK:
+            continue
+        spec = {
+            "alias": alias,
+            "params": params,
+            "clients": clients,
+            "range": size_range,
+            "extra": list(extra),
+            "seed": index,
+        }
+        result = _child("cell", spec, args.budget)
+        shown = (
+            f"> {args.budget:.0f} s" if result is None else f"{result['seconds']:.3f} s"
+        )
+        outcome = "over budget" if result is None else result["outcome"]
+        m = clients + len(extra)
+        span = f"{size_range[0]}-{size_range[1]}"
+        print(f"{label:34s} {m:8d} {span:>12s} {shown:>10s}  {outcome}")
+        rows.append({**spec, "label": label, "result": result})
+
+    grid = {}
+    if not args.quick:
+        for calibrator in ("central", "qq"):
+            runs = [
+                _child("grid", {"calibrator": calibrator}, 20 * args.budget)
+                for _ in range(args.repeat)
+            ]
+            done = [r["seconds"] for r in runs if r is not None]
+            grid[calibrator] = min(done) if done else float("inf")
+        ratio = grid["qq"] / grid["central"]
+        print(
+            f"\nGridSearchCV, 3 alphas x 5 folds, 100 clients of 10-1,000 rows: "
+            f"central {grid['central']:.2f} s, qq {grid['qq']:.2f} s, "
+            f"ratio {ratio:.2f}x (target <= 1.5x)"
+        )
+    path = _common.save_record("bench_plans", {"cells": rows, "grid_search": grid})
+    print(f"record: {path}")
+
+
+if __name__ == "__main__":
+    main()
