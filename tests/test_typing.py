@@ -130,7 +130,7 @@ def test_the_walk_finds_the_public_api():
     names = {n for n, _ in CALLABLES}
     # One function, one constructor, one inherited method, one classmethod.
     for expected in (
-        "skfedcp.metrics.coverage_score",
+        "skfedcp.metrics._intervals.coverage_score",
         "skfedcp.plotting._interval.IntervalDisplay.__init__",
         "skfedcp.calibrators._ldp._label.LDPLabelCalibrator.plan",
         "skfedcp.plotting._client_coverage.ClientCoverageDisplay.from_estimator",

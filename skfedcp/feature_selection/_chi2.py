@@ -15,13 +15,10 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 
 from .._typing import ClientIds, MatrixLike, SklearnRandomState
 from ..exceptions import SingleClientWarning
+from ..federated._fixed_point import fixed_point_decode, fixed_point_encode
+from ..federated._masked_sum import _masked_sum_simulation
 from ..federated._partition import ClientPartition
-from ..federated._secure_aggregation import (
-    _circulant_graph,
-    _masked_sum_simulation,
-    fixed_point_decode,
-    fixed_point_encode,
-)
+from ..federated._secure_aggregation import _circulant_graph
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ..utils._warnings import warn_user
 from ._protocol import (

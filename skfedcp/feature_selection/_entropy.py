@@ -10,13 +10,10 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from .._typing import ClientIds, SklearnRandomState
+from ..federated._fixed_point import fixed_point_decode, fixed_point_encode
+from ..federated._masked_sum import _masked_sum_simulation
 from ..federated._partition import ClientPartition
-from ..federated._secure_aggregation import (
-    _circulant_graph,
-    _masked_sum_simulation,
-    fixed_point_decode,
-    fixed_point_encode,
-)
+from ..federated._secure_aggregation import _circulant_graph
 from ._chi2 import FedChi2Selector
 from ._sketch import (
     _check_positive_int,

@@ -26,7 +26,7 @@ from scipy import special
 
 from .._typing import MatrixLike
 from ..exceptions import InvalidMessageError
-from ..federated._secure_aggregation import fixed_point_plan
+from ..federated._fixed_point import fixed_point_plan
 from ._sketch import (
     _check_positive_int,
     _check_seed,

@@ -3,13 +3,15 @@
 The Flower adapter lives in :mod:`skfedcp.flower`.
 """
 
-from ._partition import ClientPartition, split_by_client
-from ._secure_aggregation import (
+from ._fixed_point import (
     FixedPointPlan,
-    MaskingSetup,
     fixed_point_decode,
     fixed_point_encode,
     fixed_point_plan,
+)
+from ._partition import ClientPartition, split_by_client
+from ._secure_aggregation import (
+    MaskingSetup,
     make_masking_setup,
     mask_input,
     secure_aggregation_graph,

@@ -36,7 +36,8 @@ from ._app import (
     run_chi2_selection,
     save_result,
 )
-from ._protocol import model_fingerprint, node_random_state, simulation_seeds
+from ._fingerprint import model_fingerprint
+from ._protocol import node_random_state, simulation_seeds
 from ._server import DeploymentReport, RoundRecord
 
 __all__ = [

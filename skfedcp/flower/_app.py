@@ -18,17 +18,11 @@ from .._typing import ConformityScoreLike, SecureRandomStateLike
 from ..calibrators import BaseCalibrator, get_calibrator
 from ..feature_selection import FedChi2Selector
 from ..utils._validation import check_alpha
-from ._protocol import (
-    NodeConfig,
-    _alias_of,
-    handle_request,
-    model_fingerprint,
-    simulation_seeds,
-)
+from ._fingerprint import model_fingerprint
+from ._protocol import NodeConfig, _alias_of, handle_request
 from ._server import (
     DeploymentReport,
     NodeFailure,
-    RoundRecord,
     ServerSession,
     calibrate_nodes,
     select_chi2_nodes,
@@ -41,16 +35,12 @@ if TYPE_CHECKING:  # flwr is an optional extra, imported inside the functions
 
 __all__ = [
     "MESSAGE_TYPE",
-    "DeploymentReport",
     "DeploymentResult",
-    "RoundRecord",
     "make_client_app",
     "make_server_app",
-    "model_fingerprint",
     "run_calibration",
     "run_chi2_selection",
     "save_result",
-    "simulation_seeds",
 ]
 
 #: Flower message type of every skfedcp query (``@app.query("skfedcp")``).
@@ -280,7 +270,7 @@ def make_client_app(
     if load_data is None:
         raise TypeError("load_data must be callable; got None.")
     if load_model is not None:
-        from ._protocol import resolve_node_score
+        from ._fingerprint import resolve_node_score
 
         resolve_node_score(conformity_score)  # fail early on a bad score
     config = NodeConfig(
@@ -474,11 +464,10 @@ def run_chi2_selection(
 
     Examples
     --------
-    >>> import pytest; _ = pytest.importorskip("flwr")
-    >>> from flwr.serverapp import ServerApp
-    >>> app = ServerApp()
-    >>> @app.main()
-    ... def main(grid, context):
+    The main function of a ``ServerApp``, registered as in
+    :func:`run_calibration`'s example:
+
+    >>> def main(grid, context):
     ...     selector, report = run_chi2_selection(grid, FedChi2Selector(k=5))
     ...     print(selector.get_support(indices=True))
     """

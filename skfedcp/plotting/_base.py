@@ -9,7 +9,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.pipeline import Pipeline
 
-from ..metrics import _check_intervals, _check_sets, _final_step
+from ..metrics._intervals import _check_intervals
+from ..metrics._scorers import _final_step
+from ..metrics._sets import _check_sets
 
 if TYPE_CHECKING:  # matplotlib is imported only when drawing
     from matplotlib.axes import Axes

@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 
 from ..federated import ClientPartition
-from ..metrics import _check_intervals
+from ..metrics._intervals import _check_intervals
 from ._base import (
     check_matplotlib,
     estimator_name,

@@ -8,7 +8,12 @@ import pandas as pd
 import pytest
 
 from skfedcp.datasets import (
-    _base,
+    _bikeshare,
+    _caravan,
+    _concrete,
+    _fashion_mnist,
+    _randhie,
+    _star,
     load_bikeshare,
     load_caravan,
     load_concrete,
@@ -26,12 +31,12 @@ TABLES = {
     "caravan": (load_caravan, 5822, 85, 10),
 }
 CACHED = [
-    _base._bikeshare_table,
-    _base._randhie_table,
-    _base._star_table,
-    _base._concrete_table,
-    _base._caravan_table,
-    _base._fashion_mnist_arrays,
+    _bikeshare._bikeshare_table,
+    _randhie._randhie_table,
+    _star._star_table,
+    _concrete._concrete_table,
+    _caravan._caravan_table,
+    _fashion_mnist._fashion_mnist_arrays,
 ]
 
 
@@ -262,7 +267,7 @@ class TestFashionMNIST:
         self, tmp_path, monkeypatch, fresh_cache
     ):
         monkeypatch.delenv("SKFEDCP_FASHION_MNIST_DIR", raising=False)
-        monkeypatch.setattr(_base, "_FASHION_MNIST_DIRS", (str(tmp_path),))
+        monkeypatch.setattr(_fashion_mnist, "_FASHION_MNIST_DIRS", (str(tmp_path),))
         with pytest.raises(
             FileNotFoundError, match="apt-get install -y dataset-fashion-mnist"
         ):
@@ -270,18 +275,18 @@ class TestFashionMNIST:
 
     @pytest.mark.skipif(
         not all(
-            (_base.Path(_base._FASHION_MNIST_DIRS[0]) / f).is_file()
-            for f in _base._fashion_mnist_files()
+            (_fashion_mnist.Path(_fashion_mnist._FASHION_MNIST_DIRS[0]) / f).is_file()
+            for f in _fashion_mnist._fashion_mnist_files()
         ),
         reason="Debian package dataset-fashion-mnist is not installed",
     )
     def test_debian_package(self, monkeypatch):
         monkeypatch.delenv("SKFEDCP_FASHION_MNIST_DIR", raising=False)
-        _base._fashion_mnist_arrays.cache_clear()
+        _fashion_mnist._fashion_mnist_arrays.cache_clear()
         X, y, _ = load_fashion_mnist(n_samples=2000, random_state=0, return_X_y=True)
         assert X.shape == (2000, 784)
         np.testing.assert_array_equal(np.bincount(y), np.full(10, 200))
-        images, labels = _base._fashion_mnist_arrays()
+        images, labels = _fashion_mnist._fashion_mnist_arrays()
         assert images.shape == (70000, 784)
         np.testing.assert_array_equal(np.bincount(labels), np.full(10, 7000))
-        _base._fashion_mnist_arrays.cache_clear()  # free 55 MB
+        _fashion_mnist._fashion_mnist_arrays.cache_clear()  # free 55 MB

@@ -29,7 +29,7 @@ from skfedcp.federated import (
     secure_sum,
     unmask_sum,
 )
-from skfedcp.federated._secure_aggregation import fixed_point_plan
+from skfedcp.federated._fixed_point import fixed_point_plan
 
 RNG = np.random.default_rng(0)
 N = 60

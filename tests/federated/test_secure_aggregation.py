@@ -19,13 +19,13 @@ from skfedcp.federated import (
     secure_sum,
     unmask_sum,
 )
-from skfedcp.federated._secure_aggregation import (
-    _circulant_graph,
+from skfedcp.federated._fixed_point import fixed_point_plan
+from skfedcp.federated._masked_sum import (
     _circulant_masked_sum,
     _masked_sum_simulation,
     _sum_rows,
-    fixed_point_plan,
 )
+from skfedcp.federated._secure_aggregation import _circulant_graph
 
 
 def _ring_sum(rows):
