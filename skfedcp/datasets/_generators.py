@@ -17,7 +17,7 @@ __all__ = ["make_federated_regression", "make_romano_regression"]
 def _check_nonneg_real(value, name):
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a non-negative float; got {value!r}.")
-    if not np.isfinite(value) or value < 0:
+    if not np.isfinite(np.asarray(value)) or value < 0:
         raise ValueError(f"{name} must be a finite float >= 0; got {value!r}.")
     return float(value)
 
@@ -93,7 +93,7 @@ def make_federated_regression(
     noise = _check_nonneg_real(noise, "noise")
     heterogeneity = _check_nonneg_real(heterogeneity, "heterogeneity")
     if np.ndim(n_per_client) == 0:
-        sizes = np.full(n_clients, check_int(n_per_client, "n_per_client", low=1))
+        sizes = np.full(n_clients, check_int(n_per_client, "n_per_client", low=1))  # type: ignore[arg-type]  # check_int checks any scalar
     else:
         sizes = np.asarray(n_per_client)
         if sizes.shape != (n_clients,):

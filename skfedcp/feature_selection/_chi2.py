@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from numbers import Integral, Real
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -283,8 +283,11 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         self : FedChi2Selector
             Fitted selector.
         """
-        X, y = validate_data(
-            self, X, y, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32]
+        X, y = cast(  # validate_data is untyped; scipy's sparse types are Any
+            "tuple[NDArray[np.floating] | sp.spmatrix | sp.sparray, NDArray[Any]]",
+            validate_data(
+                self, X, y, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32]
+            ),
         )
         check_non_negative(X, f"{type(self).__name__} (X)")
         check_classification_targets(y)

@@ -383,7 +383,7 @@ def chi2_client_marginals(
     return np.concatenate([counts, table.sum(axis=0)])
 
 
-def _message_array(value, *, field, client=None, ndim=1):
+def _message_array(value, *, field, client=None, ndim=1) -> NDArray[np.float64]:
     """A received vector as float64, or InvalidMessageError naming the field."""
     who = "the secure sum" if client is None else f"client {client!r}"
     try:

@@ -23,7 +23,7 @@ _CHI2_1_MEDIAN = float(stats.chi2.ppf(0.5, 1))
 def _check_seed(seed):
     if isinstance(seed, bool) or not isinstance(seed, Integral):
         raise TypeError(f"seed must be an int in [0, 2**128); got {seed!r}.")
-    if not 0 <= seed < _SEED_MAX:
+    if not 0 <= int(seed) < _SEED_MAX:
         raise ValueError(f"seed must be in [0, 2**128); got {seed}.")
     return int(seed)
 

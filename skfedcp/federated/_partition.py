@@ -58,7 +58,7 @@ class ClientPartition:
 
     def __init__(self, client_ids: ClientIds, n_samples: int | None = None) -> None:
         if n_samples is None:
-            n_samples = 1 if client_ids is None else len(client_ids)
+            n_samples = 1 if client_ids is None else len(client_ids)  # type: ignore[arg-type]  # a scalar raises TypeError here
         ids = (
             np.zeros(1, dtype=np.intp)  # only its label is read (see below)
             if client_ids is None
@@ -66,7 +66,7 @@ class ClientPartition:
         )
         if n_samples == 0 or ids.shape[0] == 0:
             raise ValueError("client_ids is empty: there are no calibration rows.")
-        self._order = None  # the grouping permutation, built on first use
+        self._order: NDArray[np.intp] | None = None  # grouping permutation (lazy)
         if client_ids is None or (ids.strides == (0,) and ids.dtype.kind in "iu"):
             # One client (None, or one label broadcast over the rows): no
             # pass over the labels, and no n zeros allocated and read.
@@ -164,6 +164,7 @@ def _factorize(ids):
     sparse integers) go through ``pandas.factorize``.
     """
     n = ids.shape[0]
+    base: int | NDArray[np.intp]  # 0, or the smallest label as a 0-d intp array
     if ids.dtype.kind in "iu":
         hi = int(ids.max())
         counts = None

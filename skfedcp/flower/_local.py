@@ -354,7 +354,7 @@ class LoopbackDeployment:
 
     def _descendants(self):
         """Live pids descending from the processes started here (Linux /proc)."""
-        children = {}
+        children: dict[int, list[int]] = {}
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
                 fields = stat.read_text().rsplit(")", 1)[1].split()

@@ -232,7 +232,7 @@ class ServerSession:
         ok, failed = self.query("hello", dict.fromkeys(self.node_ids, request))
         for node, reason in failed.items():
             self.exclude(node, reason)
-        seen = {}
+        seen: dict[object, int] = {}
         for node, reply in ok.items():
             label = reply.get("label")
             if label in seen:
@@ -540,7 +540,7 @@ def _calibrate_interactive(
         try:
             new_state = calibrator.server_update(state, messages)
         except InvalidMessageError as exc:
-            if exc.client is None:
+            if not isinstance(exc.client, Integral):
                 raise
             node = nodes[int(exc.client)]
             session.exclude(node, f"it sent an invalid message ({exc})", invalid=True)

@@ -50,7 +50,7 @@ def _check_predictions(predictions: ArrayLike, name: str) -> NDArray[np.float64]
 
 
 def _check_level(value, name):
-    if not isinstance(value, Real) or not 0 < value < 1:
+    if not isinstance(value, Real) or not 0 < float(value) < 1:
         raise ValueError(f"{name} must be a float in (0, 1); got {value!r}.")
     return float(value)
 

@@ -1,5 +1,7 @@
 """The only module of skfedcp that imports private scikit-learn names."""
 
+from typing import ClassVar
+
 from sklearn.base import _fit_context
 from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import (
@@ -35,10 +37,13 @@ class ParamNamesCacheMixin:
     ``BaseEstimator`` in the bases.
     """
 
+    _param_names_cache: ClassVar[tuple[str, ...]]  # set per class on first call
+
     @classmethod
     def _get_param_names(cls):
         names = cls.__dict__.get("_param_names_cache")
         if names is None:
-            names = tuple(super()._get_param_names())
+            # A mixin: BaseEstimator, after it in the MRO, defines the method.
+            names = tuple(super()._get_param_names())  # type: ignore[misc]
             cls._param_names_cache = names
         return list(names)
