@@ -289,7 +289,15 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
                 self, X, y, accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32]
             ),
         )
-        check_non_negative(X, f"{type(self).__name__} (X)")
+        try:
+            check_non_negative(X, f"{type(self).__name__} (X)")
+        except ValueError as exc:
+            raise ValueError(
+                f"{exc} The chi-square statistic needs counts or other "
+                "non-negative features: scale with MinMaxScaler (or "
+                "MaxAbsScaler on non-negative data) instead of StandardScaler "
+                "before FedChi2Selector, or one-hot encode categories."
+            ) from exc
         check_classification_targets(y)
         if self.k != "all" and self.k > X.shape[1]:
             warn_user(

@@ -415,6 +415,15 @@ class TestBadInput:
         with pytest.raises(ValueError, match="Negative values"):
             FedChi2Selector().fit(-X, y)
 
+    def test_standard_scaler_in_front_names_a_non_negative_scaling(self, counts):
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        X, y, _ = counts
+        pipe = make_pipeline(StandardScaler(), FedChi2Selector(k=2))
+        with pytest.raises(ValueError, match="Negative values.*MinMaxScaler"):
+            pipe.fit(X.astype(float), y)
+
     def test_single_class_warns_and_gives_nan(self, counts):
         X, y, _ = counts
         with pytest.warns(UserWarning, match="single class"):
