@@ -13,13 +13,20 @@ export MKL_NUM_THREADS := 1
 	docs docs-noplot bench clean
 
 help:
-	@echo "make demo      run the main job (federated calibration on a real table)"
-	@echo "make test      run the fast test suite"
-	@echo "make test-slow run the statistical (Monte Carlo) tests"
-	@echo "make test-all  run every test"
-	@echo "make lint      ruff check"
-	@echo "make docs      build the Sphinx documentation offline"
-	@echo "make bench     run the benchmark scripts at their small default sizes"
+	@echo "make demo         run the main job (federated calibration on a real table)"
+	@echo "make test         run the fast test suite"
+	@echo "make install      create .venv and install skfedcp with the dev extras"
+	@echo "make test-slow    run the statistical (Monte Carlo) tests"
+	@echo "make test-all     run every test (fast and slow)"
+	@echo "make test-flower  run the Flower adapter tests and a real deployment on 127.0.0.1"
+	@echo "make lint         ruff check"
+	@echo "make format       ruff format (rewrites files)"
+	@echo "make coverage     run the fast tests with a line-coverage report"
+	@echo "make docs         build the Sphinx documentation offline, gallery included"
+	@echo "make docs-noplot  build the documentation without running the gallery"
+	@echo "make bench        run the benchmark scripts at their small default sizes"
+	@echo "make clean        remove .venv, build files and caches"
+	@echo "make help         show this list"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

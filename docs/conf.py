@@ -33,5 +33,11 @@ sphinx_gallery_conf = {
     "gallery_dirs": ["auto_examples"],
     "filename_pattern": r"/plot_",
     "ignore_pattern": r"flower",
+    # Quickstart first (the default order is alphabetical).
+    "subsection_order": [
+        "../examples/quickstart",
+        "../examples/advanced",
+        "../examples/papers",
+    ],
     "download_all_examples": False,
 }

