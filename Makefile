@@ -9,7 +9,7 @@ export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
 export MKL_NUM_THREADS := 1
 
-.PHONY: help install demo test test-slow test-all test-flower lint format coverage \
+.PHONY: help install demo test test-slow test-all test-flower lint typecheck format coverage \
 	docs docs-noplot bench clean
 
 help:
@@ -20,6 +20,7 @@ help:
 	@echo "make test-all     run every test (fast and slow)"
 	@echo "make test-flower  run the Flower adapter tests and a real deployment on 127.0.0.1"
 	@echo "make lint         ruff check"
+	@echo "make typecheck    mypy on the package (configuration in pyproject.toml)"
 	@echo "make format       ruff format (rewrites files)"
 	@echo "make coverage     run the fast tests with a line-coverage report"
 	@echo "make docs         build the Sphinx documentation offline, gallery included"
@@ -65,6 +66,10 @@ test-all: $(VENV)/.installed-dev
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check skfedcp tests examples benchmarks
+
+# The package ships py.typed: its hints must hold (pyproject.toml [tool.mypy]).
+typecheck: $(VENV)/.installed-dev
+	$(BIN)/mypy
 
 format: $(VENV)/.installed-dev
 	$(BIN)/ruff format skfedcp tests examples benchmarks
