@@ -19,6 +19,7 @@ from ..federated._fixed_point import fixed_point_decode, fixed_point_encode
 from ..federated._masked_sum import _masked_sum_simulation
 from ..federated._partition import ClientPartition
 from ..federated._secure_aggregation import _circulant_graph
+from ..utils._atomic import atomic_fit
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ..utils._warnings import warn_user
 from ._protocol import (
@@ -263,6 +264,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @atomic_fit
     def fit(
         self, X: MatrixLike, y: ArrayLike, client_ids: ClientIds = None
     ) -> FedChi2Selector:
@@ -319,8 +321,8 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         )
         ell = self._resolve_n_projections()
         part = ClientPartition(client_ids, X.shape[0])
-        for stale in ("sketch_", "feature_totals_", "level_counts_", "categories_"):
-            self.__dict__.pop(stale, None)  # a refit starts from scratch
+        # A refit starts from scratch: atomic_fit runs this on a shadow without
+        # the previous fit's attributes and installs the new ones at the end.
         # A1: the clients' shared projection seed (uniform on [0, 2**128); the
         # sum-of-shares exchange leaves it uniform and is not simulated) and
         # the simulation's own stream (masks, dropout). Both stay local to
