@@ -24,6 +24,7 @@ from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ..utils._warnings import warn_user
 from ._protocol import (
     _blocks,
+    _check_user_frac_bits,
     _class_counts,
     _client_tables,
     _dof,
@@ -509,7 +510,7 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
         if self.frac_bits is None:
             bits = _frac_bits(marginals)
         else:
-            bits = np.full(n_feat, self.frac_bits, dtype=np.int64)
+            bits = _check_user_frac_bits(self.frac_bits, marginals)
         offsets = _offsets(n_feat, marginals.n_levels)
         n_surv = survivors.shape[0]
         budget = max(1, _ROUND2_ENTRIES // n_surv)

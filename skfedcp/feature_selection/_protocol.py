@@ -206,10 +206,13 @@ def _project_block(proj, u_rows):
     return np.matmul(proj, u)[..., 0]
 
 
-def _frac_bits(marginals):
-    # A3: f = clip(62 - ceil(log2(8 sqrt(2 max(B, 1)))), 8, 52) from a public
-    # upper bound B on each statistic, so the aggregate overflows only on an
-    # 8-sigma event.
+def _headroom_bits(marginals):
+    """The most fractional bits per feature with the 8-sigma headroom (A3).
+
+    ``62 - ceil(log2(8 sqrt(2 max(B, 1))))`` from a public upper bound ``B``
+    on each statistic, so the aggregate overflows only on an 8-sigma event.
+    Raises if a feature has no headroom at all.
+    """
     counts = marginals.class_counts
     present = counts[counts > 0]
     n_total = counts.sum()
@@ -231,9 +234,29 @@ def _frac_bits(marginals):
             "64-bit ring of the secure sum without risk of wrapping around; "
             "rescale X (the statistic scales with it)."
         )
+    return bits, bound
+
+
+def _frac_bits(marginals):
+    # A3: f = clip(62 - ceil(log2(8 sqrt(2 max(B, 1)))), 8, 52).
+    bits, _ = _headroom_bits(marginals)
     # At least 8 fractional bits when that leaves the 8-sigma headroom; fewer
     # (never a wrap-around) for statistics too large for 8.
     return np.clip(bits, np.minimum(bits, 8), 52).astype(np.int64)
+
+
+def _check_user_frac_bits(frac_bits, marginals):
+    """Refuse a user's ``frac_bits`` that lets a round-two sum wrap around."""
+    bits, bound = _headroom_bits(marginals)
+    if bits.size and frac_bits > bits.min():
+        j = int(np.argmin(bits))
+        raise ValueError(
+            f"frac_bits={frac_bits} lets the round-two secure sum of feature {j} "
+            f"wrap around the 64-bit ring (its statistic may reach {bound[j]:.3g} "
+            "by the public marginals); use frac_bits <= "
+            f"{int(bits.min())}, or None to choose the bits per feature."
+        )
+    return np.full(bits.shape[0], frac_bits, dtype=np.int64)
 
 
 def _dof(marginals):

@@ -80,6 +80,14 @@ CASES = [
         "X: the per-client sums of X reach",
     ),
     ("frac_bits_too_fine", _fine_bits, ValueError, "frac_bits=40 is too fine"),
+    # Integer X: round one is exact, but 58 fractional bits leave the round-two
+    # sketch sums no headroom in the 64-bit ring (they wrapped silently).
+    (
+        "frac_bits_wrap_round_two",
+        lambda: _fit(frac_bits=58),
+        ValueError,
+        r"frac_bits=58 lets the round-two secure sum of feature \d+ wrap",
+    ),
     (
         "client_ids_wrong_length",
         lambda: _fit(client_ids=IDS[:-1]),
