@@ -12,16 +12,16 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.utils.validation import has_fit_parameter
 
-from ._typing import ClientIds, MatrixLike, SecureRandomStateLike
-from .base import (
+from .._typing import ClientIds, MatrixLike, SecureRandomStateLike
+from ..base import (
     REGRESSION_CALIBRATORS,
     BaseFedConformal,
     input_tags,
     is_prefit,
 )
-from .calibrators import BaseCalibrator
-from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
-from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
+from ..calibrators import BaseCalibrator
+from ..scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
+from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 
 __all__ = ["FedConformalRegressor"]
 

@@ -15,19 +15,19 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 from sklearn.utils import assert_all_finite
 
-from ._typing import ClientIds, MatrixLike, SecureRandomStateLike
-from .base import (
+from .._typing import ClientIds, MatrixLike, SecureRandomStateLike
+from ..base import (
     _MODEL,
     REGRESSION_CALIBRATORS,
     BaseFedConformal,
     input_tags,
     is_prefit,
 )
-from .calibrators import BaseCalibrator
-from .exceptions import CrossingQuantilesWarning
-from .scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
-from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
-from .utils._warnings import warn_user
+from ..calibrators import BaseCalibrator
+from ..exceptions import CrossingQuantilesWarning
+from ..scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
+from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
+from ..utils._warnings import warn_user
 
 __all__ = ["FedCQRRegressor"]
 
