@@ -12,7 +12,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.multiclass import check_classification_targets
 
 from ._typing import MatrixLike, RandomStateLike, SecureRandomStateLike
-from .base import _SCORE, BaseFedConformal
+from .base import BaseFedConformal
+from .base._streams import _SCORE
 from .calibrators import BaseCalibrator, get_calibrator
 from .scores import (
     CLASSIFICATION_SCORES,

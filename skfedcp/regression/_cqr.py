@@ -15,7 +15,8 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils import assert_all_finite
 
 from .._typing import MatrixLike, SecureRandomStateLike
-from ..base import _MODEL, BaseFedConformal, ConformalIntervalMixin
+from ..base import BaseFedConformal, ConformalIntervalMixin
+from ..base._streams import _MODEL
 from ..calibrators import BaseCalibrator
 from ..exceptions import CrossingQuantilesWarning
 from ..scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score

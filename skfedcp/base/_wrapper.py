@@ -1,11 +1,10 @@
-"""Shared machinery of the conformal wrappers: frozen models, splits, calibrators."""
+"""BaseFedConformal: the one fit / predict skeleton of the conformal wrappers."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from numbers import Integral, Real
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -13,123 +12,45 @@ from sklearn import config_context
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.utils import InputTags, assert_all_finite, get_tags
+from sklearn.utils import InputTags, get_tags
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
-from ._typing import ClientIds, MatrixLike, SecureRandomStateLike
-from .calibrators import (
+from .._typing import ClientIds, MatrixLike
+from ..calibrators import (
     CALIBRATORS,
     CLASSIFICATION_ONLY,
     BaseCalibrator,
     get_calibrator,
 )
-from .exceptions import PrefitEstimatorWarning, PrivacyLeakWarning, SingleClientWarning
-from .federated import ClientPartition
-from .utils._random import SECURE, check_seed_sequence
-from .utils._sklearn_compat import (
+from ..exceptions import PrefitEstimatorWarning, PrivacyLeakWarning, SingleClientWarning
+from ..federated import ClientPartition
+from ..utils._random import SECURE
+from ..utils._sklearn_compat import (
     Interval,
     ParamNamesCacheMixin,
     StrOptions,
-    _check_feature_names,
     _check_n_features,
     _fit_context,
     _safe_indexing,
 )
-from .utils._validation import check_client_ids
-from .utils._warnings import warn_user
+from ..utils._validation import check_client_ids
+from ..utils._warnings import warn_user
+from ._data import (
+    _assert_finite,
+    _check_fit_params,
+    _check_y_matches_X,
+    _feature_names,
+    _is_fit_state,
+    _plain_arrays,
+    _split_fit_params,
+)
+from ._streams import _SPLIT, calibrator_random_state, fit_streams
 
 __all__ = ["BaseFedConformal", "ConformalIntervalMixin"]
 
 #: The strategies a regressor can use: one score per row (LDP-L needs the
 #: score of every label).
 REGRESSION_CALIBRATORS = tuple(c for c in CALIBRATORS if c not in CLASSIFICATION_ONLY)
-
-# The independent random streams of one wrapper fit, spawned in this order
-# from the SeedSequence of ``random_state`` (adding a stream at the end keeps
-# the others unchanged).
-_SPLIT, _CALIBRATOR, _SCORE, _MODEL = range(4)
-_N_STREAMS = 4
-
-
-def fit_streams(
-    random_state: SecureRandomStateLike,
-) -> tuple[
-    np.random.SeedSequence | Literal["secure"] | None, Sequence[np.random.SeedSequence]
-]:
-    """Independent seeds of one fit: ``(calibrator_seed, [SeedSequence] * 4)``.
-
-    All randomness of a wrapper fit derives from one
-    :class:`~numpy.random.SeedSequence` built by
-    :func:`~skfedcp.utils._random.check_seed_sequence` (``None``: fresh
-    operating-system entropy; NumPy's global state is never read). Its
-    spawned children seed the per-client split (``_SPLIT``), the calibrator
-    (``_CALIBRATOR``), the randomized scores' calibration draws (``_SCORE``)
-    and a default model (``_MODEL``). With ``"secure"`` the calibrator seed is
-    ``"secure"`` (the operating system's secure generator) and the other
-    streams are seeded from fresh operating-system entropy: they protect
-    nothing (the split and the model's training are not private), so they
-    need no cryptographic source, and they are not reproducible. With
-    ``None`` the calibrator seed is ``None`` (fresh entropy, drawn by the
-    calibrator if it draws noise at all) and the streams' root is drawn from
-    the operating system when a stream is first read.
-    """
-    if random_state is None:
-        # Fresh entropy, drawn only when a stream is read: a prefit model and
-        # a calibrator that draws no noise read none. The calibrator gets
-        # None, which means fresh operating-system entropy to it as well.
-        return None, _Streams(None)
-    seed = check_seed_sequence(random_state)
-    if isinstance(seed, str):
-        return SECURE, [np.random.SeedSequence() for _ in range(_N_STREAMS)]
-    children = _Streams(seed)
-    return children[_CALIBRATOR], children
-
-
-class _Streams(Sequence):
-    """The children ``SeedSequence(seed).spawn(4)``, each built when first read.
-
-    Child ``i`` is ``SeedSequence(entropy, spawn_key=spawn_key + (i,),
-    pool_size=pool_size)``, exactly what ``spawn`` builds from a fresh copy
-    of ``seed``; ``seed`` itself is never spawned from, so a SeedSequence
-    passed by the user is left as it was and two fits with the same
-    random_state give the same streams. Building only the children a fit
-    reads saves ~7 us each (a prefit model needs no split stream). ``seed``
-    None: a fresh ``SeedSequence()`` (operating-system entropy), drawn when
-    the first child is read.
-    """
-
-    def __init__(self, seed):
-        self._seed = seed
-        self._children = [None] * _N_STREAMS
-
-    def __len__(self):
-        return _N_STREAMS
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(_N_STREAMS))]
-        child = self._children[i]
-        if child is None:
-            if self._seed is None:
-                self._seed = np.random.SeedSequence()
-            seed = self._seed
-            child = self._children[i] = np.random.SeedSequence(
-                seed.entropy,
-                spawn_key=(*seed.spawn_key, range(_N_STREAMS)[i]),
-                pool_size=seed.pool_size,
-            )
-        return child
-
-
-def calibrator_random_state(
-    seed: np.random.SeedSequence | Literal["secure"],
-) -> np.random.SeedSequence | Literal["secure"]:
-    """What the calibrator's ``fit`` receives for a stream seed (or "secure").
-
-    The child ``SeedSequence`` itself: the calibrator spawns its server and
-    client streams from it (never NumPy's global generator).
-    """
-    return seed
 
 
 def is_private_calibrator(calibrator: str | BaseCalibrator) -> bool:
@@ -661,55 +582,6 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         return calibrator
 
 
-#: Private attributes that belong to a fit (besides the ``_``-suffixed ones).
-_PRIVATE_FIT_STATE = frozenset({"_fit_X_scanned"})
-
-#: Fit parameters that hold one value per row (the last ``__`` part of the
-#: name, so ``<step>__sample_weight`` of a pipeline counts).
-_PER_ROW_FIT_PARAMS = frozenset({"sample_weight"})
-
-
-def _is_fit_state(name):
-    """Whether attribute ``name`` is set by ``fit`` (scikit-learn's convention)."""
-    return (
-        name.endswith("_") and not name.startswith("__")
-    ) or name in _PRIVATE_FIT_STATE
-
-
-def _is_per_row(name):
-    return name.rpartition("__")[2] in _PER_ROW_FIT_PARAMS
-
-
-def _check_fit_params(fit_params, n_samples):
-    """Refuse a per-row fit parameter without one entry per row of ``X``.
-
-    The wrapper splits the rows itself (at random, within each client), so
-    a parameter sized for the training rows cannot be aligned with them.
-    """
-    for name, value in fit_params.items():
-        if not _is_per_row(name) or value is None:
-            continue
-        n = _n_rows(value)
-        if n != n_samples:
-            got = "no length" if n is None else f"{n} entries"
-            raise ValueError(
-                f"fit parameter {name} has {got} but X has {n_samples} rows: give "
-                f"one {name} value per row of X (the wrapper splits it with the "
-                "rows between training and calibration)."
-            )
-    return fit_params
-
-
-def _split_fit_params(fit_params, idx):
-    """The fit parameters of rows ``idx``: per-row ones indexed, others as is."""
-    return {
-        name: _safe_indexing(value, idx)
-        if _is_per_row(name) and value is not None
-        else value
-        for name, value in fit_params.items()
-    }
-
-
 class ConformalIntervalMixin:
     """What the conformal regressors share: one interval per row.
 
@@ -742,91 +614,6 @@ class ConformalIntervalMixin:
         """
         output = self._checked_output(X)
         return self.conformity_score_.interval(output, self.threshold_, X)
-
-
-def _feature_names(estimator, X, *, reset):
-    """scikit-learn's ``_check_feature_names``, without its dataframe probes for
-    a plain ndarray (which has no feature names): about 20 us per call.
-    """
-    if type(X) is not np.ndarray:
-        _check_feature_names(estimator, X, reset=reset)
-    elif reset:
-        if hasattr(estimator, "feature_names_in_"):
-            del estimator.feature_names_in_
-    elif getattr(estimator, "feature_names_in_", None) is not None:
-        _check_feature_names(estimator, X, reset=False)  # warns
-
-
-def _assert_finite(a, *, allow_nan, estimator_name, input_name):
-    """``assert_all_finite`` with its own first pass done directly.
-
-    A float array whose sum is finite holds no NaN or inf (scikit-learn's
-    own first pass, minus ~15 us of namespace and config look-ups); any
-    other case, including a sum that overflowed, goes to scikit-learn for
-    its element-wise check and its messages.
-    """
-    if a.dtype.kind in "biu":
-        return  # nothing to check (as in scikit-learn)
-    if not allow_nan and a.dtype.kind == "f":
-        with np.errstate(over="ignore", invalid="ignore"):
-            if np.isfinite(a.sum()):
-                return
-    assert_all_finite(
-        a, allow_nan=allow_nan, estimator_name=estimator_name, input_name=input_name
-    )
-
-
-def _plain_arrays(X, y):
-    """Whether ``X`` is a non-empty 2-D float ndarray and ``y`` a 1-D numeric one.
-
-    For these, ``validate_data(dtype=None)`` converts nothing and only checks
-    values, feature names and counts (see ``_validate_plain``). Lengths are
-    already known to match (``_check_y_matches_X``).
-    """
-    return (
-        type(X) is np.ndarray
-        and X.ndim == 2
-        and X.dtype.kind == "f"
-        and X.shape[0] > 0
-        and X.shape[1] > 0
-        and type(y) is np.ndarray
-        and y.ndim == 1
-        and y.dtype.kind in "iuf"
-    )
-
-
-def _n_rows(a):
-    """Number of rows of an array-like, or None when it has none."""
-    shape = getattr(a, "shape", None)
-    if shape is not None:
-        return shape[0] if len(shape) else None
-    if isinstance(a, str | bytes) or not hasattr(a, "__len__"):
-        return None
-    return len(a)
-
-
-def _check_y_matches_X(X, y, *, y_numeric):
-    """Errors that name ``y`` before scikit-learn's generic ones."""
-    if y is None:
-        return  # scikit-learn's "requires y to be passed" error names y
-    n_X, n_y = _n_rows(X), _n_rows(y)
-    if n_X is None or n_y is None:
-        return  # let validate_data name the bad argument
-    if n_X != n_y:
-        raise ValueError(
-            f"X has {n_X} rows but y has {n_y} (inconsistent numbers of "
-            "samples); give one target per row of X."
-        )
-    if y_numeric:
-        values = np.asarray(y)
-        if values.dtype.kind in "OUS":
-            try:
-                values.astype(np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(
-                    "y must hold numbers (regression targets); got values such as "
-                    f"{values.ravel()[:3].tolist()}."
-                ) from None
 
 
 def _forward_privacy_params(calibrator, *, epsilon, score_bounds, natural_bounds):
