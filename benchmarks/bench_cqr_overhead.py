@@ -28,7 +28,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import QuantileRegressor
 
-from skfedcp._cqr import FedCQRRegressor
+from skfedcp.regression import FedCQRRegressor
 
 LEVELS = [0.05, 0.95]
 

@@ -36,8 +36,8 @@ from quantile_forest import RandomForestQuantileRegressor
 from sklearn.frozen import FrozenEstimator
 
 from skfedcp import datasets
-from skfedcp._cqr import FedCQRRegressor
 from skfedcp.metrics import coverage_score, max_coverage_gap, mean_width_score
+from skfedcp.regression import FedCQRRegressor
 
 LOADERS = {
     "bikeshare": (datasets.load_bikeshare, "12 months"),

@@ -26,9 +26,9 @@ import pandas as pd
 from quantile_forest import RandomForestQuantileRegressor
 from sklearn.frozen import FrozenEstimator
 
-from skfedcp._cqr import FedCQRRegressor
 from skfedcp.datasets import make_romano_regression
 from skfedcp.metrics import coverage_score, mean_width_score
+from skfedcp.regression import FedCQRRegressor
 
 CALIBRATORS = ["central", "qq", "avg"]
 LEVEL_GRID = np.round(np.arange(0.01, 0.26, 0.01), 2)

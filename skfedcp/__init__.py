@@ -2,10 +2,9 @@
 
 __version__ = "0.1.0.dev0"
 
-from ._cqr import FedCQRRegressor  # noqa: E402
 from .classification import PrivateConformalClassifier  # noqa: E402
 from .feature_selection import FedChi2Selector  # noqa: E402
-from .regression import FedConformalRegressor  # noqa: E402
+from .regression import FedConformalRegressor, FedCQRRegressor  # noqa: E402
 from .two_students import TwoStudentsRegressor  # noqa: E402
 
 __all__ = [

@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-from numbers import Real
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import pandas as pd
-from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.multiclass import check_classification_targets
 
-from ._typing import ClientIds, MatrixLike, RandomStateLike, SecureRandomStateLike
-from .base import _SCORE, BaseFedConformal, input_tags, is_prefit
+from ._typing import MatrixLike, RandomStateLike, SecureRandomStateLike
+from .base import BaseFedConformal
+from .base._streams import _SCORE
 from .calibrators import BaseCalibrator, get_calibrator
 from .scores import (
     CLASSIFICATION_SCORES,
     BaseClassificationScore,
     resolve_classification_score,
 )
-from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
+from .utils._sklearn_compat import HasMethods, StrOptions
 
 __all__ = ["PrivateConformalClassifier"]
 
@@ -190,13 +190,13 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
     _parameter_constraints = {
         **BaseFedConformal._parameter_constraints,
         "estimator": [HasMethods(["fit", "predict", "predict_proba"]), None],
-        "epsilon": [Interval(Real, 0, np.inf, closed="neither"), None],
         "conformity_score": [
             StrOptions(set(CLASSIFICATION_SCORES)),
             BaseClassificationScore,
         ],
-        "score_bounds": ["array-like", None],
     }
+    _score_resolver = staticmethod(resolve_classification_score)
+    _y_numeric = False
 
     def __init__(
         self,
@@ -221,63 +221,26 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
-    def _inner(self):
-        return LogisticRegression() if self.estimator is None else self.estimator
+    def _default_estimator(self):
+        return LogisticRegression()
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        inner = input_tags(self._inner())
-        tags.input_tags.allow_nan = inner.allow_nan
-        tags.input_tags.sparse = inner.sparse
-        return tags
-
-    @_fit_context(prefer_skip_nested_validation=False)
-    def fit(
-        self, X: MatrixLike, y: ArrayLike, client_ids: ClientIds = None
-    ) -> PrivateConformalClassifier:
-        """Fit (or freeze) the model and calibrate the threshold across clients.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Calibration rows (and training rows if the model is not prefit).
-        y : array-like of shape (n_samples,)
-            Labels; calibration labels must be among the model's classes.
-        client_ids : array-like of shape (n_samples,), default=None
-            Client holding each row; ``None`` means a single client.
-
-        Returns
-        -------
-        self : PrivateConformalClassifier
-            The fitted estimator.
-        """
-        inner = self._inner()
-        X_use, y, client_ids = self._validate_fit_data(
-            X, y, client_ids, y_numeric=False
-        )
+    def _check_y(self, y):
         if y.dtype.kind in "fO" and pd.isna(y).any():
             raise ValueError(
                 "y contains missing labels (NaN or None); every row needs a label."
             )
         _check_class_labels(y)
-        calibrator_seed, streams = self._fit_randomness()
-        score = resolve_classification_score(self.conformity_score)
-        prefit = is_prefit(inner)
-        train_idx, cal_idx = self._calibration_split(client_ids, prefit, streams)
-        if prefit:
-            self.estimator_ = inner
-        else:
-            self._warn_training_not_private("the estimator")
-            self.estimator_ = clone(inner).fit(
-                self._rows(X_use, train_idx), y[train_idx]
-            )
+        return y
+
+    def _fit_models(self, prefit, train, score, streams):
+        super()._fit_models(prefit, train, score, streams)
         self.classes_ = np.asarray(self.estimator_.classes_)
-        # A prefit model calibrates on every row: X, y and client_ids are used
-        # as validated, without indexing (cal_idx is None).
-        y_encoded = self._encode(self._rows(y, cal_idx))
-        proba = self._predict_checked(
-            self.estimator_.predict_proba, self._rows(X_use, cal_idx)
-        )
+
+    def _model_output(self, X):
+        return self.estimator_.predict_proba(X)
+
+    def _calibrate(self, score, proba, X, y, client_ids, seed, streams):
+        y_encoded = self._encode(y)
         # LDP-L scores every label of every row (users send x and a noisy y).
         needs_matrix = get_calibrator(self.calibrator).requires_score_matrix
         score_rng = np.random.default_rng(streams[_SCORE])
@@ -285,15 +248,13 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
             scores = score.label_scores(proba, random_state=score_rng)
         else:
             scores = score.conformity_score(y_encoded, proba, random_state=score_rng)
-        self.conformity_score_ = score
         self._fit_calibrator(
             scores,
-            self._rows(client_ids, cal_idx),
-            calibrator_seed,
+            client_ids,
+            seed,
             natural_bounds=score.bounds,
             labels=y_encoded if needs_matrix else None,
         )
-        return self
 
     def _encode(self, y):
         """Column index of each label in ``classes_``; unseen labels raise."""
@@ -308,21 +269,6 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
             )
         return index
 
-    def predict(self, X: MatrixLike) -> NDArray[Any]:
-        """Return the model's predicted labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-        """
-        self._check_predict_X(X)
-        return self.estimator_.predict(X)
-
     def predict_proba(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return the model's class probabilities (columns follow ``classes_``).
 
@@ -335,8 +281,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         -------
         proba : ndarray of shape (n_samples, n_classes)
         """
-        self._check_predict_X(X)
-        return self.estimator_.predict_proba(X)
+        return self._checked_output(X)
 
     def predict_set(
         self, X: MatrixLike, *, random_state: RandomStateLike = None
@@ -367,8 +312,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
             ``sets[i, j]`` is True when ``classes_[j]`` is in the set of row
             ``i``; every entry is True when ``threshold_`` is ``+inf``.
         """
-        self._check_predict_X(X)
-        proba = self.estimator_.predict_proba(X)
+        proba = self._checked_output(X)
         return self.conformity_score_.predict_set(
             proba, self.threshold_, random_state=random_state
         )

@@ -9,7 +9,7 @@ from sklearn.utils.estimator_checks import (
     parametrize_with_checks,
 )
 
-from skfedcp._cqr import FedCQRRegressor
+from skfedcp.regression import FedCQRRegressor
 
 
 def _forest():

@@ -18,7 +18,6 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
 
-from skfedcp._cqr import FedCQRRegressor
 from skfedcp.calibrators import (
     AveragingCalibrator,
     BaseCalibrator,
@@ -33,6 +32,7 @@ from skfedcp.exceptions import (
     PrefitEstimatorWarning,
 )
 from skfedcp.metrics import coverage_score, get_interval_scorer
+from skfedcp.regression import FedCQRRegressor
 from skfedcp.scores import (
     AsymmetricCQRScore,
     CQRScore,

@@ -128,7 +128,7 @@ def scans(monkeypatch):
     counts = []
     inside_ours = []
     original = sk_validation._assert_all_finite
-    ours = skfedcp.base._assert_finite
+    ours = skfedcp.base._wrapper._assert_finite
 
     def counting(X, *args, **kwargs):
         if not get_config()["assume_finite"] and not inside_ours:
@@ -147,7 +147,7 @@ def scans(monkeypatch):
             inside_ours.pop()
 
     monkeypatch.setattr(sk_validation, "_assert_all_finite", counting)
-    monkeypatch.setattr(skfedcp.base, "_assert_finite", counting_ours)
+    monkeypatch.setattr(skfedcp.base._wrapper, "_assert_finite", counting_ours)
     return counts
 
 

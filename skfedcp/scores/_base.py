@@ -1,4 +1,4 @@
-"""Base class of the regression conformity scores (imported by every score module).
+"""What the conformity scores share: base classes, resolution, intervals.
 
 Kept apart so that :mod:`._regression` (the registry) and :mod:`._two_students`
 both import it without importing each other in a circle.
@@ -10,12 +10,43 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 
 from .._typing import MatrixLike
 from ..utils._sklearn_compat import ParamNamesCacheMixin
 
-__all__ = ["BaseRegressionScore", "ordered_interval"]
+__all__ = ["BaseRegressionScore", "ordered_interval", "resolve_score"]
+
+
+def resolve_score(score: Any, registry: dict[str, type], base: type) -> Any:
+    """Return a fresh score from a name of ``registry`` or a ``base`` instance.
+
+    An instance is cloned (never mutated); the score's own parameters are
+    validated here, since the wrappers' validation does not reach them.
+
+    Examples
+    --------
+    >>> resolve_score("absolute", {"absolute": BaseRegressionScore},
+    ...               BaseRegressionScore)
+    BaseRegressionScore()
+    """
+    if isinstance(score, str):
+        try:
+            score = registry[score]()
+        except KeyError:
+            raise ValueError(
+                f"conformity_score must be one of {sorted(registry)} or a "
+                f"{base.__name__} instance; got {score!r}."
+            ) from None
+    elif isinstance(score, base):
+        score = clone(score)
+    else:
+        raise TypeError(
+            f"conformity_score must be a string or a {base.__name__} instance; "
+            f"got {type(score).__name__}."
+        )
+    score._validate_params()
+    return score
 
 
 def ordered_interval(
@@ -42,7 +73,30 @@ def ordered_interval(
     return out
 
 
-class BaseRegressionScore(ParamNamesCacheMixin, BaseEstimator):
+class _IntervalScore(ParamNamesCacheMixin, BaseEstimator):
+    """A conformity score of a regression prediction and the interval it implies.
+
+    A score maps ``(y, y_pred)`` to a number, larger meaning a worse fit; the
+    prediction set for a threshold ``q`` is ``{y : score(y, y_pred) <= q}``,
+    which :meth:`interval` returns as ``(n_samples, 2)`` bounds.
+    """
+
+    _parameter_constraints: dict[str, list[Any]] = {}
+
+    def conformity_score(
+        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
+        """Return one score per row (larger = worse fit)."""
+        raise NotImplementedError
+
+    def interval(
+        self, y_pred: ArrayLike, threshold: Any, X: MatrixLike | None = None
+    ) -> NDArray[np.float64]:
+        """Return the ``(n_samples, 2)`` interval ``{y : score <= threshold}``."""
+        raise NotImplementedError
+
+
+class BaseRegressionScore(_IntervalScore):
     """A regression conformity score and the interval it implies.
 
     A score maps ``(y, y_pred)`` to a number, larger meaning a worse fit; the
@@ -53,7 +107,6 @@ class BaseRegressionScore(ParamNamesCacheMixin, BaseEstimator):
     """
 
     requires_fit = False
-    _parameter_constraints: dict[str, list[Any]] = {}
 
     def fit(
         self, X: MatrixLike | None, y: ArrayLike | None, y_pred: ArrayLike | None
@@ -76,14 +129,28 @@ class BaseRegressionScore(ParamNamesCacheMixin, BaseEstimator):
         """
         return self
 
+
+class _ScaledResidualScore(BaseRegressionScore):
+    """Residual divided by a scale of the input, ``|y - y_pred| / s(x)``.
+
+    Subclasses give the scale ``s`` (``_scale(X)``, at least positive); the
+    interval for a threshold ``q`` is ``y_pred ± q · s(x)``.
+    """
+
+    def _scale(self, X):
+        raise NotImplementedError
+
     def conformity_score(
         self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
     ) -> NDArray[np.float64]:
-        """Return one score per row (larger = worse fit)."""
-        raise NotImplementedError
+        """Return ``|y - y_pred| / s(X)``."""
+        residual = np.abs(np.asarray(y, dtype=np.float64) - np.asarray(y_pred))
+        return residual / self._scale(X)
 
     def interval(
         self, y_pred: ArrayLike, threshold: float, X: MatrixLike | None = None
     ) -> NDArray[np.float64]:
-        """Return the ``(n_samples, 2)`` interval ``{y : score <= threshold}``."""
-        raise NotImplementedError
+        """Return ``y_pred ± threshold * s(X)``, lower bound first."""
+        y_pred = np.asarray(y_pred, dtype=np.float64)
+        half = threshold * self._scale(X)
+        return ordered_interval(y_pred - half, y_pred + half)

@@ -6,11 +6,12 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 
 from .._typing import RandomStateLike
 from ..utils._random import check_seed_sequence
 from ..utils._sklearn_compat import ParamNamesCacheMixin
+from ._base import resolve_score
 
 __all__ = [
     "CLASSIFICATION_SCORES",
@@ -115,9 +116,7 @@ class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
             Predicted class probabilities.
         random_state : None, int, SeedSequence, Generator or RandomState, \
                 default=None
-            Randomness of randomized scores; ignored by deterministic ones.
-            ``None`` draws fresh operating-system entropy (never NumPy's
-            global state).
+            As in :meth:`label_scores`.
 
         Returns
         -------
@@ -145,9 +144,7 @@ class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
             Calibrated threshold; ``+inf`` gives every label.
         random_state : None, int, SeedSequence, Generator or RandomState, \
                 default=None
-            Randomness of randomized scores; ignored by deterministic ones.
-            ``None`` draws fresh operating-system entropy (never NumPy's
-            global state).
+            As in :meth:`label_scores`.
 
         Returns
         -------
@@ -289,21 +286,4 @@ def resolve_classification_score(
     >>> resolve_classification_score("aps")
     APSScore()
     """
-    if isinstance(score, str):
-        try:
-            score = CLASSIFICATION_SCORES[score]()
-        except KeyError:
-            raise ValueError(
-                f"conformity_score must be one of {sorted(CLASSIFICATION_SCORES)} or a "
-                f"BaseClassificationScore instance; got {score!r}."
-            ) from None
-    elif isinstance(score, BaseClassificationScore):
-        score = clone(score)
-    else:
-        raise TypeError(
-            "conformity_score must be a string or a BaseClassificationScore instance; "
-            f"got {type(score).__name__}."
-        )
-    # The wrappers' own validation does not reach the score's parameters.
-    score._validate_params()
-    return score
+    return resolve_score(score, CLASSIFICATION_SCORES, BaseClassificationScore)

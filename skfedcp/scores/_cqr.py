@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from numbers import Real
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, clone
 
 from .._typing import MatrixLike
-from ..utils._sklearn_compat import Interval, ParamNamesCacheMixin
-from ._base import ordered_interval
+from ..utils._sklearn_compat import Interval
+from ._base import _IntervalScore, ordered_interval, resolve_score
 
 __all__ = [
     "CQR_SCORES",
@@ -34,7 +33,7 @@ def _check_bounds(y_pred):
     return y_pred[:, 0], y_pred[:, 1]
 
 
-class BaseCQRScore(ParamNamesCacheMixin, BaseEstimator):
+class BaseCQRScore(_IntervalScore):
     """A conformity score built on a lower and an upper quantile prediction.
 
     Same interface as :class:`~skfedcp.scores.BaseRegressionScore`, except
@@ -45,19 +44,6 @@ class BaseCQRScore(ParamNamesCacheMixin, BaseEstimator):
     """
 
     n_thresholds = 1
-    _parameter_constraints: dict[str, list[Any]] = {}
-
-    def conformity_score(
-        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
-    ) -> NDArray[np.float64]:
-        """Return the score of each row (larger = worse fit)."""
-        raise NotImplementedError
-
-    def interval(
-        self, y_pred: ArrayLike, threshold: ArrayLike, X: MatrixLike | None = None
-    ) -> NDArray[np.float64]:
-        """Return the ``(n_samples, 2)`` interval ``{y : score <= threshold}``."""
-        raise NotImplementedError
 
 
 class CQRScore(BaseCQRScore):
@@ -231,21 +217,4 @@ def resolve_cqr_score(
     >>> resolve_cqr_score("normalized")
     NormalizedCQRScore()
     """
-    if isinstance(score, str):
-        try:
-            score = CQR_SCORES[score]()
-        except KeyError:
-            raise ValueError(
-                f"conformity_score must be one of {sorted(CQR_SCORES)} or a "
-                f"BaseCQRScore instance; got {score!r}."
-            ) from None
-    elif isinstance(score, BaseCQRScore):
-        score = clone(score)
-    else:
-        raise TypeError(
-            "conformity_score must be a string or a BaseCQRScore instance; "
-            f"got {type(score).__name__}."
-        )
-    # The wrappers' own validation does not reach the score's parameters.
-    score._validate_params()
-    return score
+    return resolve_score(score, CQR_SCORES, BaseCQRScore)

@@ -13,7 +13,7 @@ from sklearn.frozen import FrozenEstimator
 
 from .._typing import MatrixLike
 from ..utils._sklearn_compat import HasMethods, Interval
-from ._base import BaseRegressionScore, ordered_interval
+from ._base import BaseRegressionScore, _ScaledResidualScore, resolve_score
 from ._two_students import TwoStudentsOffsetScore, TwoStudentsScore
 
 __all__ = [
@@ -66,7 +66,7 @@ class AbsoluteResidualScore(BaseRegressionScore):
         return out
 
 
-class NormalizedResidualScore(BaseRegressionScore):
+class NormalizedResidualScore(_ScaledResidualScore):
     """Residual scaled by a model of its size, ``|y - y_pred| / sigma(x)``.
 
     The interval ``y_pred ± q·sigma(x)`` adapts its width to the input. The
@@ -130,25 +130,11 @@ class NormalizedResidualScore(BaseRegressionScore):
         return self
 
     def _scale(self, X):
+        """``max(sigma(X), min_scale)``."""
         if X is None:
             raise ValueError("NormalizedResidualScore needs X to predict the scale.")
         scale = np.asarray(self.scale_estimator_.predict(X), dtype=np.float64)
         return np.maximum(scale, self.min_scale)
-
-    def conformity_score(
-        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
-    ) -> NDArray[np.float64]:
-        """Return ``|y - y_pred| / max(sigma(X), min_scale)``."""
-        residual = np.abs(np.asarray(y, dtype=np.float64) - np.asarray(y_pred))
-        return residual / self._scale(X)
-
-    def interval(
-        self, y_pred: ArrayLike, threshold: float, X: MatrixLike | None = None
-    ) -> NDArray[np.float64]:
-        """Return ``y_pred ± threshold * sigma(X)``, lower bound first."""
-        y_pred = np.asarray(y_pred, dtype=np.float64)
-        half = threshold * self._scale(X)
-        return ordered_interval(y_pred - half, y_pred + half)
 
 
 REGRESSION_SCORES = {
@@ -169,21 +155,4 @@ def resolve_regression_score(
     >>> resolve_regression_score("normalized")
     NormalizedResidualScore()
     """
-    if isinstance(score, str):
-        try:
-            score = REGRESSION_SCORES[score]()
-        except KeyError:
-            raise ValueError(
-                f"conformity_score must be one of {sorted(REGRESSION_SCORES)} or a "
-                f"BaseRegressionScore instance; got {score!r}."
-            ) from None
-    elif isinstance(score, BaseRegressionScore):
-        score = clone(score)
-    else:
-        raise TypeError(
-            "conformity_score must be a string or a BaseRegressionScore instance; "
-            f"got {type(score).__name__}."
-        )
-    # The wrappers' own validation does not reach the score's parameters.
-    score._validate_params()
-    return score
+    return resolve_score(score, REGRESSION_SCORES, BaseRegressionScore)

@@ -6,16 +6,14 @@ from numbers import Real
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
 
-from .._typing import MatrixLike
 from ..utils._sklearn_compat import Interval, StrOptions
-from ._base import BaseRegressionScore, ordered_interval
+from ._base import _ScaledResidualScore
 
 __all__ = ["TwoStudentsOffsetScore", "TwoStudentsScore"]
 
 
-class TwoStudentsScore(BaseRegressionScore):
+class TwoStudentsScore(_ScaledResidualScore):
     """Residual divided by the model's own uncertainty, ``|y - mu(x)| / sigma(x)``.
 
     ``mu`` is the model's ``predict`` and ``sigma`` its ``predict_std``: for
@@ -126,6 +124,7 @@ class TwoStudentsScore(BaseRegressionScore):
         return self
 
     def _scale(self, X):
+        """``sigma(X) + beta``."""
         if X is None:
             raise ValueError(f"{type(self).__name__} needs X to predict the scale.")
         if not hasattr(self, "estimator_"):
@@ -135,21 +134,6 @@ class TwoStudentsScore(BaseRegressionScore):
             )
         sigma = np.asarray(self.estimator_.predict_std(X), dtype=np.float64)
         return sigma + self.offset_
-
-    def conformity_score(
-        self, y: ArrayLike, y_pred: ArrayLike, X: MatrixLike | None = None
-    ) -> NDArray[np.float64]:
-        """Return ``|y - y_pred| / (sigma(X) + beta)``."""
-        residual = np.abs(np.asarray(y, dtype=np.float64) - np.asarray(y_pred))
-        return residual / self._scale(X)
-
-    def interval(
-        self, y_pred: ArrayLike, threshold: float, X: MatrixLike | None = None
-    ) -> NDArray[np.float64]:
-        """Return ``y_pred ± threshold * (sigma(X) + beta)``."""
-        y_pred = np.asarray(y_pred, dtype=np.float64)
-        half = threshold * self._scale(X)
-        return ordered_interval(y_pred - half, y_pred + half)
 
 
 class TwoStudentsOffsetScore(TwoStudentsScore):
@@ -166,10 +150,8 @@ class TwoStudentsOffsetScore(TwoStudentsScore):
 
     Attributes
     ----------
-    estimator_ : estimator
-        The fitted model whose ``predict_std`` gives ``sigma``.
-    offset_ : float
-        The resolved ``beta``.
+    estimator_, offset_
+        See :class:`TwoStudentsScore`.
 
     Examples
     --------

@@ -23,6 +23,7 @@ from ..utils._random import check_seed_sequence
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 from ..utils._validation import check_alpha, check_client_ids
 from ..utils._warnings import warn_user
+from ._checks import check_client_models, check_round_setup, check_trusted_models
 from ._filter import _in_band, ensemble_stats, truncation_filter
 
 __all__ = ["TwoStudentsRegressor"]
@@ -393,10 +394,12 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         if U.shape[0] == 0:
             raise ValueError("X_unlabeled has 0 rows; the students need inputs.")
         R = U if X_ref is None else self._check_inputs("X_ref", X_ref)
-        trusted = self._check_trusted(trusted_models)
+        trusted = check_trusted_models(trusted_models)
         teacher, mean_template, uq_template = self._templates()
         multi_round = self.n_rounds > 1
-        self._check_round_setup(multi_round, teacher, mean_template, client_models)
+        check_round_setup(
+            self.filter_reference, multi_round, teacher, mean_template, client_models
+        )
         rng = _check_rng(self.random_state)
 
         if single_holder:
@@ -413,7 +416,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
             groups = client_ids
         clients, codes = np.unique(groups, return_inverse=True)
         rows = [np.flatnonzero(codes == j) for j in range(clients.shape[0])]
-        supplied = self._check_client_models(client_models, clients)
+        supplied = check_client_models(client_models, clients)
         if clients.shape[0] + len(trusted) < 2:
             raise ValueError(
                 "TwoStudentsRegressor needs at least two teachers; got one client "
@@ -491,75 +494,6 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         self.uq_distill_rmse_ = students["uq_distill_rmse"]
         self.sigma_offset_ = float(np.median(self._sigma(students, U)))
         return self
-
-    def _check_trusted(self, trusted_models):
-        if trusted_models is None:
-            return []
-        if isinstance(trusted_models, Mapping) or not hasattr(
-            trusted_models, "__iter__"
-        ):
-            raise TypeError("trusted_models must be a list of fitted regressors.")
-        trusted = list(trusted_models)
-        for model in trusted:
-            if not hasattr(model, "predict"):
-                raise TypeError(
-                    "trusted_models must hold fitted regressors; got "
-                    f"{type(model).__name__}."
-                )
-        return trusted
-
-    def _check_round_setup(self, multi_round, teacher, mean_template, client_models):
-        if self.filter_reference == "previous" and not multi_round:
-            raise ValueError(
-                "filter_reference='previous' uses the previous round's uncertainty "
-                "student and needs n_rounds > 1; use 'loo' for one-shot fits."
-            )
-        if not multi_round:
-            return
-        if client_models is not None:
-            raise ValueError(
-                "client_models cannot be used with n_rounds > 1: clients retrain "
-                "from the mean student in every round."
-            )
-        if "warm_start" not in mean_template.get_params():
-            raise ValueError(
-                "n_rounds > 1 needs a mean_student with a warm_start parameter "
-                "(e.g. MLPRegressor or SGDRegressor): clients warm-start from it; "
-                f"got {type(mean_template).__name__}."
-            )
-        if type(teacher) is not type(mean_template):
-            raise ValueError(
-                "with n_rounds > 1 the clients warm-start from the mean student, "
-                "so estimator must be of the same class as mean_student (and the "
-                f"same architecture); got {type(teacher).__name__} and "
-                f"{type(mean_template).__name__}."
-            )
-
-    def _check_client_models(self, client_models, clients):
-        if client_models is None:
-            return None
-        if not isinstance(client_models, Mapping):
-            raise TypeError(
-                "client_models must be a dict {client label: fitted regressor}; got "
-                f"{type(client_models).__name__}."
-            )
-        expected = set(clients.tolist())
-        keys = set(client_models)
-        if keys != expected:
-            missing = sorted(map(str, expected - keys))
-            extra = sorted(map(str, keys - expected))
-            raise ValueError(
-                "client_models keys must match the labels in client_ids; missing "
-                f"{missing}, unexpected {extra}."
-            )
-        models = [client_models[c] for c in clients.tolist()]
-        for model in models:
-            if not hasattr(model, "predict"):
-                raise TypeError(
-                    "client_models values must be fitted regressors; got "
-                    f"{type(model).__name__}."
-                )
-        return models
 
     def _fit_teachers(self, template, X, y, rows, rng, *, start=None):
         """Fit one clone of ``template`` per client, or warm-start from ``start``."""

@@ -28,8 +28,8 @@ from scipy.special import ndtr
 from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.frozen import FrozenEstimator
 
-from skfedcp._cqr import FedCQRRegressor
 from skfedcp.calibrators import get_calibrator
+from skfedcp.regression import FedCQRRegressor
 
 Z = 4.5
 ALPHA = 0.1

@@ -1,133 +1,56 @@
-"""Shared machinery of the conformal wrappers: frozen models, splits, calibrators."""
+"""BaseFedConformal: the one fit / predict skeleton of the conformal wrappers."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from numbers import Integral, Real
-from typing import Any, Literal
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from sklearn import config_context
-from sklearn.base import BaseEstimator, MetaEstimatorMixin
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.utils import InputTags, assert_all_finite, get_tags
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils import InputTags, get_tags
+from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
-from ._typing import SecureRandomStateLike
-from .calibrators import (
+from .._typing import ClientIds, MatrixLike
+from ..calibrators import (
     CALIBRATORS,
     CLASSIFICATION_ONLY,
     BaseCalibrator,
     get_calibrator,
 )
-from .exceptions import PrefitEstimatorWarning, PrivacyLeakWarning, SingleClientWarning
-from .federated import ClientPartition
-from .utils._random import SECURE, check_seed_sequence
-from .utils._sklearn_compat import (
+from ..exceptions import PrefitEstimatorWarning, PrivacyLeakWarning, SingleClientWarning
+from ..federated import ClientPartition
+from ..utils._random import SECURE
+from ..utils._sklearn_compat import (
     Interval,
     ParamNamesCacheMixin,
     StrOptions,
-    _check_feature_names,
     _check_n_features,
+    _fit_context,
     _safe_indexing,
 )
-from .utils._validation import check_client_ids
-from .utils._warnings import warn_user
+from ..utils._validation import check_client_ids
+from ..utils._warnings import warn_user
+from ._data import (
+    _assert_finite,
+    _check_fit_params,
+    _check_y_matches_X,
+    _feature_names,
+    _is_fit_state,
+    _plain_arrays,
+    _split_fit_params,
+)
+from ._streams import _SPLIT, calibrator_random_state, fit_streams
 
-__all__ = ["BaseFedConformal"]
+__all__ = ["BaseFedConformal", "ConformalIntervalMixin"]
 
 #: The strategies a regressor can use: one score per row (LDP-L needs the
 #: score of every label).
 REGRESSION_CALIBRATORS = tuple(c for c in CALIBRATORS if c not in CLASSIFICATION_ONLY)
-
-# The independent random streams of one wrapper fit, spawned in this order
-# from the SeedSequence of ``random_state`` (adding a stream at the end keeps
-# the others unchanged).
-_SPLIT, _CALIBRATOR, _SCORE, _MODEL = range(4)
-_N_STREAMS = 4
-
-
-def fit_streams(
-    random_state: SecureRandomStateLike,
-) -> tuple[
-    np.random.SeedSequence | Literal["secure"] | None, Sequence[np.random.SeedSequence]
-]:
-    """Independent seeds of one fit: ``(calibrator_seed, [SeedSequence] * 4)``.
-
-    All randomness of a wrapper fit derives from one
-    :class:`~numpy.random.SeedSequence` built by
-    :func:`~skfedcp.utils._random.check_seed_sequence` (``None``: fresh
-    operating-system entropy; NumPy's global state is never read). Its
-    spawned children seed the per-client split (``_SPLIT``), the calibrator
-    (``_CALIBRATOR``), the randomized scores' calibration draws (``_SCORE``)
-    and a default model (``_MODEL``). With ``"secure"`` the calibrator seed is
-    ``"secure"`` (the operating system's secure generator) and the other
-    streams are seeded from fresh operating-system entropy: they protect
-    nothing (the split and the model's training are not private), so they
-    need no cryptographic source, and they are not reproducible. With
-    ``None`` the calibrator seed is ``None`` (fresh entropy, drawn by the
-    calibrator if it draws noise at all) and the streams' root is drawn from
-    the operating system when a stream is first read.
-    """
-    if random_state is None:
-        # Fresh entropy, drawn only when a stream is read: a prefit model and
-        # a calibrator that draws no noise read none. The calibrator gets
-        # None, which means fresh operating-system entropy to it as well.
-        return None, _Streams(None)
-    seed = check_seed_sequence(random_state)
-    if isinstance(seed, str):
-        return SECURE, [np.random.SeedSequence() for _ in range(_N_STREAMS)]
-    children = _Streams(seed)
-    return children[_CALIBRATOR], children
-
-
-class _Streams(Sequence):
-    """The children ``SeedSequence(seed).spawn(4)``, each built when first read.
-
-    Child ``i`` is ``SeedSequence(entropy, spawn_key=spawn_key + (i,),
-    pool_size=pool_size)``, exactly what ``spawn`` builds from a fresh copy
-    of ``seed``; ``seed`` itself is never spawned from, so a SeedSequence
-    passed by the user is left as it was and two fits with the same
-    random_state give the same streams. Building only the children a fit
-    reads saves ~7 us each (a prefit model needs no split stream). ``seed``
-    None: a fresh ``SeedSequence()`` (operating-system entropy), drawn when
-    the first child is read.
-    """
-
-    def __init__(self, seed):
-        self._seed = seed
-        self._children = [None] * _N_STREAMS
-
-    def __len__(self):
-        return _N_STREAMS
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(_N_STREAMS))]
-        child = self._children[i]
-        if child is None:
-            if self._seed is None:
-                self._seed = np.random.SeedSequence()
-            seed = self._seed
-            child = self._children[i] = np.random.SeedSequence(
-                seed.entropy,
-                spawn_key=(*seed.spawn_key, range(_N_STREAMS)[i]),
-                pool_size=seed.pool_size,
-            )
-        return child
-
-
-def calibrator_random_state(
-    seed: np.random.SeedSequence | Literal["secure"],
-) -> np.random.SeedSequence | Literal["secure"]:
-    """What the calibrator's ``fit`` receives for a stream seed (or "secure").
-
-    The child ``SeedSequence`` itself: the calibrator spawns its server and
-    client streams from it (never NumPy's global generator).
-    """
-    return seed
 
 
 def is_private_calibrator(calibrator: str | BaseCalibrator) -> bool:
@@ -163,12 +86,38 @@ def is_prefit(estimator: Any) -> bool:
     return True
 
 
+class _TrainRows(NamedTuple):
+    """The training rows of a fit: ``X``, ``y``, ``client_ids`` and fit params."""
+
+    X: Any
+    y: Any
+    client_ids: Any
+    params: dict
+
+
 class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     """Base of the conformal wrappers; not for direct use.
 
-    Subclasses call :meth:`_calibration_split` to decide which rows train and
-    which calibrate, and :meth:`_fit_calibrator` to turn calibration scores
-    into ``threshold_``.
+    :meth:`fit` is the one skeleton of every wrapper: validate the data,
+    split each client's rows (only when something must be trained), fit the
+    models on the training rows, score the calibration rows and fit the
+    calibrator. A wrapper states only what differs, through these hooks:
+
+    - ``_resolve_score()``: a fresh conformity score;
+    - ``_models()``: ``{parameter name: model}``, each fitted on the training
+      rows unless prefit (default: ``{"estimator": estimator or default}``);
+    - ``_fit_models(prefit, train, score, streams)``: set the fitted models;
+    - ``_calibrate(score, X, y, client_ids, seed, streams)``: score the
+      calibration rows and call :meth:`_fit_calibrator`;
+    - ``_model_output(X)``: what the score reads at predict time (point
+      predictions, quantile bounds or class probabilities);
+    - optional: ``_check_params()`` (data-free checks, run first),
+      ``_check_y(y)``, ``_needs_training_rows(score)``.
+
+    :meth:`fit` is atomic: it runs on a parameter-only copy of the wrapper
+    and moves the new fitted attributes over only when it completes, so an
+    exception (or a KeyboardInterrupt) leaves the previous fit intact, and a
+    refit starts from scratch (no attribute survives from an earlier fit).
     """
 
     _parameter_constraints = {
@@ -186,10 +135,209 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
             np.random.Generator,
         ],
         "n_jobs": [Integral, None],
+        # Given to a private calibrator (see _fit_calibrator).
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "score_bounds": ["array-like", None],
     }
 
     #: Calibrator aliases this wrapper accepts (``None``: every alias).
     _calibrator_names = None
+    #: Whether ``y`` holds numbers (regression) rather than class labels.
+    _y_numeric = True
+    #: What the training rows train, for the privacy warning.
+    _trained = "the estimator"
+
+    # -- hooks (see the class docstring) ------------------------------------
+
+    def _default_estimator(self):
+        raise NotImplementedError
+
+    def _inner(self):
+        """The model to fit or use: ``estimator``, or the default when None."""
+        return self._default_estimator() if self.estimator is None else self.estimator
+
+    def _models(self):
+        return {"estimator": self._inner()}
+
+    def _input_models(self):
+        """The models whose input tags (NaN, sparse) the wrapper forwards."""
+        return list(self._models().values())
+
+    def _check_params(self):
+        """Data-free cross-parameter checks, run before the data is read."""
+
+    def _check_y(self, y):
+        """Wrapper-specific checks of the validated ``y``; returns ``y``."""
+        return y
+
+    def _needs_training_rows(self, score):
+        """Whether ``score`` learns from training rows (besides the models)."""
+        return False
+
+    def _resolve_score(self):
+        """A fresh conformity score from ``conformity_score`` (name or instance)."""
+        return self._score_resolver(self.conformity_score)
+
+    def _fit_models(self, prefit, train, score, streams):
+        """Set ``estimator_``: the model itself when prefit, else a fitted clone."""
+        inner = self._inner()
+        self.estimator_ = (
+            inner if prefit["estimator"] else self._fit_clone(inner, train)
+        )
+
+    def _calibrate(self, score, output, X, y, client_ids, seed, streams):
+        """Score the calibration rows (``output``: the model's, on ``X``); calibrate."""
+        raise NotImplementedError
+
+    def _model_output(self, X):
+        """What the conformity score reads: here the model's point predictions."""
+        return self.estimator_.predict(X)
+
+    def _point_prediction(self, X):
+        return self.estimator_.predict(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        inner = [input_tags(m) for m in self._input_models()]
+        tags.input_tags.allow_nan = all(t.allow_nan for t in inner)
+        tags.input_tags.sparse = all(t.sparse for t in inner)
+        return tags
+
+    # -- the fit skeleton -----------------------------------------------------
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(
+        self,
+        X: MatrixLike,
+        y: ArrayLike,
+        client_ids: ClientIds = None,
+        **fit_params: Any,
+    ) -> BaseFedConformal:
+        """Fit (or freeze) the model(s) and calibrate the threshold across clients.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Calibration rows (and training rows if a model is not prefit).
+        y : array-like of shape (n_samples,)
+            Targets (regressors) or labels (classifiers: every calibration
+            label must be among the model's classes).
+        client_ids : array-like of shape (n_samples,), default=None
+            Client holding each row; ``None`` means a single client.
+        **fit_params : dict
+            Passed to the ``fit`` of each model the wrapper fits (e.g.
+            ``X_unlabeled`` of
+            :class:`~skfedcp.two_students.TwoStudentsRegressor`); an error
+            when every model is prefit. Per-row parameters (``sample_weight``,
+            or ``<step>__sample_weight`` for a pipeline) need one entry per
+            row of ``X`` and are split with the rows; other parameters are
+            passed unchanged. A model whose ``fit`` takes ``client_ids`` also
+            receives the labels of its training rows.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        work = object.__new__(type(self))
+        work.__dict__.update(
+            (k, v) for k, v in self.__dict__.items() if not _is_fit_state(k)
+        )
+        work._fit(X, y, client_ids, fit_params)
+        # Commit: one assignment, so the old or the new fit is visible, whole.
+        state = {k: v for k, v in self.__dict__.items() if not _is_fit_state(k)}
+        state.update((k, v) for k, v in work.__dict__.items() if _is_fit_state(k))
+        self.__dict__ = state
+        return self
+
+    def _fit(self, X, y, client_ids, fit_params):
+        """The body of :meth:`fit`, run on a copy without fitted attributes."""
+        self._check_params()
+        X_use, y, client_ids = self._validate_fit_data(X, y, client_ids)
+        fit_params = _check_fit_params(fit_params, y.shape[0])
+        calibrator_seed, streams = self._fit_randomness()
+        score = self._resolve_score()
+        prefit = {
+            name: model is not None and is_prefit(model)
+            for name, model in self._models().items()
+        }
+        fits_model = not all(prefit.values())
+        if fit_params and not fits_model:
+            raise ValueError(
+                f"fit parameters {sorted(fit_params)} go to the estimator's fit, "
+                "but the estimator is prefit and is not fitted again."
+            )
+        train_idx, cal_idx = self._calibration_split(
+            client_ids,
+            not (fits_model or self._needs_training_rows(score)),
+            streams,
+        )
+        if fits_model:
+            self._warn_training_not_private(self._trained)
+        if train_idx.size:
+            train = _TrainRows(
+                self._rows(X_use, train_idx),
+                y[train_idx],
+                client_ids[train_idx],
+                _split_fit_params(fit_params, train_idx),
+            )
+        else:  # every model prefit: nothing trains
+            train = _TrainRows(None, None, None, {})
+        self._fit_models(prefit, train, score, streams)
+        self.conformity_score_ = score
+        # A prefit model calibrates on every row: X, y and client_ids are used
+        # as validated, without indexing (cal_idx is None).
+        X_cal = self._rows(X_use, cal_idx)
+        self._calibrate(
+            score,
+            self._predict_checked(self._model_output, X_cal),
+            X_cal,
+            self._rows(y, cal_idx),
+            self._rows(client_ids, cal_idx),
+            calibrator_seed,
+            streams,
+        )
+
+    @staticmethod
+    def _fit_clone(model, train, **params):
+        """``clone(model).set_params(**params).fit`` on the training rows.
+
+        A model whose ``fit`` takes ``client_ids`` receives the labels of
+        its training rows.
+        """
+        fit_params = train.params
+        if has_fit_parameter(model, "client_ids"):
+            fit_params = {**fit_params, "client_ids": train.client_ids}
+        model = clone(model)
+        if params:
+            model.set_params(**params)
+        return model.fit(train.X, train.y, **fit_params)
+
+    # -- the predict skeleton -------------------------------------------------
+
+    def _checked_output(self, X):
+        """``_model_output(X)`` after the fitted-state and shape checks."""
+        self._check_predict_X(X)
+        return self._model_output(X)
+
+    def predict(self, X: MatrixLike) -> NDArray[Any]:
+        """Return point predictions (no calibration involved).
+
+        The model's own ``predict`` (labels for a classifier); for
+        :class:`~skfedcp.FedCQRRegressor`, the midpoint of the two predicted
+        quantiles. It serves ``score``, pipelines and model selection.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        self._check_predict_X(X)
+        return self._point_prediction(X)
 
     def _get_calibrator(self):
         """A fresh calibrator; unknown or unsuitable names give a clear error."""
@@ -301,7 +449,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
                 accept_sparse=True,
             )
 
-    def _validate_fit_data(self, X, y, client_ids, *, y_numeric):
+    def _validate_fit_data(self, X, y, client_ids):
         """Validate ``X``, ``y`` and ``client_ids`` at fit time (sets n_features_in_).
 
         Returns ``(X_use, y, client_ids)``. ``X_use`` is what the inner models
@@ -312,6 +460,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         needs (none for a numeric array), and :meth:`_predict_checked` spares
         the model a second scan of the same values.
         """
+        y_numeric = self._y_numeric
         _check_y_matches_X(X, y, y_numeric=y_numeric)
         tags = get_tags(self).input_tags
         if _plain_arrays(X, y):
@@ -326,12 +475,16 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
                 dtype=None,
                 y_numeric=y_numeric,
             )
-        if X_checked.dtype.kind == "O":  # frozen pipelines may take mixed frames
-            X_checked = X
-        X_use = X if hasattr(X, "iloc") else X_checked
         # Numeric values were scanned above (finite, or finite-or-NaN when the
         # model takes NaN); object arrays were not (see _predict_checked).
         self._fit_X_scanned = X_checked.dtype.kind in "biuf"
+        # The inner models receive a DataFrame as passed (columns and their
+        # dtypes kept: object, category, string), and a non-numeric array
+        # unconverted (frozen pipelines may take mixed data).
+        if hasattr(X, "iloc") or X_checked.dtype.kind == "O":
+            X_use = X
+        else:
+            X_use = X_checked
         if client_ids is None and getattr(self._get_calibrator(), "_federated", False):
             warn_user(
                 f"{type(self).__name__} was fitted without client_ids: all rows form "
@@ -339,7 +492,8 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
                 "the data were pooled. Pass client_ids (the client of each row).",
                 SingleClientWarning,
             )
-        return X_use, y, self._check_client_ids(client_ids, y.shape[0])
+        client_ids = self._check_client_ids(client_ids, y.shape[0])
+        return X_use, self._check_y(y), client_ids
 
     def _validate_plain(self, X, y, *, allow_nan):
         """``validate_data(self, X, y, dtype=None)`` for a 2-D float and a 1-D array.
@@ -428,89 +582,38 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         return calibrator
 
 
-def _feature_names(estimator, X, *, reset):
-    """scikit-learn's ``_check_feature_names``, without its dataframe probes for
-    a plain ndarray (which has no feature names): about 20 us per call.
+class ConformalIntervalMixin:
+    """What the conformal regressors share: one interval per row.
+
+    Mixed in before :class:`BaseFedConformal`; the conformity score (a
+    :class:`~skfedcp.scores.BaseRegressionScore` or a
+    :class:`~skfedcp.scores.BaseCQRScore`) reads the model's output
+    (``_model_output``) and turns the threshold into intervals.
     """
-    if type(X) is not np.ndarray:
-        _check_feature_names(estimator, X, reset=reset)
-    elif reset:
-        if hasattr(estimator, "feature_names_in_"):
-            del estimator.feature_names_in_
-    elif getattr(estimator, "feature_names_in_", None) is not None:
-        _check_feature_names(estimator, X, reset=False)  # warns
 
+    _calibrator_names = REGRESSION_CALIBRATORS
 
-def _assert_finite(a, *, allow_nan, estimator_name, input_name):
-    """``assert_all_finite`` with its own first pass done directly.
+    def _calibrate(self, score, output, X, y, client_ids, seed, streams):
+        scores = score.conformity_score(y, output, X)
+        self._fit_calibrator(scores, client_ids, seed)
 
-    A float array whose sum is finite holds no NaN or inf (scikit-learn's
-    own first pass, minus ~15 us of namespace and config look-ups); any
-    other case, including a sum that overflowed, goes to scikit-learn for
-    its element-wise check and its messages.
-    """
-    if a.dtype.kind in "biu":
-        return  # nothing to check (as in scikit-learn)
-    if not allow_nan and a.dtype.kind == "f":
-        with np.errstate(over="ignore", invalid="ignore"):
-            if np.isfinite(a.sum()):
-                return
-    assert_all_finite(
-        a, allow_nan=allow_nan, estimator_name=estimator_name, input_name=input_name
-    )
+    def predict_interval(self, X: MatrixLike) -> NDArray[np.float64]:
+        """Return conformal prediction intervals.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
 
-def _plain_arrays(X, y):
-    """Whether ``X`` is a non-empty 2-D float ndarray and ``y`` a 1-D numeric one.
-
-    For these, ``validate_data(dtype=None)`` converts nothing and only checks
-    values, feature names and counts (see ``_validate_plain``). Lengths are
-    already known to match (``_check_y_matches_X``).
-    """
-    return (
-        type(X) is np.ndarray
-        and X.ndim == 2
-        and X.dtype.kind == "f"
-        and X.shape[0] > 0
-        and X.shape[1] > 0
-        and type(y) is np.ndarray
-        and y.ndim == 1
-        and y.dtype.kind in "iuf"
-    )
-
-
-def _n_rows(a):
-    """Number of rows of an array-like, or None when it has none."""
-    shape = getattr(a, "shape", None)
-    if shape is not None:
-        return shape[0] if len(shape) else None
-    if isinstance(a, str | bytes) or not hasattr(a, "__len__"):
-        return None
-    return len(a)
-
-
-def _check_y_matches_X(X, y, *, y_numeric):
-    """Errors that name ``y`` before scikit-learn's generic ones."""
-    if y is None:
-        return  # scikit-learn's "requires y to be passed" error names y
-    n_X, n_y = _n_rows(X), _n_rows(y)
-    if n_X is None or n_y is None:
-        return  # let validate_data name the bad argument
-    if n_X != n_y:
-        raise ValueError(
-            f"X has {n_X} rows but y has {n_y} (inconsistent numbers of "
-            "samples); give one target per row of X."
-        )
-    if y_numeric:
-        values = np.asarray(y)
-        if values.dtype.kind in "OUS":
-            try:
-                values.astype(np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(
-                    "y must hold numbers (regression targets); got values such as "
-                    f"{values.ravel()[:3].tolist()}."
-                ) from None
+        Returns
+        -------
+        intervals : ndarray of shape (n_samples, 2)
+            Lower and upper bounds, ``lower <= upper`` on every row (an empty
+            conformal set is returned as the interval between its crossed
+            bounds); infinite where ``threshold_`` is.
+        """
+        output = self._checked_output(X)
+        return self.conformity_score_.interval(output, self.threshold_, X)
 
 
 def _forward_privacy_params(calibrator, *, epsilon, score_bounds, natural_bounds):

@@ -4,30 +4,24 @@ from __future__ import annotations
 
 import inspect
 import sys
-from numbers import Real
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse import issparse
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 from sklearn.utils import assert_all_finite
 
-from ._typing import ClientIds, MatrixLike, SecureRandomStateLike
-from .base import (
-    _MODEL,
-    REGRESSION_CALIBRATORS,
-    BaseFedConformal,
-    input_tags,
-    is_prefit,
-)
-from .calibrators import BaseCalibrator
-from .exceptions import CrossingQuantilesWarning
-from .scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
-from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
-from .utils._warnings import warn_user
+from .._typing import MatrixLike, SecureRandomStateLike
+from ..base import BaseFedConformal, ConformalIntervalMixin
+from ..base._streams import _MODEL
+from ..calibrators import BaseCalibrator
+from ..exceptions import CrossingQuantilesWarning
+from ..scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
+from ..utils._sklearn_compat import HasMethods, StrOptions
+from ..utils._warnings import warn_user
 
 __all__ = ["FedCQRRegressor"]
 
@@ -120,7 +114,7 @@ def _accepts_quantiles(estimator):
     )
 
 
-class FedCQRRegressor(RegressorMixin, BaseFedConformal):
+class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
     """Conformalized quantile regression (CQR) calibrated across clients.
 
     Quantile models predict a lower and an upper bound ``f_lo(x)``,
@@ -315,8 +309,6 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
     (50, 35)
     """
 
-    _calibrator_names = REGRESSION_CALIBRATORS
-
     _parameter_constraints = {
         **BaseFedConformal._parameter_constraints,
         "estimator": [HasMethods(["fit", "predict"]), None],
@@ -324,9 +316,9 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         "estimator_upper": [HasMethods(["fit", "predict"]), None],
         "quantile_levels": ["array-like", None],
         "conformity_score": [StrOptions(set(CQR_SCORES)), BaseCQRScore],
-        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
-        "score_bounds": ["array-like", None],
     }
+    _score_resolver = staticmethod(resolve_cqr_score)
+    _trained = "the quantile models"
 
     def __init__(
         self,
@@ -375,11 +367,19 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         models = self._given_models()
         return not models or any(_is_quantile_forest(m) for m in models)
 
+    def _models(self):
+        if self._is_pair():
+            return {
+                "estimator_lower": self.estimator_lower,
+                "estimator_upper": self.estimator_upper,
+            }
+        return {"estimator": self.estimator}  # None: the default forest
+
+    def _input_models(self):
+        return self._given_models()
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        inner = [input_tags(m) for m in self._given_models()]
-        tags.input_tags.allow_nan = all(t.allow_nan for t in inner)
-        tags.input_tags.sparse = all(t.sparse for t in inner)
         if self._uses_quantile_forest():
             # quantile-forest 1.4 inherits both tags from scikit-learn's
             # forests, but its fit rejects NaN and its predict fails on
@@ -388,6 +388,13 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
             tags.input_tags.allow_nan = False
             tags.input_tags.sparse = False
         return tags
+
+    def _check_params(self):
+        self._check_models()
+        self._resolve_levels()
+
+    def _check_y(self, y):
+        return np.asarray(y, dtype=np.float64)
 
     def _check_models(self):
         """Cross-parameter checks on the model form (data-independent)."""
@@ -435,7 +442,7 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
             )
         return levels
 
-    def _fit_model(self, model, name, level, X, y):
+    def _fit_model(self, model, name, level, train):
         """Clone ``model``, set its quantile level, fit it."""
         key = _level_param(model)
         if key is None:
@@ -446,85 +453,26 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
                 "default_quantiles parameter). Use a quantile model, or "
                 "fit it yourself and pass it as FrozenEstimator."
             )
-        return clone(model).set_params(**{key: float(level)}).fit(X, y)
+        return self._fit_clone(model, train, **{key: float(level)})
 
     # -- fit ---------------------------------------------------------------
 
-    @_fit_context(prefer_skip_nested_validation=False)
-    def fit(
-        self, X: MatrixLike, y: ArrayLike, client_ids: ClientIds = None
-    ) -> FedCQRRegressor:
-        """Fit (or freeze) the quantile models and calibrate across clients.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Calibration rows (and training rows if a model is not prefit).
-        y : array-like of shape (n_samples,)
-            Targets.
-        client_ids : array-like of shape (n_samples,), default=None
-            Client holding each row; ``None`` means a single client.
-
-        Returns
-        -------
-        self : FedCQRRegressor
-            The fitted estimator.
-        """
-        self._check_models()
-        levels = self._resolve_levels()
-        X_use, y, client_ids = self._validate_fit_data(X, y, client_ids, y_numeric=True)
-        y = np.asarray(y, dtype=np.float64)
-        calibrator_seed, streams = self._fit_randomness()
-        score = resolve_cqr_score(self.conformity_score)
-
-        if self._is_pair():
-            models = {
-                "estimator_lower": self.estimator_lower,
-                "estimator_upper": self.estimator_upper,
-            }
-        else:
-            models = {"estimator": self.estimator}
-        prefit = {
-            name: model is not None and is_prefit(model)
-            for name, model in models.items()
-        }
-        train_idx, cal_idx = self._calibration_split(
-            client_ids, all(prefit.values()), streams
-        )
-        if train_idx.size:
-            self._warn_training_not_private("the quantile models")
-            X_train, y_train = self._rows(X_use, train_idx), y[train_idx]
-            self._fit_models(models, prefit, levels, X_train, y_train, streams[_MODEL])
-            X_cal, y_cal = self._rows(X_use, cal_idx), y[cal_idx]
-            ids_cal = client_ids[cal_idx]
-        else:  # all prefit: every row calibrates, no copy
-            self._fit_models(models, prefit, levels, None, None, streams[_MODEL])
-            X_cal, y_cal, ids_cal = X_use, y, client_ids
-        bounds = self._predict_checked(self._predict_bounds, X_cal)
-        self._warn_crossing(bounds)
-        self.conformity_score_ = score
-        scores = score.conformity_score(y_cal, bounds, X_cal)
-        if score.n_thresholds == 1:
-            self._fit_calibrator(scores, ids_cal, calibrator_seed)
-        else:
-            self._fit_two_calibrators(scores, ids_cal, calibrator_seed)
-        return self
-
-    def _fit_models(self, models, prefit, levels, X_train, y_train, seed):
+    def _fit_models(self, prefit, train, score, streams):
         """Set the fitted models and ``quantile_levels_``; prefit ones as is.
 
-        ``seed`` (a SeedSequence) seeds the default forest.
+        ``streams[_MODEL]`` seeds the default forest.
         """
+        levels = self._resolve_levels()
+        models = self._models()
         if "estimator" in models:
             if prefit["estimator"]:
                 self.estimator_ = self.estimator
-            elif self.estimator is None:
-                forest = _default_forest(
-                    random_state=int(seed.generate_state(1)[0]), n_jobs=self.n_jobs
-                )
-                self.estimator_ = forest.fit(X_train, y_train)
             else:
-                self.estimator_ = clone(self.estimator).fit(X_train, y_train)
+                model = self.estimator
+                if model is None:
+                    seed = streams[_MODEL].generate_state(1)[0]
+                    model = _default_forest(random_state=int(seed), n_jobs=self.n_jobs)
+                self.estimator_ = self._fit_clone(model, train)
             self.quantile_levels_ = levels  # passed at prediction time
             return
         fitted, used_levels = [], []
@@ -533,10 +481,18 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
                 fitted.append(model)
                 used_levels.append(_read_level(model))
             else:
-                fitted.append(self._fit_model(model, name, level, X_train, y_train))
+                fitted.append(self._fit_model(model, name, level, train))
                 used_levels.append(level)
         self.estimator_lower_, self.estimator_upper_ = fitted
         self.quantile_levels_ = np.array(used_levels)
+
+    def _calibrate(self, score, bounds, X, y, client_ids, seed, streams):
+        self._warn_crossing(bounds)
+        if score.n_thresholds == 1:
+            super()._calibrate(score, bounds, X, y, client_ids, seed, streams)
+        else:
+            scores = score.conformity_score(y, bounds, X)
+            self._fit_two_calibrators(scores, client_ids, seed)
 
     def _fit_two_calibrators(self, scores, client_ids, seed):
         """One fresh calibrator per side, each at ``alpha / 2``.
@@ -590,6 +546,14 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
             # Other models validate X themselves.
             assert_all_finite(X, input_name="X")
 
+    def _model_output(self, X):
+        return self._predict_bounds(X)
+
+    def _point_prediction(self, X):
+        """The midpoint ``(f_lo(x) + f_hi(x)) / 2`` of the predicted quantiles."""
+        bounds = self._predict_bounds(X)
+        return 0.5 * (bounds[:, 0] + bounds[:, 1])
+
     def _predict_bounds(self, X):
         """Predicted ``(f_lo, f_hi)``, shape (n_samples, 2), float64."""
         if hasattr(self, "estimator_lower_"):
@@ -621,42 +585,4 @@ class FedCQRRegressor(RegressorMixin, BaseFedConformal):
         bounds : ndarray of shape (n_samples, 2)
             ``f_lo(x)`` and ``f_hi(x)`` at ``quantile_levels_``.
         """
-        self._check_predict_X(X)
-        return self._predict_bounds(X)
-
-    def predict(self, X: MatrixLike) -> NDArray[np.float64]:
-        """Return the midpoint of the predicted quantiles.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-            ``(f_lo(x) + f_hi(x)) / 2``.
-        """
-        self._check_predict_X(X)
-        bounds = self._predict_bounds(X)
-        return 0.5 * (bounds[:, 0] + bounds[:, 1])
-
-    def predict_interval(self, X: MatrixLike) -> NDArray[np.float64]:
-        """Return conformal prediction intervals.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
-
-        Returns
-        -------
-        intervals : ndarray of shape (n_samples, 2)
-            Lower and upper bounds, ``lower <= upper`` on every row (see
-            Notes: an empty conformal set is returned as the interval between
-            its crossed bounds); infinite where ``threshold_`` is.
-        """
-        self._check_predict_X(X)
-        return self.conformity_score_.interval(
-            self._predict_bounds(X), self.threshold_, X
-        )
+        return self._checked_output(X)

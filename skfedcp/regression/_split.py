@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-from numbers import Real
-from typing import Any, Literal
+from typing import Literal
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
-from sklearn.utils.validation import has_fit_parameter
 
-from ._typing import ClientIds, MatrixLike, SecureRandomStateLike
-from .base import (
-    REGRESSION_CALIBRATORS,
-    BaseFedConformal,
-    input_tags,
-    is_prefit,
-)
-from .calibrators import BaseCalibrator
-from .scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
-from .utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
+from .._typing import SecureRandomStateLike
+from ..base import BaseFedConformal, ConformalIntervalMixin
+from ..calibrators import BaseCalibrator
+from ..scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
+from ..utils._sklearn_compat import HasMethods, StrOptions
 
 __all__ = ["FedConformalRegressor"]
 
 
-class FedConformalRegressor(RegressorMixin, BaseFedConformal):
+class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
     """Conformal prediction intervals for any regressor, calibrated across clients.
 
     The model predicts; each client turns its calibration rows into
@@ -156,15 +147,12 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
     0.9011
     """
 
-    _calibrator_names = REGRESSION_CALIBRATORS
-
     _parameter_constraints = {
         **BaseFedConformal._parameter_constraints,
         "estimator": [HasMethods(["fit", "predict"]), None],
         "conformity_score": [StrOptions(set(REGRESSION_SCORES)), BaseRegressionScore],
-        "epsilon": [Interval(Real, 0, np.inf, closed="neither"), None],
-        "score_bounds": ["array-like", None],
     }
+    _score_resolver = staticmethod(resolve_regression_score)
 
     def __init__(
         self,
@@ -192,120 +180,23 @@ class FedConformalRegressor(RegressorMixin, BaseFedConformal):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
-    def _inner(self):
-        return LinearRegression() if self.estimator is None else self.estimator
+    def _default_estimator(self):
+        return LinearRegression()
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        inner = input_tags(self._inner())
-        tags.input_tags.allow_nan = inner.allow_nan
-        tags.input_tags.sparse = inner.sparse
-        return tags
+    def _needs_training_rows(self, score):
+        # A scale model learns from training rows, even next to a prefit model.
+        return score.requires_fit and not _score_is_frozen(score)
 
-    @_fit_context(prefer_skip_nested_validation=False)
-    def fit(
-        self,
-        X: MatrixLike,
-        y: ArrayLike,
-        client_ids: ClientIds = None,
-        **fit_params: Any,
-    ) -> FedConformalRegressor:
-        """Fit (or freeze) the model and calibrate the threshold across clients.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Calibration rows (and training rows if the model is not prefit).
-        y : array-like of shape (n_samples,)
-            Targets.
-        client_ids : array-like of shape (n_samples,), default=None
-            Client holding each row; ``None`` means a single client.
-        **fit_params : dict
-            Passed to the estimator's ``fit`` when the wrapper fits it (e.g.
-            ``X_unlabeled`` of
-            :class:`~skfedcp.two_students.TwoStudentsRegressor`); an error
-            with a prefit model. An estimator whose ``fit`` takes
-            ``client_ids`` also receives the labels of its training rows.
-
-        Returns
-        -------
-        self : FedConformalRegressor
-            The fitted estimator.
-        """
-        inner = self._inner()
-        X_use, y, client_ids = self._validate_fit_data(X, y, client_ids, y_numeric=True)
-        calibrator_seed, streams = self._fit_randomness()
-        score = resolve_regression_score(self.conformity_score)
-        prefit = is_prefit(inner)
-        fits_scale = score.requires_fit and not _score_is_frozen(score)
-        train_idx, cal_idx = self._calibration_split(
-            client_ids, prefit and not fits_scale, streams
-        )
-        if prefit:
-            if fit_params:
-                raise ValueError(
-                    f"fit parameters {sorted(fit_params)} go to the estimator's fit, "
-                    "but the estimator is prefit and is not fitted again."
-                )
-            self.estimator_ = inner
-        else:
-            self._warn_training_not_private("the estimator")
-            if has_fit_parameter(inner, "client_ids"):
-                fit_params = {**fit_params, "client_ids": client_ids[train_idx]}
-            self.estimator_ = clone(inner).fit(
-                self._rows(X_use, train_idx), y[train_idx], **fit_params
-            )
-        if fits_scale:
-            if prefit:
+    def _fit_models(self, prefit, train, score, streams):
+        super()._fit_models(prefit, train, score, streams)
+        if self._needs_training_rows(score):
+            if prefit["estimator"]:
                 self._warn_training_not_private("the conformity score's scale model")
-            X_train = self._rows(X_use, train_idx)
-            score.fit(X_train, y[train_idx], self.estimator_.predict(X_train))
+            score.fit(train.X, train.y, self.estimator_.predict(train.X))
         elif score.requires_fit:  # frozen scale model: nothing to learn
             score.fit(None, None, None)
         if getattr(score, "requires_estimator", False):
             score.set_estimator(self.estimator_)  # scores reading the model's std
-        self.conformity_score_ = score
-        # A prefit model calibrates on every row: X, y and client_ids are used
-        # as validated, without indexing (cal_idx is None).
-        X_cal = self._rows(X_use, cal_idx)
-        y_pred = self._predict_checked(self.estimator_.predict, X_cal)
-        scores = score.conformity_score(self._rows(y, cal_idx), y_pred, X_cal)
-        self._fit_calibrator(scores, self._rows(client_ids, cal_idx), calibrator_seed)
-        return self
-
-    def predict(self, X: MatrixLike) -> NDArray[np.float64]:
-        """Return the model's point predictions.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-        """
-        self._check_predict_X(X)
-        return self.estimator_.predict(X)
-
-    def predict_interval(self, X: MatrixLike) -> NDArray[np.float64]:
-        """Return conformal prediction intervals.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
-
-        Returns
-        -------
-        intervals : ndarray of shape (n_samples, 2)
-            Lower and upper bounds; ``(-inf, inf)`` when ``threshold_`` is
-            infinite.
-        """
-        self._check_predict_X(X)
-        return self.conformity_score_.interval(
-            self.estimator_.predict(X), self.threshold_, X
-        )
 
 
 def _score_is_frozen(score):
