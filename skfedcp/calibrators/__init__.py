@@ -19,16 +19,15 @@ from ._dp._calibrators import (
     PrivateQuantileOfQuantilesCalibrator,
     ThresholdDistribution,
 )
-from ._ldp import (
+from ._ldp._label import (
     LDPCorrection,
     LDPLabelCalibrator,
     LDPLabelStarCalibrator,
     LDPSampleSize,
-    LDPScoreCalibrator,
-    LDPScoreStarCalibrator,
     ldp_correction,
     ldp_sample_size,
 )
+from ._ldp._score import LDPScoreCalibrator, LDPScoreStarCalibrator
 from ._qq._calibrator import QuantileOfQuantilesCalibrator
 from ._qq._coverage import qq_conditional_tail, qq_coverage, qq_coverage_unequal
 from ._qq._selection import QQSelection, select_qq_ranks

@@ -18,7 +18,15 @@ from ..._typing import ClientIds, Messages, SecureRandomStateLike
 from ...exceptions import InvalidMessageError
 from ...federated import ClientPartition
 from ...privacy import k_ary_randomized_response
-from ...privacy._ldp_analysis import _check_int_array, _krr_beta, _label_correction
+from ...privacy._ldp_analysis import (
+    LDPCorrection,
+    LDPSampleSize,
+    _check_int_array,
+    _krr_beta,
+    _label_correction,
+    ldp_correction,
+    ldp_sample_size,
+)
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_alpha
 from .._base import BaseCalibrator, CoverageBounds
@@ -32,7 +40,15 @@ from ._common import (
 )
 from ._label_search import _coverage_from_counts, _first_covering_unsorted
 
-__all__ = ["LDPLabelCalibrator", "LDPLabelStarCalibrator"]
+# The correction terms are re-exported with the calibrators that use them.
+__all__ = [
+    "LDPCorrection",
+    "LDPLabelCalibrator",
+    "LDPLabelStarCalibrator",
+    "LDPSampleSize",
+    "ldp_correction",
+    "ldp_sample_size",
+]
 
 
 # --------------------------------------------------------------------------
@@ -600,34 +616,10 @@ class LDPLabelStarCalibrator(LDPLabelCalibrator):
 
     Attributes
     ----------
-    threshold_ : float
-        Calibrated threshold; ``+inf`` means every label.
-    correction_ : float
-        The correction ``Delta_L``.
     target_coverage_ : float
-        ``1 - alpha + Delta_L``.
-    beta_ : float
-        k-RR resampling probability.
-    epsilon_eff_ : float
-        Heuristic shuffle-model level ``epsilon / sqrt(n)`` (informational).
-    epsilon_spent_ : float
-        Privacy level of each user's label (``epsilon``).
-    n_classes_ : int
-        Number of classes.
-    n_steps_used_ : int
-        Bisection steps made (0 with ``"exact"``).
-    stopped_early_ : bool
-        Whether the bisection stopped inside the band.
-    messages_ : dict of ndarray
-        What the server received from each client.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration users of each client.
-    calibration_info_ : dict
-        The public plan (see :meth:`LDPLabelCalibrator.plan`).
+        ``1 - alpha + Delta_L``; the other fitted attributes are those of
+        :class:`LDPLabelCalibrator` (``threshold_``, ``correction_``,
+        ``beta_``, ``calibration_info_``, ...).
 
     See Also
     --------

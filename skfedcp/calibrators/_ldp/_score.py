@@ -32,6 +32,7 @@ from ._score_protocol import (
     _axis_score,
     _pose_query,
     _server_stream,
+    _SimulatedUsers,
     _Transcript,
     _warn_top,
 )
@@ -581,31 +582,14 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         # All simulated users draw their noise from one stream (stream 1).
         users_rng = seed if isinstance(seed, str) else spawn_random_states(seed, 2)[1]
         grouped = partition.grouped(scores)
-        answered = np.zeros(grouped.shape[0], dtype=np.intp)  # the users' memory
+        users = _SimulatedUsers(grouped, self.epsilon, users_rng)
         transcript = _Transcript(partition.clients)
         state = self.server_init(
             partition.sizes, alpha=alpha, random_state=_server_stream(public)
         )
         while not state["done"]:
             queries = state["queries"]
-            counts = queries.counts()
-            rows = queries.members  # the asked users' rows in `grouped`
-            np.add.at(answered, rows, 1)  # repeats within the round count too
-            if answered[rows].max(initial=0) > 1:
-                raise RuntimeError(
-                    "LDP-S simulation: a user was queried twice; each user "
-                    "answers at most once."
-                )
-            # Each asked user's client_respond, for every client at once.
-            bits = (grouped[rows] < float(queries.threshold)).astype(np.int64)
-            message = {
-                "round": queries.round,
-                "counts": counts,
-                "users": queries.users,
-                "reports": binary_randomized_response(
-                    bits, epsilon=self.epsilon, random_state=users_rng
-                ),
-            }
+            message = users.answer(queries)
             new_state = self.server_update(state, message)  # the server's checks
             transcript.add(queries, message)
             state = new_state
@@ -771,36 +755,11 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
 
     Attributes
     ----------
-    threshold_ : float
-        Calibrated threshold; ``+inf`` means every label.
-    correction_ : float
-        The correction ``Delta_S``.
     target_coverage_ : float
-        ``1 - alpha + Delta_S``.
-    group_size_ : int
-        Users per group.
-    n_steps_used_ : int
-        Rounds run (0 when the target reaches 1).
-    stopped_early_ : bool
-        Whether a round stopped inside the band.
-    epsilon_eff_ : float
-        Heuristic shuffle-model level (informational).
-    epsilon_spent_ : float
-        Privacy level of each asked user (0 if no round ran).
-    history_ : dict of ndarray
-        Query and estimate of each round.
-    transcript_ : dict of ndarray
-        The (round, client, user) of every answer.
-    messages_ : dict of ndarray
-        The bits each client forwarded.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration users of each client.
-    calibration_info_ : dict
-        The public plan (see :meth:`LDPScoreCalibrator.plan`).
+        ``1 - alpha + Delta_S``; the other fitted attributes are those of
+        :class:`LDPScoreCalibrator` (``threshold_``, ``correction_``,
+        ``history_``, ``transcript_``, ...), with ``n_steps_used_ = 0`` when
+        the target reaches 1.
 
     See Also
     --------

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from numbers import Integral
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ...exceptions import InvalidMessageError
 from ._score_protocol import RoundQueries, _concat
 
+#: One round's answers: one message (or None) per client, or all stacked.
+RoundAnswers = Sequence[Mapping[str, Any] | None] | Mapping[str, Any]
 
-def _check_round(queries, messages):
+
+def _check_round(
+    queries: Sequence[Mapping[str, Any]], messages: RoundAnswers
+) -> NDArray[Any]:
     """One round's answers, a list (one per client) or stacked: the 0/1 reports.
 
     Each client's answer is checked against its query (see
@@ -32,16 +39,21 @@ def _check_round(queries, messages):
     return np.concatenate([r for r in reports if r is not None] or [[]])
 
 
-def _name_client(exc, clients):
-    """``exc`` (about client index ``j``) naming the client by its label instead."""
+def _name_client(
+    exc: InvalidMessageError, clients: NDArray[Any]
+) -> InvalidMessageError:
+    """``exc``, about the client of index ``j``, naming it by its label instead."""
+    j = exc.client
+    if not isinstance(j, int):  # not an index set by these checks: as it is
+        return exc
     return InvalidMessageError(
-        str(exc).replace(f"client {exc.client}", f"client {clients[exc.client]!r}", 1),
-        client=clients[exc.client],
+        str(exc).replace(f"client {j}", f"client {clients[j]!r}", 1),
+        client=clients[j],
         field=exc.field,
     )
 
 
-def _check_users(query, n_users):
+def _check_users(query: Mapping[str, Any], n_users: int) -> NDArray[np.intp]:
     try:
         users = np.asarray(query["users"])
         query["threshold"], query["round"]
@@ -68,12 +80,38 @@ def _describe(value: object) -> str:
 _STACKED_FIELDS = ("round", "counts", "users", "reports")
 
 
-def _first_client(offsets, position):
-    """The client whose stacked entries hold ``position``."""
-    return int(np.searchsorted(offsets, position, side="right") - 1)
+def _is_integer(value: object) -> bool:
+    """An integer (Python or NumPy), not a bool."""
+    return isinstance(value, Integral | np.integer) and not isinstance(value, bool)
 
 
-def _check_stacked_answers(queries, message):
+def _client_error(j: Hashable, field: str, problem: str) -> InvalidMessageError:
+    """The error for client ``j``'s bad ``field``: ``problem`` says what is wrong."""
+    return InvalidMessageError(
+        f"invalid message from client {j}: field {field!r} {problem}.",
+        client=j,
+        field=field,
+    )
+
+
+def _stacked_error(field: str, problem: str) -> InvalidMessageError:
+    """The error for a bad ``field`` of the stacked answers (no client to name)."""
+    return InvalidMessageError(
+        f"invalid stacked answers: field {field!r} {problem}.", field=field
+    )
+
+
+def _first_wrong_client(wrong: NDArray[np.bool_], offsets: NDArray[Any]) -> int | None:
+    """The client whose stacked entries hold the first ``True`` of ``wrong``."""
+    positions = np.flatnonzero(wrong)
+    if not positions.size:
+        return None
+    return int(np.searchsorted(offsets, positions[0], side="right") - 1)
+
+
+def _check_stacked_answers(
+    queries: Sequence[Mapping[str, Any]], message: Mapping[str, Any]
+) -> NDArray[np.int64]:
     """One round's answers of every client, stacked: the 0/1 reports, checked.
 
     The same rules as :func:`_check_answer` for each client, in one pass;
@@ -96,71 +134,54 @@ def _check_stacked_answers(queries, message):
             field=field,
         )
     got_round = message["round"]
-    if (
-        not isinstance(got_round, Integral | np.integer)
-        or isinstance(got_round, bool)
-        or int(got_round) != round_
-    ):
-        raise InvalidMessageError(
-            f"invalid stacked answers: field 'round' is {got_round!r} but the "
-            f"query was for round {round_}.",
-            field="round",
+    if not _is_integer(got_round) or int(got_round) != round_:
+        raise _stacked_error(
+            "round", f"is {got_round!r} but the query was for round {round_}"
         )
     counts = np.asarray(message["counts"])
     want = np.diff(offsets)
     if counts.shape != want.shape or counts.dtype.kind not in "iu":
-        raise InvalidMessageError(
-            f"invalid stacked answers: field 'counts' must hold one integer per "
-            f"client ({want.size}); got shape {counts.shape}.",
-            field="counts",
+        raise _stacked_error(
+            "counts",
+            f"must hold one integer per client ({want.size}); got shape {counts.shape}",
         )
     wrong = np.flatnonzero(counts != want)
     if wrong.size:
         j = int(wrong[0])
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'users' does not list the "
-            f"users asked in round {round_} ({want[j]} asked, {counts[j]} "
-            "answered).",
-            client=j,
-            field="users",
+        raise _client_error(
+            j,
+            "users",
+            f"does not list the users asked in round {round_} ({want[j]} asked, "
+            f"{counts[j]} answered)",
         )
     users = np.asarray(message["users"])
     if users.shape != asked.shape:
-        raise InvalidMessageError(
-            f"invalid stacked answers: field 'users' must list the "
-            f"{asked.size} users asked in round {round_}; got shape "
-            f"{users.shape}.",
-            field="users",
+        raise _stacked_error(
+            "users",
+            f"must list the {asked.size} users asked in round {round_}; got "
+            f"shape {users.shape}",
         )
-    wrong = np.flatnonzero(users != asked)
-    if wrong.size:
-        j = _first_client(offsets, wrong[0])
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'users' does not list the "
-            f"users asked in round {round_}.",
-            client=j,
-            field="users",
+    j_users = _first_wrong_client(users != asked, offsets)
+    if j_users is not None:
+        raise _client_error(
+            j_users, "users", f"does not list the users asked in round {round_}"
         )
     bits = np.asarray(message["reports"])
     if bits.shape != asked.shape or bits.dtype.kind not in "iub":
-        raise InvalidMessageError(
-            f"invalid stacked answers: field 'reports' must hold one 0/1 bit "
-            f"per asked user ({asked.size}).",
-            field="reports",
+        raise _stacked_error(
+            "reports", f"must hold one 0/1 bit per asked user ({asked.size})"
         )
-    wrong = np.flatnonzero((bits != 0) & (bits != 1))
-    if wrong.size:
-        j = _first_client(offsets, wrong[0])
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'reports' must hold one 0/1 "
-            f"bit per asked user ({want[j]}).",
-            client=j,
-            field="reports",
+    j_bits = _first_wrong_client((bits != 0) & (bits != 1), offsets)
+    if j_bits is not None:
+        raise _client_error(
+            j_bits, "reports", f"must hold one 0/1 bit per asked user ({want[j_bits]})"
         )
     return bits.astype(np.int64)
 
 
-def _check_answer(j, query, message):
+def _check_answer(
+    j: int, query: Mapping[str, Any], message: Mapping[str, Any] | None
+) -> NDArray[np.int64] | None:
     """One client's answer to one round's query: its 0/1 reports, checked."""
     asked = np.asarray(query["users"])
     if message is None:
@@ -179,33 +200,18 @@ def _check_answer(j, query, message):
         )
     for field in ("round", "users", "reports"):
         if field not in message:
-            raise InvalidMessageError(
-                f"invalid message from client {j}: field {field!r} is missing.",
-                client=j,
-                field=field,
-            )
+            raise _client_error(j, field, "is missing")
     round_ = message["round"]
-    if not isinstance(round_, Integral | np.integer) or isinstance(round_, bool):
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'round' must be an integer; "
-            f"got {round_!r}.",
-            client=j,
-            field="round",
-        )
+    if not _is_integer(round_):
+        raise _client_error(j, "round", f"must be an integer; got {round_!r}")
     if int(round_) != query["round"]:
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'round' is {round_} but the "
-            f"query was for round {query['round']}.",
-            client=j,
-            field="round",
+        raise _client_error(
+            j, "round", f"is {round_} but the query was for round {query['round']}"
         )
     users = np.asarray(message["users"])
     if users.shape != asked.shape or not np.array_equal(users, asked):
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'users' does not list the "
-            f"users asked in round {query['round']}.",
-            client=j,
-            field="users",
+        raise _client_error(
+            j, "users", f"does not list the users asked in round {query['round']}"
         )
     bits = np.asarray(message["reports"])
     if (
@@ -213,10 +219,7 @@ def _check_answer(j, query, message):
         or bits.dtype.kind not in "iub"
         or not np.isin(bits, (0, 1)).all()
     ):
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'reports' must hold one 0/1 "
-            f"bit per asked user ({asked.size}).",
-            client=j,
-            field="reports",
+        raise _client_error(
+            j, "reports", f"must hold one 0/1 bit per asked user ({asked.size})"
         )
     return bits.astype(np.int64)

@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from ..._typing import RandomStateLike
 from ...exceptions import InfiniteThresholdWarning
 from ...federated._partition import _group_order
+from ...privacy import binary_randomized_response
 from ...utils._random import check_seed_sequence, spawn_random_states
 from ...utils._warnings import warn_user
 from ._common import _per_client_rows
@@ -181,6 +182,43 @@ class _Transcript:
         pooled = _concat(self._answers, np.int64)[order]
         n_reports = np.bincount(owner, minlength=n_clients)
         return n_reports, _per_client_rows(pooled, n_reports)
+
+
+class _SimulatedUsers:
+    """Every client's users in one piece, answering as :meth:`client_respond` would.
+
+    Each round, the asked users of every client compare their score with the
+    query and report the bit through binary randomized response, all from
+    one noise stream, in one stacked message (see
+    :meth:`LDPScoreCalibrator.server_update`). The users remember that they
+    answered: a user asked twice raises ``RuntimeError``.
+    """
+
+    def __init__(self, scores, epsilon, random_state):
+        self._scores = scores  # client after client, as the users are numbered
+        self._epsilon = epsilon
+        self._random_state = random_state
+        self._answered = np.zeros(scores.shape[0], dtype=np.intp)
+
+    def answer(self, queries):
+        """The stacked answers of every asked user to one round's queries."""
+        counts = queries.counts()
+        rows = queries.members  # the asked users' rows in the scores
+        np.add.at(self._answered, rows, 1)  # repeats within the round count too
+        if self._answered[rows].max(initial=0) > 1:
+            raise RuntimeError(
+                "LDP-S simulation: a user was queried twice; each user "
+                "answers at most once."
+            )
+        bits = (self._scores[rows] < float(queries.threshold)).astype(np.int64)
+        return {
+            "round": queries.round,
+            "counts": counts,
+            "users": queries.users,
+            "reports": binary_randomized_response(
+                bits, epsilon=self._epsilon, random_state=self._random_state
+            ),
+        }
 
 
 def _concat(parts, dtype):
