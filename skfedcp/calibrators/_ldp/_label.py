@@ -12,7 +12,7 @@ from numbers import Integral
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ..._typing import ClientIds, Messages, SecureRandomStateLike
 from ...exceptions import InvalidMessageError
@@ -373,31 +373,7 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         )
 
     def _server_plan(self, sizes, alpha, stacked):
-        scores = stacked["scores"]
-        if scores.dtype != object and scores.ndim == 3 and scores.shape[2] >= 2:
-            # Stacked (n_clients, rows, n_classes): one width for all.
-            return self.plan([int(sizes.sum())], alpha, n_classes=scores.shape[2])
-        widths = {
-            m.shape[1] if m.ndim == 2 and m.size else 0 for m in stacked["scores"]
-        }
-        widths.discard(0)
-        if len(widths) == 1:  # the common case: one width
-            return self.plan([int(sizes.sum())], alpha, n_classes=widths.pop())
-        widths = [m.shape[1] for m in stacked["scores"] if m.ndim == 2 and m.size]
-        if not widths:
-            raise InvalidMessageError(
-                "LDP-L: no client sent a score matrix with rows.", field="scores"
-            )
-        # The number of classes is public; take the width most clients use
-        # and flag the others.
-        values, counts = np.unique(widths, return_counts=True)
-        n_classes = int(values[np.argmax(counts)])
-        if n_classes < 2:
-            raise InvalidMessageError(
-                f"LDP-L: score matrices must have n_classes >= 2 columns; got "
-                f"{n_classes}.",
-                field="scores",
-            )
+        n_classes = _announced_width(stacked["scores"])
         return self.plan([int(sizes.sum())], alpha, n_classes=n_classes)
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
@@ -669,3 +645,31 @@ def _announced_sizes(messages):
     if isinstance(messages, list | tuple):
         return [m.get("n") if isinstance(m, dict) else None for m in messages]
     return messages
+
+
+def _announced_width(matrices: NDArray[Any]) -> int:
+    """The number of classes of the clients' score matrices (public).
+
+    One width for all (stacked ``(n_clients, rows, n_classes)``, or every
+    client with rows agreeing) is the common case; otherwise the width most
+    clients use, and the check of the messages flags the others.
+    """
+    if matrices.dtype != object and matrices.ndim == 3 and matrices.shape[2] >= 2:
+        return int(matrices.shape[2])
+    distinct = {m.shape[1] if m.ndim == 2 and m.size else 0 for m in matrices}
+    distinct.discard(0)
+    if len(distinct) == 1:
+        return int(distinct.pop())
+    widths = [m.shape[1] for m in matrices if m.ndim == 2 and m.size]
+    if not widths:
+        raise InvalidMessageError(
+            "LDP-L: no client sent a score matrix with rows.", field="scores"
+        )
+    values, counts = np.unique(widths, return_counts=True)
+    n_classes = int(values[np.argmax(counts)])
+    if n_classes < 2:
+        raise InvalidMessageError(
+            f"LDP-L: score matrices must have n_classes >= 2 columns; got {n_classes}.",
+            field="scores",
+        )
+    return n_classes

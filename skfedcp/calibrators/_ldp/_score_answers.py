@@ -36,7 +36,7 @@ def _check_round(
         _check_answer(j, query, message)
         for j, (query, message) in enumerate(zip(queries, messages, strict=True))
     ]
-    return np.concatenate([r for r in reports if r is not None] or [[]])
+    return _concat([r for r in reports if r is not None], np.float64)
 
 
 def _name_client(
