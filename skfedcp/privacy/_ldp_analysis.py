@@ -8,12 +8,17 @@ The calibrators in :mod:`skfedcp.calibrators` use the same functions.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["LDPCorrection", "LDPSampleSize", "ldp_correction", "ldp_sample_size"]
+
+
+#: A number or an array of them (the helpers broadcast).
+_Real = float | NDArray[Any]
 
 
 class LDPCorrection(NamedTuple):
@@ -30,18 +35,20 @@ class LDPSampleSize(NamedTuple):
     score: int | NDArray[np.int64]
 
 
-def _krr_beta(n_classes, epsilon):
+def _krr_beta(n_classes: _Real, epsilon: _Real) -> _Real:
     """``beta = k / (k - 1 + e^eps)``, the k-RR resampling probability."""
     tail = np.exp(-epsilon)
     return n_classes * tail / (1.0 + (n_classes - 1) * tail)
 
 
-def _rr_constant(epsilon):
+def _rr_constant(epsilon: _Real) -> _Real:
     """``c = (e^eps + 1) / (e^eps - 1)``, the binary-RR de-biasing gain."""
     return (1.0 + np.exp(-epsilon)) / -np.expm1(-epsilon)
 
 
-def _label_correction(n, n_classes, epsilon, delta):
+def _label_correction(
+    n: _Real, n_classes: _Real, epsilon: _Real, delta: _Real
+) -> _Real:
     beta = _krr_beta(n_classes, epsilon)
     h = (1.0 - beta) / (1.0 + beta)
     return np.sqrt(np.log(4.0 / delta) / (2.0 * n * h**2))
@@ -52,7 +59,7 @@ def _label_correction(n, n_classes, epsilon, delta):
 _SCORE_SEARCHES = ("tight", "paper")
 
 
-def _score_log_term(delta, n_groups, search):
+def _score_log_term(delta: _Real, n_groups: _Real, search: str) -> _Real:
     """``K`` in ``Delta_S = c sqrt(K / n')`` for each search rule.
 
     ``"paper"``: ``Delta_S = 2 t_S`` with the two-sided per-round error
@@ -67,16 +74,22 @@ def _score_log_term(delta, n_groups, search):
     raise ValueError(f"search must be one of {_SCORE_SEARCHES}; got {search!r}.")
 
 
-def _score_correction(group_size, epsilon, delta, n_groups, search="paper"):
+def _score_correction(
+    group_size: _Real,
+    epsilon: _Real,
+    delta: _Real,
+    n_groups: _Real,
+    search: str = "paper",
+) -> _Real:
     """``Delta_S = c sqrt(K / n')`` (:func:`_score_log_term`); ``inf`` if ``n' = 0``."""
-    group_size = np.asarray(group_size, dtype=np.float64)
+    size = np.asarray(group_size, dtype=np.float64)
     with np.errstate(divide="ignore"):
         return _rr_constant(epsilon) * np.sqrt(
-            _score_log_term(delta, n_groups, search) / group_size
+            _score_log_term(delta, n_groups, search) / size
         )
 
 
-def _check_int_array(values, name, low):
+def _check_int_array(values: ArrayLike, name: str, low: int) -> NDArray[np.int64]:
     arr = np.asarray(values)
     if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
         raise TypeError(f"{name} must be an integer (or an array of them) >= {low}.")
@@ -89,23 +102,28 @@ def _check_int_array(values, name, low):
     return arr.astype(np.int64)
 
 
-def _check_analysis_params(n_classes, epsilon, delta, n_groups):
-    n_classes = _check_int_array(n_classes, "n_classes", 2)
+def _check_analysis_params(
+    n_classes: ArrayLike, epsilon: ArrayLike, delta: ArrayLike, n_groups: ArrayLike
+) -> tuple[
+    NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]
+]:
+    classes = _check_int_array(n_classes, "n_classes", 2)
     eps = np.asarray(epsilon, dtype=np.float64)
     if not (np.isfinite(eps).all() and (eps > 0).all()):
         raise ValueError(f"epsilon must be finite and > 0; got {epsilon!r}.")
-    delta = np.asarray(delta, dtype=np.float64)
-    if not ((delta > 0) & (delta < 1)).all():
-        raise ValueError(f"delta must be in the open interval (0, 1); got {delta!r}.")
-    n_groups = _check_int_array(n_groups, "n_groups", 1)
-    return n_classes, eps, delta, n_groups
+    failure = np.asarray(delta, dtype=np.float64)
+    if not ((failure > 0) & (failure < 1)).all():
+        raise ValueError(f"delta must be in the open interval (0, 1); got {failure!r}.")
+    groups = _check_int_array(n_groups, "n_groups", 1)
+    return classes, eps, failure, groups
 
 
-def _maybe_scalar(*arrays):
-    arrays = np.broadcast_arrays(*arrays)
-    if arrays[0].ndim == 0:
-        return tuple(a.item() for a in arrays)
-    return arrays
+def _maybe_scalar(*arrays: _Real) -> tuple[Any, ...]:
+    """The arrays broadcast together, as Python scalars if 0-d."""
+    broadcast = np.broadcast_arrays(*arrays)
+    if broadcast[0].ndim == 0:
+        return tuple(a.item() for a in broadcast)
+    return tuple(broadcast)
 
 
 def ldp_correction(
@@ -180,13 +198,13 @@ def ldp_correction(
     >>> ldp_correction([1000, 100000], 10, 4.0).label.round(4)
     array([0.0884, 0.0088])
     """
-    n = _check_int_array(n, "n", 1)
-    n_classes, eps, delta, n_groups = _check_analysis_params(
+    users = _check_int_array(n, "n", 1)
+    classes, eps, failure, groups = _check_analysis_params(
         n_classes, epsilon, delta, n_groups
     )
     _score_log_term(0.5, 1, search)  # validates search
-    label = _label_correction(n, n_classes, eps, delta)
-    score = _score_correction(n // n_groups, eps, delta, n_groups, search)
+    label = _label_correction(users, classes, eps, failure)
+    score = _score_correction(users // groups, eps, failure, groups, search)
     return LDPCorrection(*_maybe_scalar(label, score))
 
 
@@ -245,38 +263,41 @@ def ldp_sample_size(
     corr = np.asarray(correction, dtype=np.float64)
     if not ((corr > 0) & (corr <= 1)).all():
         raise ValueError(f"correction must be in (0, 1]; got {correction!r}.")
-    n_classes, eps, delta, n_groups = _check_analysis_params(
+    classes, eps, failure, groups = _check_analysis_params(
         n_classes, epsilon, delta, n_groups
     )
-    beta = _krr_beta(n_classes, eps)
+    beta = _krr_beta(classes, eps)
     h = (1.0 - beta) / (1.0 + beta)
-    n_label = np.ceil(np.log(4.0 / delta) / (2.0 * corr**2 * h**2))
-    group = np.ceil(
-        _rr_constant(eps) ** 2 * _score_log_term(delta, n_groups, search) / corr**2
+    n_label = _smallest(
+        np.ceil(np.log(4.0 / failure) / (2.0 * corr**2 * h**2)),
+        lambda m: _label_correction(m, classes, eps, failure),
+        corr,
     )
-    # Guard the float ceilings: step to the exact smallest size.
-    n_label = np.maximum(n_label, 1)
-    n_label = np.where(
-        _label_correction(np.maximum(n_label - 1, 1), n_classes, eps, delta) <= corr,
-        np.maximum(n_label - 1, 1),
-        n_label,
-    )
-    n_label = np.where(
-        _label_correction(n_label, n_classes, eps, delta) > corr, n_label + 1, n_label
-    )
-    group = np.maximum(group, 1)
-    group = np.where(
-        _score_correction(np.maximum(group - 1, 1), eps, delta, n_groups, search)
-        <= corr,
-        np.maximum(group - 1, 1),
-        group,
-    )
-    group = np.where(
-        _score_correction(group, eps, delta, n_groups, search) > corr,
-        group + 1,
-        group,
+    group = _smallest(
+        np.ceil(
+            _rr_constant(eps) ** 2 * _score_log_term(failure, groups, search) / corr**2
+        ),
+        lambda m: _score_correction(m, eps, failure, groups, search),
+        corr,
     )
     label, score = _maybe_scalar(
-        n_label.astype(np.int64), (group * n_groups).astype(np.int64)
+        n_label.astype(np.int64), (group * groups).astype(np.int64)
     )
     return LDPSampleSize(label, score)
+
+
+def _smallest(
+    guess: NDArray[np.float64],
+    correction_of: Callable[[NDArray[np.float64]], Any],
+    target: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """The smallest size ``m >= 1`` with ``correction_of(m) <= target``.
+
+    ``guess`` is the float ceiling of the closed-form size, off by at most
+    one either way: step down if ``guess - 1`` already reaches the target,
+    up if ``guess`` does not.
+    """
+    size = np.maximum(guess, 1)
+    below = np.maximum(size - 1, 1)
+    size = np.where(correction_of(below) <= target, below, size)
+    return np.where(correction_of(size) > target, size + 1, size)

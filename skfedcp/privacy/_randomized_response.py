@@ -74,7 +74,7 @@ def k_ary_randomized_response(
     array([0, 1, 2, 2])
     """
     n_classes = _check_int(n_classes, "n_classes", low=2)
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     labels = _check_labels(labels, n_classes, "labels")
     source = check_random_source(random_state)
     keep_probability, _ = _channel(n_classes, epsilon)
@@ -113,7 +113,7 @@ def k_ary_randomized_response_probabilities(
            [0.25, 0.25, 0.5 ]])
     """
     n_classes = _check_int(n_classes, "n_classes", low=2)
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     keep, other = _channel(n_classes, epsilon)
     channel = np.full((n_classes, n_classes), other)
     np.fill_diagonal(channel, keep)
@@ -160,7 +160,7 @@ def binary_randomized_response(
     ...                            random_state=0)
     array([ True, False,  True])
     """
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     arr = np.asarray(bits)
     is_bool = arr.dtype == np.bool_
     labels = _check_labels(arr.astype(np.int64) if is_bool else arr, 2, "bits")
@@ -228,14 +228,10 @@ def debias_frequencies(
     array([1., 0., 0.])
     """
     n_classes = _check_int(n_classes, "n_classes", low=2)
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
-    try:
-        noisy = np.asarray(noisy_counts_or_freqs, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            "noisy_counts_or_freqs must be an array of numbers; got "
-            f"{noisy_counts_or_freqs!r}."
-        ) from exc
+    epsilon = _check_epsilon(epsilon)
+    noisy = _as_floats(
+        noisy_counts_or_freqs, "noisy_counts_or_freqs", "an array of numbers"
+    )
     if noisy.ndim < 1 or noisy.shape[-1] != n_classes:
         raise ValueError(
             f"noisy_counts_or_freqs must have n_classes={n_classes} entries along "
@@ -243,7 +239,7 @@ def debias_frequencies(
         )
     if not np.isfinite(noisy).all():
         raise ValueError("noisy_counts_or_freqs must be finite.")
-    keep, other = _channel(n_classes, epsilon)
+    _, other = _channel(n_classes, epsilon)
     total = noisy.sum(axis=-1, keepdims=True)
     return (noisy - other * total) / _keep_minus_other(n_classes, epsilon)
 
@@ -276,13 +272,8 @@ def debias_fraction(
     >>> round(debias_fraction(0.75, epsilon=math.log(3)), 12)
     1.0
     """
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
-    try:
-        noisy = np.asarray(noisy_fraction, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"noisy_fraction must be a number or an array; got {noisy_fraction!r}."
-        ) from exc
+    epsilon = _check_epsilon(epsilon)
+    noisy = _as_floats(noisy_fraction, "noisy_fraction", "a number or an array")
     if not np.isfinite(noisy).all():
         raise ValueError("noisy_fraction must be finite.")
     if ((noisy < 0) | (noisy > 1)).any():
@@ -293,6 +284,22 @@ def debias_fraction(
     _, other = _channel(2, epsilon)
     estimate = (noisy - other) / _keep_minus_other(2, epsilon)
     return float(estimate) if estimate.ndim == 0 else estimate
+
+
+def _check_epsilon(epsilon: float) -> float:
+    """``epsilon`` checked: a finite number > 0 (``None`` is refused too)."""
+    checked = check_privacy_params(epsilon=epsilon).epsilon
+    if checked is None:  # check_privacy_params skips a None
+        raise TypeError("epsilon must be a finite number > 0; got None.")
+    return checked
+
+
+def _as_floats(values: ArrayLike, name: str, expected: str) -> NDArray[np.float64]:
+    """``values`` as a float64 array; ``TypeError`` naming ``name`` if not numbers."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be {expected}; got {values!r}.") from exc
 
 
 def _channel(n_classes: int, epsilon: float) -> tuple[float, float]:

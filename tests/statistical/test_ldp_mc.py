@@ -31,7 +31,7 @@ from skfedcp.calibrators import (
     LDPScoreStarCalibrator,
     ldp_correction,
 )
-from skfedcp.calibrators._ldp._label import _debiased_coverage
+from skfedcp.calibrators._ldp._label_search import _debiased_coverage
 from skfedcp.privacy import binary_randomized_response, k_ary_randomized_response
 
 pytestmark = pytest.mark.slow

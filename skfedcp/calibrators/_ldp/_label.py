@@ -1,29 +1,23 @@
-"""Local-DP calibration with randomized labels (LDP-L), and the LDP shared pieces.
+"""Local-DP calibration with randomized labels (LDP-L and LDP-L*).
 
-LDP-S, the interactive score bisection, is in :mod:`._ldp_score`; the
-correction terms in :mod:`skfedcp.privacy._ldp_analysis`.
+The threshold searches are in :mod:`._label_search`, the pieces LDP-L shares
+with LDP-S in :mod:`._common`, the correction terms in
+:mod:`skfedcp.privacy._ldp_analysis`.
 """
 
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ..._typing import ClientIds, Messages, SecureRandomStateLike
-from ...exceptions import (
-    InfiniteThresholdWarning,
-    InvalidMessageError,
-    VacuousGuaranteeWarning,
-)
+from ...exceptions import InvalidMessageError
 from ...federated import ClientPartition
-from ...privacy import (
-    check_privacy_params,
-    k_ary_randomized_response,
-)
+from ...privacy import k_ary_randomized_response
 from ...privacy._ldp_analysis import (
     LDPCorrection,
     LDPSampleSize,
@@ -33,13 +27,20 @@ from ...privacy._ldp_analysis import (
     ldp_correction,
     ldp_sample_size,
 )
-from ...utils._random import spawn_random_states
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_alpha
-from ...utils._warnings import warn_user
 from .._base import BaseCalibrator, CoverageBounds
 from .._messages import Problem, check_client_sizes
+from ._common import (
+    _LDP_CONSTRAINTS,
+    _bisection_update,
+    _check_bounds,
+    _LDPMixin,
+    _per_client_rows,
+)
+from ._label_search import _coverage_from_counts, _first_covering_unsorted
 
+# The correction terms are re-exported with the calibrators that use them.
 __all__ = [
     "LDPCorrection",
     "LDPLabelCalibrator",
@@ -48,287 +49,6 @@ __all__ = [
     "ldp_correction",
     "ldp_sample_size",
 ]
-
-
-# --------------------------------------------------------------------------
-# Shared search pieces
-# --------------------------------------------------------------------------
-
-
-def _bisection_update(lo, hi, query, estimate, target, band):
-    """One step of the banded bisection: ``(lo, hi, stop)``.
-
-    Over-covering (``estimate > target + band``) moves the upper end down,
-    under-covering moves the lower end up, and an estimate inside the band
-    stops the search at ``query``.
-    """
-    if estimate > target + band:
-        return lo, query, False
-    if estimate < target - band:
-        return query, hi, False
-    return lo, hi, True
-
-
-def _check_bounds(score_bounds, owner):
-    if score_bounds is None:
-        raise ValueError(
-            f"{owner} needs score_bounds=(low, high): the public range to search "
-            "(e.g. (0, 1) for LAC and APS scores), fixed without looking at the "
-            "calibration data. Pass it to the calibrator or to the wrapper."
-        )
-    if isinstance(score_bounds, np.ndarray):
-        score_bounds = score_bounds.tolist()
-    return check_privacy_params(
-        bounds=score_bounds, names={"bounds": "score_bounds"}
-    ).bounds
-
-
-def _debiased_coverage(
-    sorted_all, sorted_noisy, thresholds, beta, n_classes, count_noisy=None
-):
-    """``Fc_hat(q) = (Fn_hat(q) - beta Fr_hat(q)) / (1 - beta)`` at each ``q``.
-
-    ``sorted_all`` holds the ``n k`` entries of the score matrix and
-    ``sorted_noisy`` the ``n`` scores of the noisy labels, both sorted.
-    ``count_noisy``: the counts ``#{noisy scores <= q}`` if already known.
-    """
-    n = sorted_noisy.shape[0]
-    count_all = np.searchsorted(sorted_all, thresholds, side="right")
-    if count_noisy is None:
-        count_noisy = np.searchsorted(sorted_noisy, thresholds, side="right")
-    return _coverage_from_counts(count_noisy, count_all, n, beta, n_classes)
-
-
-def _coverage_from_counts(count_noisy, count_all, n, beta, n_classes):
-    """The de-biased coverage from the counts of noisy and of all scores <= q.
-
-    Non-decreasing in ``count_noisy`` and non-increasing in ``count_all``
-    (``0 <= beta < 1``), also in floating point: every step is a monotone
-    rounding of a monotone operation.
-    """
-    noisy_cdf = count_noisy / n
-    uniform_cdf = count_all / (n * n_classes)
-    return (noisy_cdf - beta * uniform_cdf) / (1.0 - beta)
-
-
-# Candidates of the exact LDP-L search are bounded a block at a time (see
-# _first_hit); only the blocks that may hold the first hit are counted.
-_HIT_BLOCK = 64
-# Exact counts (one pass each over the unsorted scores) that the float32
-# bracketing may ask for before the search sorts the float64 scores instead.
-_MAX_EXACT_PASSES = 8
-
-
-def _first_covering(sorted_all, sorted_noisy, beta, n_classes, target):
-    """Smallest distinct score whose de-biased coverage reaches ``target``.
-
-    Equal to evaluating :func:`_debiased_coverage` at every distinct value
-    of ``sorted_all`` and taking the first hit, but only the smallest score
-    and the noisy-label scores need to be examined: between two consecutive
-    noisy-label scores the noisy count is constant while the count of all
-    entries grows, so the estimate (computed with the same, monotone
-    floating-point operations) can only decrease. A first hit past the
-    smallest score is therefore a noisy-label score, and checking the
-    ``<= n + 1`` of them finds the same threshold with the same arithmetic.
-    ``+inf`` when no candidate reaches the target (only through rounding
-    when it is within 1e-16 of 1).
-    """
-    if sorted_all.size == 0:
-        return np.inf
-    return _covering_threshold(
-        _SortedCounts(sorted_all), sorted_all[0], sorted_noisy, beta, n_classes, target
-    )
-
-
-def _first_covering_unsorted(values, sorted_noisy, beta, n_classes, target):
-    """:func:`_first_covering` on the unsorted (flat) scores, never written.
-
-    The counts of all scores below the candidates are bracketed by the
-    sorted float32 roundings of the scores (half the bytes of a float64
-    sort, and about 40% faster): rounding to nearest is monotone, so
-    ``#{r(x) < r(q)} <= #{x <= q} <= #{r(x) <= r(q)}``. Only a candidate
-    whose decision the bracket leaves open is counted exactly, by one pass
-    over ``values``; past ``_MAX_EXACT_PASSES`` of them (scores that tie in
-    float32 without being equal, near the answer), the float64 scores are
-    sorted after all. The threshold is :func:`_first_covering`'s, bit for
-    bit.
-    """
-    if values.size == 0:
-        return np.inf
-    threshold = _covering_threshold(
-        _BracketedCounts(values), values.min(), sorted_noisy, beta, n_classes, target
-    )
-    if threshold is _GIVE_UP:
-        return _first_covering(np.sort(values), sorted_noisy, beta, n_classes, target)
-    return threshold
-
-
-def _covering_threshold(counts, smallest, sorted_noisy, beta, n_classes, target):
-    """The first covering candidate's value, ``+inf``, or ``_GIVE_UP``."""
-    candidates, count_noisy = _candidates(sorted_noisy, smallest)
-    hit = _first_hit(
-        counts,
-        candidates,
-        count_noisy,
-        sorted_noisy.shape[0],
-        beta,
-        n_classes,
-        target,
-    )
-    if hit is _GIVE_UP:
-        return _GIVE_UP
-    return np.inf if hit is None else float(candidates[hit])
-
-
-def _candidates(sorted_noisy, smallest):
-    """The distinct noisy-label scores (and ``smallest`` below them), with counts.
-
-    Returns the candidates and ``#{noisy scores <= candidate}`` of each.
-    """
-    first = np.empty(sorted_noisy.shape[0], dtype=bool)  # first of its run of ties
-    first[:1] = True
-    np.not_equal(sorted_noisy[1:], sorted_noisy[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    candidates = sorted_noisy[starts]
-    # #{noisy scores <= candidate}: the end of the candidate's run of ties.
-    count_noisy = np.empty(starts.shape[0], dtype=np.intp)
-    count_noisy[:-1] = starts[1:]
-    count_noisy[-1:] = sorted_noisy.shape[0]
-    if candidates.size == 0 or smallest < candidates[0]:
-        candidates = np.concatenate(([smallest], candidates))
-        count_noisy = np.concatenate(([0], count_noisy))
-    return candidates, count_noisy
-
-
-class _SortedCounts:
-    """``#{scores <= q}`` from the sorted scores: exact, so never left open."""
-
-    def __init__(self, sorted_all):
-        self._sorted = sorted_all
-
-    def bounds(self, thresholds):
-        count = np.searchsorted(self._sorted, thresholds, side="right")
-        return count, count
-
-    def exact(self, threshold):  # pragma: no cover - bounds are exact
-        return self.bounds(np.array([threshold]))[0]
-
-
-class _BracketedCounts:
-    """Bounds of ``#{scores <= q}`` from the sorted float32 roundings."""
-
-    def __init__(self, values):
-        self._values = values
-        with np.errstate(over="ignore"):  # beyond float32: +-inf, still monotone
-            self._rounded = values.astype(np.float32)
-        self._rounded.sort()
-        self.passes = 0
-
-    def bounds(self, thresholds):
-        with np.errstate(over="ignore"):
-            rounded = thresholds.astype(np.float32)
-        return (
-            np.searchsorted(self._rounded, rounded, side="left"),
-            np.searchsorted(self._rounded, rounded, side="right"),
-        )
-
-    def exact(self, threshold):
-        if self.passes == _MAX_EXACT_PASSES:
-            return None
-        self.passes += 1
-        return np.array([np.count_nonzero(self._values <= threshold)])
-
-
-_GIVE_UP = object()
-
-
-def _first_hit(counts, candidates, count_noisy, n, beta, n_classes, target):
-    """Index of the first candidate whose coverage reaches ``target``, or None.
-
-    The same answer as counting the scores below every candidate, with the
-    counts taken only where needed. ``counts`` gives a lower and an upper
-    bound of ``#{scores <= q}`` (equal when exact) and, when they leave the
-    decision open, the exact count (None: too costly, then the caller's
-    search returns ``_GIVE_UP``). Candidates are taken in blocks of
-    ``_HIT_BLOCK`` consecutive ones; within a block the coverage is at most
-    its value at the block's largest noisy count and its first candidate's
-    lower count of all scores, since it grows with the first and falls with
-    the second. A block whose bound is below ``target`` holds no hit; the
-    other blocks' candidates are decided in order from their bounds, or
-    their exact counts, with the formula of :func:`_debiased_coverage`, so
-    the first hit is the same, bit for bit.
-    """
-    m = candidates.shape[0]
-    starts = np.arange(0, m, _HIT_BLOCK)
-    lasts = np.minimum(starts + _HIT_BLOCK, m) - 1
-    first_low, _ = counts.bounds(candidates[starts])
-    bound = _coverage_from_counts(count_noisy[lasts], first_low, n, beta, n_classes)
-    flagged = np.flatnonzero(bound >= target)
-    if flagged.size == 0:
-        return None
-    rows = starts[flagged][:, None] + np.arange(_HIT_BLOCK)
-    rows = rows[rows < m]  # ascending: blocks, then the rows within each
-    low, high = counts.bounds(candidates[rows])
-    noisy = count_noisy[rows]
-    may = _coverage_from_counts(noisy, low, n, beta, n_classes) >= target
-    sure = _coverage_from_counts(noisy, high, n, beta, n_classes) >= target
-    for i in np.flatnonzero(may):
-        if sure[i]:
-            return int(rows[i])
-        exact = counts.exact(candidates[rows[i]])
-        if exact is None:
-            return _GIVE_UP
-        if (
-            _coverage_from_counts(noisy[i : i + 1], exact, n, beta, n_classes)[0]
-            >= target
-        ):
-            return int(rows[i])
-    return None
-
-
-class _LDPMixin:
-    """Parameters and fitted-attribute helpers shared by LDP-L and LDP-S."""
-
-    # Whether this is the starred variant (target 1 - alpha + Delta).
-    _star = False
-
-    def _target(self, alpha, correction):
-        return 1.0 - alpha + (correction if self._star else 0.0)
-
-    def _simulation_streams(self, random_state):
-        """The server's stream (0) and the one stream (1) of all simulated users.
-
-        Both spawned from ``random_state``'s ``SeedSequence`` like every other
-        strategy's streams; ``"secure"`` is passed on as is.
-        """
-        server, users = spawn_random_states(random_state, 2)
-        return server, users
-
-    def _warn_guarantee(self, alpha, correction, name):
-        if not self._star and correction >= 1.0 - alpha:
-            warn_user(
-                f"{type(self).__name__}: the correction {name}={correction:.4g} is "
-                f">= 1 - alpha = {1 - alpha:.4g}, so the guarantee "
-                f"1 - alpha - {name} is vacuous; the threshold is still computed. "
-                "Use more users, a larger epsilon or a larger delta.",
-                VacuousGuaranteeWarning,
-            )
-
-    def _warn_infinite(self, alpha, correction, name):
-        warn_user(
-            f"{type(self).__name__}: the target 1 - alpha + {name} = "
-            f"{1 - alpha + correction:.4g} is >= 1 ({name}={correction:.4g} >= "
-            f"alpha={alpha:g}); the threshold is +inf and prediction sets hold "
-            "every label. Use more users, a larger epsilon or a larger delta.",
-            InfiniteThresholdWarning,
-        )
-
-
-_LDP_CONSTRAINTS = {
-    "epsilon": [Interval(Real, 0, None, closed="neither")],
-    "delta": [Interval(Real, 0, 1, closed="neither")],
-    "score_bounds": ["array-like", None],
-}
 
 
 # --------------------------------------------------------------------------
@@ -653,31 +373,7 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         )
 
     def _server_plan(self, sizes, alpha, stacked):
-        scores = stacked["scores"]
-        if scores.dtype != object and scores.ndim == 3 and scores.shape[2] >= 2:
-            # Stacked (n_clients, rows, n_classes): one width for all.
-            return self.plan([int(sizes.sum())], alpha, n_classes=scores.shape[2])
-        widths = {
-            m.shape[1] if m.ndim == 2 and m.size else 0 for m in stacked["scores"]
-        }
-        widths.discard(0)
-        if len(widths) == 1:  # the common case: one width
-            return self.plan([int(sizes.sum())], alpha, n_classes=widths.pop())
-        widths = [m.shape[1] for m in stacked["scores"] if m.ndim == 2 and m.size]
-        if not widths:
-            raise InvalidMessageError(
-                "LDP-L: no client sent a score matrix with rows.", field="scores"
-            )
-        # The number of classes is public; take the width most clients use
-        # and flag the others.
-        values, counts = np.unique(widths, return_counts=True)
-        n_classes = int(values[np.argmax(counts)])
-        if n_classes < 2:
-            raise InvalidMessageError(
-                f"LDP-L: score matrices must have n_classes >= 2 columns; got "
-                f"{n_classes}.",
-                field="scores",
-            )
+        n_classes = _announced_width(stacked["scores"])
         return self.plan([int(sizes.sum())], alpha, n_classes=n_classes)
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
@@ -896,34 +592,10 @@ class LDPLabelStarCalibrator(LDPLabelCalibrator):
 
     Attributes
     ----------
-    threshold_ : float
-        Calibrated threshold; ``+inf`` means every label.
-    correction_ : float
-        The correction ``Delta_L``.
     target_coverage_ : float
-        ``1 - alpha + Delta_L``.
-    beta_ : float
-        k-RR resampling probability.
-    epsilon_eff_ : float
-        Heuristic shuffle-model level ``epsilon / sqrt(n)`` (informational).
-    epsilon_spent_ : float
-        Privacy level of each user's label (``epsilon``).
-    n_classes_ : int
-        Number of classes.
-    n_steps_used_ : int
-        Bisection steps made (0 with ``"exact"``).
-    stopped_early_ : bool
-        Whether the bisection stopped inside the band.
-    messages_ : dict of ndarray
-        What the server received from each client.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration users of each client.
-    calibration_info_ : dict
-        The public plan (see :meth:`LDPLabelCalibrator.plan`).
+        ``1 - alpha + Delta_L``; the other fitted attributes are those of
+        :class:`LDPLabelCalibrator` (``threshold_``, ``correction_``,
+        ``beta_``, ``calibration_info_``, ...).
 
     See Also
     --------
@@ -943,22 +615,6 @@ class LDPLabelStarCalibrator(LDPLabelCalibrator):
     """
 
     _star = True
-
-
-def _per_client_rows(values, sizes):
-    """``values`` split into one entry per client (``sizes[j]`` rows each).
-
-    Equal sizes: one ``(n_clients, size, ...)`` view (entry ``j`` is client
-    ``j``'s rows, made without a Python loop); else an object array of views.
-    """
-    m = sizes.shape[0]
-    if (sizes == sizes[0]).all():
-        return values.reshape(m, sizes[0], *values.shape[1:])
-    out = np.empty(m, dtype=object)
-    bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
-    for j in range(m):
-        out[j] = values[bounds[j] : bounds[j + 1]]
-    return out
 
 
 def _check_score_matrix(scores):
@@ -989,3 +645,31 @@ def _announced_sizes(messages):
     if isinstance(messages, list | tuple):
         return [m.get("n") if isinstance(m, dict) else None for m in messages]
     return messages
+
+
+def _announced_width(matrices: NDArray[Any]) -> int:
+    """The number of classes of the clients' score matrices (public).
+
+    One width for all (stacked ``(n_clients, rows, n_classes)``, or every
+    client with rows agreeing) is the common case; otherwise the width most
+    clients use, and the check of the messages flags the others.
+    """
+    if matrices.dtype != object and matrices.ndim == 3 and matrices.shape[2] >= 2:
+        return int(matrices.shape[2])
+    distinct = {m.shape[1] if m.ndim == 2 and m.size else 0 for m in matrices}
+    distinct.discard(0)
+    if len(distinct) == 1:
+        return int(distinct.pop())
+    widths = [m.shape[1] for m in matrices if m.ndim == 2 and m.size]
+    if not widths:
+        raise InvalidMessageError(
+            "LDP-L: no client sent a score matrix with rows.", field="scores"
+        )
+    values, counts = np.unique(widths, return_counts=True)
+    n_classes = int(values[np.argmax(counts)])
+    if n_classes < 2:
+        raise InvalidMessageError(
+            f"LDP-L: score matrices must have n_classes >= 2 columns; got {n_classes}.",
+            field="scores",
+        )
+    return n_classes

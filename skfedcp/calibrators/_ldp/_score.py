@@ -1,33 +1,40 @@
-"""LDP-S: interactive bisection on private scores, one randomized bit per user."""
+"""LDP-S: interactive bisection on private scores, one randomized bit per user.
+
+The rounds' queries and transcript are in :mod:`._score_protocol`, the checks
+of the clients' answers in :mod:`._score_answers`.
+"""
 
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Mapping, Sequence
 from numbers import Integral
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from ..._typing import ClientIds, Messages, RandomStateLike, SecureRandomStateLike
-from ...exceptions import InfiniteThresholdWarning, InvalidMessageError
+from ...exceptions import InvalidMessageError
 from ...federated import ClientPartition
-from ...federated._partition import _group_order
 from ...privacy import binary_randomized_response, debias_fraction
 from ...privacy._ldp_analysis import _rr_constant, _score_correction
 from ...utils._random import check_seed_sequence, spawn_random_states
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_alpha, check_scores
-from ...utils._warnings import warn_user
 from .._base import BaseCalibrator, CoverageBounds
 from .._messages import check_client_labels, check_client_sizes
-from ._label import (
-    _LDP_CONSTRAINTS,
-    _bisection_update,
-    _check_bounds,
-    _LDPMixin,
+from ._common import _LDP_CONSTRAINTS, _bisection_update, _check_bounds, _LDPMixin
+from ._score_answers import _check_round, _check_users, _name_client
+from ._score_protocol import (
+    _assignment_rng,
+    _axis_range,
+    _axis_score,
+    _pose_query,
+    _server_stream,
+    _SimulatedUsers,
+    _Transcript,
+    _warn_top,
 )
 
 __all__ = ["LDPScoreCalibrator", "LDPScoreStarCalibrator"]
@@ -438,21 +445,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         if state["done"]:
             raise ValueError("the LDP-S protocol is already finished (done=True).")
         queries = state["queries"]
-        if isinstance(messages, Mapping):
-            reports = _check_stacked_answers(queries, messages)
-        else:
-            if not isinstance(messages, list | tuple) or len(messages) != len(queries):
-                raise InvalidMessageError(
-                    f"expected a list with one message (or None) per client "
-                    f"({len(queries)}); got {_describe(messages)}."
-                )
-            reports = [
-                _check_answer(j, query, message)
-                for j, (query, message) in enumerate(
-                    zip(queries, messages, strict=True)
-                )
-            ]
-            reports = np.concatenate([r for r in reports if r is not None] or [[]])
+        reports = _check_round(queries, messages)
         if reports.shape[0] != state["group_size"]:
             raise InvalidMessageError(
                 f"round {queries[0]['round']} received {reports.shape[0]} answers; "
@@ -589,31 +582,14 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         # All simulated users draw their noise from one stream (stream 1).
         users_rng = seed if isinstance(seed, str) else spawn_random_states(seed, 2)[1]
         grouped = partition.grouped(scores)
-        answered = np.zeros(grouped.shape[0], dtype=np.intp)  # the users' memory
+        users = _SimulatedUsers(grouped, self.epsilon, users_rng)
         transcript = _Transcript(partition.clients)
         state = self.server_init(
             partition.sizes, alpha=alpha, random_state=_server_stream(public)
         )
         while not state["done"]:
             queries = state["queries"]
-            counts = queries.counts()
-            rows = queries.members  # the asked users' rows in `grouped`
-            np.add.at(answered, rows, 1)  # repeats within the round count too
-            if answered[rows].max(initial=0) > 1:
-                raise RuntimeError(
-                    "LDP-S simulation: a user was queried twice; each user "
-                    "answers at most once."
-                )
-            # Each asked user's client_respond, for every client at once.
-            bits = (grouped[rows] < float(queries.threshold)).astype(np.int64)
-            message = {
-                "round": queries.round,
-                "counts": counts,
-                "users": queries.users,
-                "reports": binary_randomized_response(
-                    bits, epsilon=self.epsilon, random_state=users_rng
-                ),
-            }
+            message = users.answer(queries)
             new_state = self.server_update(state, message)  # the server's checks
             transcript.add(queries, message)
             state = new_state
@@ -704,13 +680,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             except InvalidMessageError as exc:
                 if exc.client is None:
                     raise
-                raise InvalidMessageError(
-                    str(exc).replace(
-                        f"client {exc.client}", f"client {clients[exc.client]!r}", 1
-                    ),
-                    client=clients[exc.client],
-                    field=exc.field,
-                ) from None
+                raise _name_client(exc, clients) from None
             # Checked: the answers are, client after client, those of the
             # asked users (state["queries"].users).
             transcript.add(state["queries"], round_messages)
@@ -785,36 +755,11 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
 
     Attributes
     ----------
-    threshold_ : float
-        Calibrated threshold; ``+inf`` means every label.
-    correction_ : float
-        The correction ``Delta_S``.
     target_coverage_ : float
-        ``1 - alpha + Delta_S``.
-    group_size_ : int
-        Users per group.
-    n_steps_used_ : int
-        Rounds run (0 when the target reaches 1).
-    stopped_early_ : bool
-        Whether a round stopped inside the band.
-    epsilon_eff_ : float
-        Heuristic shuffle-model level (informational).
-    epsilon_spent_ : float
-        Privacy level of each asked user (0 if no round ran).
-    history_ : dict of ndarray
-        Query and estimate of each round.
-    transcript_ : dict of ndarray
-        The (round, client, user) of every answer.
-    messages_ : dict of ndarray
-        The bits each client forwarded.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration users of each client.
-    calibration_info_ : dict
-        The public plan (see :meth:`LDPScoreCalibrator.plan`).
+        ``1 - alpha + Delta_S``; the other fitted attributes are those of
+        :class:`LDPScoreCalibrator` (``threshold_``, ``correction_``,
+        ``history_``, ``transcript_``, ...), with ``n_steps_used_ = 0`` when
+        the target reaches 1.
 
     See Also
     --------
@@ -832,393 +777,3 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
     """
 
     _star = True
-
-
-def _pose_query(state: Mapping[str, Any]) -> dict[str, Any]:
-    """Return ``state`` with the next round's per-client queries."""
-    round_ = state["round"] + 1
-    query = _axis_score(state, (state["lo"] + state["hi"]) / 2.0)
-    members = np.sort(state["groups"][round_ - 1])
-    sizes = state["n_per_client"]
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    # Users are numbered client by client; members are sorted, so client j's
-    # are members[offsets[j]:offsets[j + 1]]. The client of every user is
-    # mapped once per protocol (server_init), then read for the asked users.
-    owner = state["_user_owner"][members]
-    counts = np.bincount(owner, minlength=sizes.shape[0])
-    offsets = np.concatenate(([0], np.cumsum(counts)))
-    queries = RoundQueries(
-        round_, query, members - starts[owner], offsets, members=members, owner=owner
-    )
-    return {**state, "queries": queries}
-
-
-class RoundQueries(Sequence[dict[str, Any]]):
-    """One round's queries, one dict per client, built when accessed.
-
-    ``queries[j]`` is ``{"round": r, "threshold": q_r, "users": local row
-    indices}`` for client ``j``. The same queries are also held stacked:
-    ``users`` (local indices, client after client) and ``offsets`` (client
-    ``j``'s users are ``users[offsets[j]:offsets[j + 1]]``), which a
-    vectorised client side answers with one stacked message (see
-    :meth:`LDPScoreCalibrator.server_update`); ``members`` (the asked users,
-    numbered client by client) and ``owner`` (the client of each) too.
-    """
-
-    def __init__(
-        self,
-        round_: int,
-        threshold: float,
-        users: NDArray[np.intp],
-        offsets: NDArray[np.intp],
-        *,
-        members: NDArray[np.intp],
-        owner: NDArray[np.intp],
-    ) -> None:
-        self.round = int(round_)
-        self.threshold = threshold
-        self.users = users
-        self.offsets = offsets
-        self.members = members
-        self.owner = owner
-
-    def __len__(self) -> int:
-        return self.offsets.shape[0] - 1
-
-    @overload
-    def __getitem__(self, j: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, j: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, j: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(j, slice):
-            return [self[i] for i in range(len(self))[j]]
-        n = len(self)
-        j = operator.index(j)
-        if j < 0:
-            j += n
-        if not 0 <= j < n:
-            raise IndexError("client index out of range")
-        return {
-            "round": self.round,
-            "threshold": self.threshold,
-            "users": self.users[self.offsets[j] : self.offsets[j + 1]],
-        }
-
-    def counts(self) -> NDArray[np.intp]:
-        """Number of asked users of each client."""
-        return np.diff(self.offsets)
-
-
-def _axis_range(axis, bounds, n_groups):
-    """Search interval on the axis (see :func:`_axis_score`)."""
-    reach = 2.0 * n_groups * math.log(2.0)  # a gap of 4^-T of the range
-    if axis == "log":
-        return 0.0, reach
-    if axis == "logit":
-        return -reach, reach
-    return bounds
-
-
-def _axis_score(state, point):
-    """Score threshold of a point of the search axis (``+inf`` at its top).
-
-    With ``score_bounds = (lo, hi)`` and ``x = (s - lo) / (hi - lo)``:
-    ``"linear"``: the point is the score. ``"log"``: ``u = -ln(1 - x)`` on
-    ``[0, 2 T ln 2]``. ``"logit"``: ``u = ln(x / (1 - x))`` on
-    ``[-2 T ln 2, 2 T ln 2]``. The top of the axis means ``+inf``.
-    """
-    axis = state.get("axis", "linear")
-    if axis == "linear":
-        return point
-    if point >= state["axis_range"][1]:
-        return np.inf
-    lo, hi = state["bounds"]
-    if axis == "log":
-        return hi - (hi - lo) * math.exp(-point)
-    # logit, written so that a gap to either end keeps its precision
-    if point >= 0:
-        return hi - (hi - lo) / (1.0 + math.exp(point))
-    return lo + (hi - lo) / (1.0 + math.exp(-point))
-
-
-def _warn_top(state):
-    if state.get("axis", "linear") == "linear":
-        advice = (
-            "use axis='logit' (the default) or 'log', which resolve gaps down "
-            "to 4^-T of the range, or a randomized APS score"
-        )
-    else:
-        advice = "use a randomized APS score or more users"
-    warn_user(
-        "LDP-S: no round found the coverage above the target below the upper "
-        f"score bound {state['bounds'][1]:g}, so the threshold is +inf (every "
-        "label). If scores pile up just below that bound (e.g. deterministic "
-        f"APS of a confident model), {advice}.",
-        InfiniteThresholdWarning,
-    )
-
-
-def _check_users(query, n_users):
-    try:
-        users = np.asarray(query["users"])
-        query["threshold"], query["round"]
-    except (KeyError, TypeError) as exc:
-        raise ValueError(
-            "query must be a dict with 'round', 'threshold' and 'users'."
-        ) from exc
-    if users.ndim != 1 or (users.size and users.dtype.kind not in "iu"):
-        raise ValueError("query['users'] must be a 1-D array of row indices.")
-    users = users.astype(np.intp)
-    if users.size and (users.min() < 0 or users.max() >= n_users):
-        raise ValueError(f"query['users'] must lie in 0..{n_users - 1}.")
-    if np.unique(users).size != users.size:
-        raise ValueError("query['users'] asks a user twice in one round.")
-    return users
-
-
-class _Transcript:
-    """What the server learns over the rounds: who answered, and the bits.
-
-    Fed round by round with the round's queries and its checked answers,
-    by :meth:`LDPScoreCalibrator.fit` as the rounds run and by
-    :meth:`LDPScoreCalibrator.fit_from_messages` as it replays them.
-    """
-
-    def __init__(self, clients):
-        self.clients = clients
-        self._owners, self._answers = [], []
-        self._log: dict[str, list[Any]] = {"round": [], "client": [], "user": []}
-
-    def add(self, queries, round_messages):
-        owner = queries.owner
-        self._owners.append(owner)
-        self._answers.append(_round_reports(round_messages))
-        self._log["round"].append(np.full(owner.size, queries.round))
-        self._log["client"].append(self.clients[owner])
-        self._log["user"].append(queries.users.astype(np.intp, copy=False))
-
-    def log(self):
-        """The ``(round, client, user)`` of every answer, in answer order."""
-        return {
-            "round": _concat(self._log["round"], np.intp),
-            "client": _concat(self._log["client"], self.clients.dtype),
-            "user": _concat(self._log["user"], np.intp),
-        }
-
-    def reports_per_client(self, n_clients):
-        """Each client's bits in round order (a stable grouping by client)."""
-        owner = _concat(self._owners, np.intp)
-        order = _group_order(owner, n_clients)  # a stable counting sort
-        pooled = _concat(self._answers, np.int64)[order]
-        n_reports = np.bincount(owner, minlength=n_clients)
-        return n_reports, _per_client_bits(pooled, n_reports)
-
-
-def _per_client_bits(pooled, counts):
-    """Each client's bits (``counts[j]`` of them, in order), one entry per client.
-
-    Equal counts: one ``(n_clients, count)`` view; else an object array.
-    """
-    m = counts.shape[0]
-    if (counts == counts[0]).all():
-        return pooled.reshape(m, counts[0])
-    ends = np.cumsum(counts).tolist()
-    out = np.empty(m, dtype=object)
-    for j, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
-        out[j] = pooled[start:end]
-    return out
-
-
-def _concat(parts, dtype):
-    return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
-
-
-def _assignment_rng(
-    random_state: RandomStateLike,
-) -> np.random.Generator | np.random.RandomState:
-    """The generator of the public group assignment (never NumPy's global one)."""
-    if isinstance(random_state, np.random.Generator | np.random.RandomState):
-        return random_state
-    seed = check_seed_sequence(random_state, allow_secure=False)
-    return np.random.default_rng(seed)
-
-
-def _server_stream(seed):
-    """Stream 0 of ``seed`` (the server's), as in every other strategy."""
-    return spawn_random_states(seed, 1)[0]
-
-
-def _describe(value: object) -> str:
-    if isinstance(value, list | tuple):
-        return f"{len(value)} message(s)"
-    return type(value).__name__
-
-
-_STACKED_FIELDS = ("round", "counts", "users", "reports")
-
-
-def _round_reports(messages):
-    """A checked round's 0/1 reports, client after client."""
-    if isinstance(messages, Mapping):
-        return np.asarray(messages["reports"]).astype(np.int64)
-    parts = [
-        np.asarray(m["reports"], dtype=np.int64) for m in messages if m is not None
-    ]
-    return _concat(parts, np.int64)
-
-
-def _first_client(offsets, position):
-    """The client whose stacked entries hold ``position``."""
-    return int(np.searchsorted(offsets, position, side="right") - 1)
-
-
-def _check_stacked_answers(queries, message):
-    """One round's answers of every client, stacked: the 0/1 reports, checked.
-
-    The same rules as :func:`_check_answer` for each client, in one pass;
-    an error names the first offending client.
-    """
-    if isinstance(queries, RoundQueries):
-        asked, offsets, round_ = queries.users, queries.offsets, queries.round
-    else:  # a state built by hand: stack its per-client queries
-        parts = [np.asarray(q["users"], dtype=np.int64) for q in queries]
-        asked = _concat(parts, np.int64)
-        offsets = np.concatenate(([0], np.cumsum([p.size for p in parts])))
-        round_ = int(queries[0]["round"])
-    missing = [f for f in _STACKED_FIELDS if f not in message]
-    extra = sorted(str(f) for f in message if f not in _STACKED_FIELDS)
-    if missing or extra:
-        field = (missing or extra)[0]
-        raise InvalidMessageError(
-            f"invalid stacked answers: must carry exactly the fields "
-            f"{list(_STACKED_FIELDS)}; missing {missing}, unexpected {extra}.",
-            field=field,
-        )
-    got_round = message["round"]
-    if (
-        not isinstance(got_round, Integral | np.integer)
-        or isinstance(got_round, bool)
-        or int(got_round) != round_
-    ):
-        raise InvalidMessageError(
-            f"invalid stacked answers: field 'round' is {got_round!r} but the "
-            f"query was for round {round_}.",
-            field="round",
-        )
-    counts = np.asarray(message["counts"])
-    want = np.diff(offsets)
-    if counts.shape != want.shape or counts.dtype.kind not in "iu":
-        raise InvalidMessageError(
-            f"invalid stacked answers: field 'counts' must hold one integer per "
-            f"client ({want.size}); got shape {counts.shape}.",
-            field="counts",
-        )
-    wrong = np.flatnonzero(counts != want)
-    if wrong.size:
-        j = int(wrong[0])
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'users' does not list the "
-            f"users asked in round {round_} ({want[j]} asked, {counts[j]} "
-            "answered).",
-            client=j,
-            field="users",
-        )
-    users = np.asarray(message["users"])
-    if users.shape != asked.shape:
-        raise InvalidMessageError(
-            f"invalid stacked answers: field 'users' must list the "
-            f"{asked.size} users asked in round {round_}; got shape "
-            f"{users.shape}.",
-            field="users",
-        )
-    wrong = np.flatnonzero(users != asked)
-    if wrong.size:
-        j = _first_client(offsets, wrong[0])
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'users' does not list the "
-            f"users asked in round {round_}.",
-            client=j,
-            field="users",
-        )
-    bits = np.asarray(message["reports"])
-    if bits.shape != asked.shape or bits.dtype.kind not in "iub":
-        raise InvalidMessageError(
-            f"invalid stacked answers: field 'reports' must hold one 0/1 bit "
-            f"per asked user ({asked.size}).",
-            field="reports",
-        )
-    wrong = np.flatnonzero((bits != 0) & (bits != 1))
-    if wrong.size:
-        j = _first_client(offsets, wrong[0])
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'reports' must hold one 0/1 "
-            f"bit per asked user ({want[j]}).",
-            client=j,
-            field="reports",
-        )
-    return bits.astype(np.int64)
-
-
-def _check_answer(j, query, message):
-    """One client's answer to one round's query: its 0/1 reports, checked."""
-    asked = np.asarray(query["users"])
-    if message is None:
-        if asked.size:
-            raise InvalidMessageError(
-                f"invalid message from client {j}: {asked.size} user(s) were asked "
-                f"in round {query['round']} but it sent no message.",
-                client=j,
-            )
-        return None
-    if not isinstance(message, dict):
-        raise InvalidMessageError(
-            f"invalid message from client {j}: must be a dict with 'round', "
-            f"'users' and 'reports'; got {type(message).__name__}.",
-            client=j,
-        )
-    for field in ("round", "users", "reports"):
-        if field not in message:
-            raise InvalidMessageError(
-                f"invalid message from client {j}: field {field!r} is missing.",
-                client=j,
-                field=field,
-            )
-    round_ = message["round"]
-    if not isinstance(round_, Integral | np.integer) or isinstance(round_, bool):
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'round' must be an integer; "
-            f"got {round_!r}.",
-            client=j,
-            field="round",
-        )
-    if int(round_) != query["round"]:
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'round' is {round_} but the "
-            f"query was for round {query['round']}.",
-            client=j,
-            field="round",
-        )
-    users = np.asarray(message["users"])
-    if users.shape != asked.shape or not np.array_equal(users, asked):
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'users' does not list the "
-            f"users asked in round {query['round']}.",
-            client=j,
-            field="users",
-        )
-    bits = np.asarray(message["reports"])
-    if (
-        bits.shape != asked.shape
-        or bits.dtype.kind not in "iub"
-        or not np.isin(bits, (0, 1)).all()
-    ):
-        raise InvalidMessageError(
-            f"invalid message from client {j}: field 'reports' must hold one 0/1 "
-            f"bit per asked user ({asked.size}).",
-            client=j,
-            field="reports",
-        )
-    return bits.astype(np.int64)

@@ -22,7 +22,8 @@ from skfedcp.calibrators import (
     ldp_correction,
     ldp_sample_size,
 )
-from skfedcp.calibrators._ldp._label import _bisection_update, _debiased_coverage
+from skfedcp.calibrators._ldp._common import _bisection_update
+from skfedcp.calibrators._ldp._label_search import _debiased_coverage
 from skfedcp.exceptions import (
     InfiniteThresholdWarning,
     InvalidMessageError,
@@ -635,7 +636,7 @@ class TestScoreProtocol:
                 new = super().server_update(state, messages)
                 if not new["done"]:  # ask the first group again
                     new = {**new, "groups": np.tile(new["groups"][0], (10, 1))}
-                    from skfedcp.calibrators._ldp._score import _pose_query
+                    from skfedcp.calibrators._ldp._score_protocol import _pose_query
 
                     new = _pose_query({**new, "round": new["round"]})
                 return new

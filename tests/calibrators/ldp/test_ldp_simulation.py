@@ -20,7 +20,7 @@ from skfedcp.calibrators import (
     LDPScoreCalibrator,
     LDPScoreStarCalibrator,
 )
-from skfedcp.calibrators._ldp._label import _debiased_coverage, _first_covering
+from skfedcp.calibrators._ldp._label_search import _debiased_coverage, _first_covering
 from skfedcp.exceptions import InvalidMessageError
 
 ALPHA = 0.1

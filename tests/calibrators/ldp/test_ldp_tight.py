@@ -24,7 +24,7 @@ from skfedcp.calibrators import (
     ldp_correction,
     ldp_sample_size,
 )
-from skfedcp.calibrators._ldp._score import _axis_range, _axis_score
+from skfedcp.calibrators._ldp._score_protocol import _axis_range, _axis_score
 from skfedcp.exceptions import VacuousGuaranteeWarning
 from skfedcp.privacy import debias_fraction
 

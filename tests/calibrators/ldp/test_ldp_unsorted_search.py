@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from skfedcp.calibrators import LDPLabelCalibrator
-from skfedcp.calibrators._ldp import _label as _ldp
-from skfedcp.calibrators._ldp._label import (
+from skfedcp.calibrators._ldp import _label_search
+from skfedcp.calibrators._ldp._common import _bisection_update
+from skfedcp.calibrators._ldp._label_search import (
     _BracketedCounts,
+    _debiased_coverage,
     _first_covering,
     _first_covering_unsorted,
 )
@@ -101,7 +103,7 @@ def test_open_decisions_are_counted_then_sorted(monkeypatch):
 
     monkeypatch.setattr(_BracketedCounts, "exact", spy)
     for limit in (0, 1, 8, 10**6):
-        monkeypatch.setattr(_ldp, "_MAX_EXACT_PASSES", limit)
+        monkeypatch.setattr(_label_search, "_MAX_EXACT_PASSES", limit)
         calls.clear()
         _both(m.ravel(), noisy, 0.9, 3, 0.5)
         assert len(calls) <= limit + 1  # the refused call included
@@ -128,8 +130,8 @@ def test_fit_bisection_unchanged_by_the_counting():
     target, band = cal.target_coverage_, cal.correction_ / 2.0
     for _ in range(cal.n_steps_used_):
         query = (lo + hi) / 2.0
-        estimate = _ldp._debiased_coverage(
+        estimate = _debiased_coverage(
             sorted_all, sorted_noisy, np.array([query]), cal.beta_, 5
         )[0]
-        lo, hi, stop = _ldp._bisection_update(lo, hi, query, estimate, target, band)
+        lo, hi, stop = _bisection_update(lo, hi, query, estimate, target, band)
     assert query == cal.threshold_
