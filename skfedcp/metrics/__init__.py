@@ -1,5 +1,6 @@
 """Metrics for prediction intervals and sets, overall and per client, and scorers."""
 
+from ._coverage_test import ClientCoverageTest, client_coverage_test
 from ._intervals import (
     PerClientCoverage,
     coverage_score,
@@ -18,8 +19,10 @@ from ._sets import (
 )
 
 __all__ = [
+    "ClientCoverageTest",
     "PerClientCoverage",
     "SizeStratifiedCoverage",
+    "client_coverage_test",
     "coverage_score",
     "get_interval_scorer",
     "get_set_scorer",
