@@ -144,6 +144,10 @@ def check_client_ids(
     if isinstance(client_ids, pd.Series | pd.Index):
         ids = client_ids.to_numpy()
     else:
+        if isinstance(client_ids, list | tuple):
+            # np.asarray would turn [1, "1"] into two '1' strings and
+            # [1, 1.0, True] into three 1.0: one client, silently.
+            _check_one_label_kind(client_ids, name)
         ids = np.asarray(client_ids)
     if ids.ndim != 1:
         raise ValueError(
@@ -162,7 +166,33 @@ def check_client_ids(
     elif ids.dtype.kind == "O":
         if pd.isna(ids).any():
             raise ValueError(f"{name} must not contain NaN or None.")
+        _check_one_label_kind(ids, name)
         ids = ids.astype(object)
     elif ids.dtype.kind not in "iubUS":
         raise TypeError(f"{name} must hold integer or string labels; got {ids.dtype}.")
     return ids
+
+
+def _label_kind(label: object) -> str:
+    if isinstance(label, bool | np.bool_):
+        return "bool"
+    if isinstance(label, Integral):
+        return "int"
+    if isinstance(label, Real):
+        return "float"
+    if isinstance(label, str | np.str_):
+        return "str"
+    if isinstance(label, bytes | np.bytes_):
+        return "bytes"
+    return type(label).__name__
+
+
+def _check_one_label_kind(labels: Any, name: str) -> None:
+    """Refuse labels of several kinds (equal values would merge clients)."""
+    kinds = {_label_kind(label) for label in labels}
+    if len(kinds) > 1:
+        raise TypeError(
+            f"{name} mixes label types ({', '.join(sorted(kinds))}); labels such "
+            "as 1, 1.0, True or '1' would merge into one client or be "
+            "converted. Use one type for every label (e.g. all int or all str)."
+        )

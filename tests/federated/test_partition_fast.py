@@ -163,3 +163,28 @@ def test_single_client_paths_agree(ids):
 def test_single_client_none_needs_rows():
     with pytest.raises(ValueError, match="empty"):
         ClientPartition(None, 0)
+
+
+@pytest.mark.parametrize(
+    "ids, kinds",
+    [
+        ([1, 1.0, True], "bool, float, int"),
+        (np.array([1, 1.0, True], dtype=object), "bool, float, int"),
+        ([1, "1"], "int, str"),
+        (np.array(["a", 1], dtype=object), "int, str"),
+        ((np.int64(0), 0.0), "float, int"),
+    ],
+)
+def test_mixed_label_types_are_refused_not_merged(ids, kinds):
+    # 1, 1.0 and True are equal as dict keys and np.asarray turns [1, "1"]
+    # into two '1' strings: either way two clients would silently become one.
+    with pytest.raises(TypeError, match=rf"client_ids mixes label types \({kinds}\)"):
+        ClientPartition(ids)
+
+
+@pytest.mark.parametrize(
+    "ids", [[1, 2, 1], ("a", "b"), [np.int64(1), 2], np.array([3, 1], dtype=object)]
+)
+def test_one_label_kind_is_accepted(ids):
+    part = ClientPartition(ids)
+    assert part.n_clients == 2
