@@ -36,9 +36,10 @@ _BANDS = ("target", "clopper-pearson")
 def _check_confidence(confidence):
     if isinstance(confidence, bool) or not isinstance(confidence, Real):
         raise TypeError(f"confidence must be a float in (0, 1); got {confidence!r}.")
-    if not 0.0 < confidence < 1.0:
+    value = float(confidence)
+    if not 0.0 < value < 1.0:
         raise ValueError(f"confidence must be in (0, 1); got {confidence!r}.")
-    return float(confidence)
+    return value
 
 
 def _check_guarantee(guarantee):

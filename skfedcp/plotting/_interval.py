@@ -220,6 +220,7 @@ class IntervalDisplay:
         lower, upper = np.maximum(lower, bottom), np.minimum(upper, top)
 
         ax, fig = get_axes(ax, plt)
+        colors: str | list[str]
         if codes is None:
             colors = "C0"
         else:
