@@ -491,7 +491,7 @@ def secure_sum(
 
     Parameters
     ----------
-    values : sequence of array-like, or array-like of shape (n_clients, ...)
+    values : sequence of array-like, or ndarray of shape (n_clients, ...)
         One vector (of any common shape) per client.
     dropped : array-like of int, optional
         Positions in ``values`` of the clients that drop out after the masks
