@@ -137,7 +137,8 @@ def _assemble(features, target, target_name, clients=None, client_name=None):
 def _descr(name: str) -> str:
     return (
         resources.files(__package__)
-        .joinpath("descr", f"{name}.rst")
+        .joinpath("descr")
+        .joinpath(f"{name}.rst")
         .read_text(encoding="utf-8")
     )
 

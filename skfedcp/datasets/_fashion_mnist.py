@@ -76,15 +76,16 @@ def _read_idx(path, ndim):
 @functools.lru_cache(maxsize=1)
 def _fashion_mnist_arrays():
     directory = _fashion_mnist_dir()
-    images, labels = [], []
+    image_parts: list[np.ndarray] = []
+    label_parts: list[np.ndarray] = []
     for part in ("train", "t10k"):
         img = _read_idx(directory / f"{part}-images-idx3-ubyte.gz", 3)
         lab = _read_idx(directory / f"{part}-labels-idx1-ubyte.gz", 1)
         if img.shape[0] != lab.shape[0]:
             raise ValueError(f"Fashion-MNIST {part}: images and labels differ in size.")
-        images.append(img.reshape(img.shape[0], -1))
-        labels.append(lab)
-    images, labels = np.concatenate(images), np.concatenate(labels)
+        image_parts.append(img.reshape(img.shape[0], -1))
+        label_parts.append(lab)
+    images, labels = np.concatenate(image_parts), np.concatenate(label_parts)
     images.setflags(write=False)
     labels.setflags(write=False)
     return images, labels

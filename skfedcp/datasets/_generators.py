@@ -93,7 +93,7 @@ def make_federated_regression(
     noise = _check_nonneg_real(noise, "noise")
     heterogeneity = _check_nonneg_real(heterogeneity, "heterogeneity")
     if np.ndim(n_per_client) == 0:
-        sizes = np.full(n_clients, check_int(n_per_client, "n_per_client", low=1))  # type: ignore[arg-type]  # check_int checks any scalar
+        sizes = np.full(n_clients, check_int(n_per_client, "n_per_client", low=1))
     else:
         sizes = np.asarray(n_per_client)
         if sizes.shape != (n_clients,):

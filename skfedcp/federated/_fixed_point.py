@@ -112,14 +112,14 @@ def fixed_point_decode(q: ArrayLike, frac_bits: ArrayLike) -> NDArray[np.float64
     return np.ldexp(q.view(np.int64).astype(np.float64), -frac_bits)
 
 
-def _check_frac_bits(frac_bits):
+def _check_frac_bits(frac_bits: ArrayLike) -> NDArray[np.int64]:
     f = np.asarray(frac_bits)
     if f.dtype.kind not in "iu" or np.any(f < 0) or np.any(f > 62):
         raise ValueError(f"frac_bits must be integers in [0, 62]; got {frac_bits!r}.")
     return f.astype(np.int64)
 
 
-def _as_float_array(x, name):
+def _as_float_array(x: ArrayLike, name: str) -> NDArray[np.float64]:
     try:
         arr = np.asarray(x)
     except (TypeError, ValueError) as exc:  # ragged nested sequences
@@ -324,7 +324,13 @@ def fixed_point_plan(
     return FixedPointPlan(np.maximum(f, 0), b, int(n_clients))
 
 
-def _check_ring_message(q, shape, *, client, field):
+def _check_ring_message(
+    q: ArrayLike,
+    shape: tuple[int, ...] | None,
+    *,
+    client: Hashable | None,
+    field: str,
+) -> NDArray[np.uint64]:
     arr = np.asarray(q)
     if arr.dtype != np.uint64:
         raise InvalidMessageError(

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from numbers import Integral
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -213,7 +213,10 @@ def _as_generator(random_state):
     if isinstance(random_state, np.random.Generator):
         return random_state
     if isinstance(random_state, np.random.RandomState):
-        return np.random.default_rng(check_seed_sequence(random_state))
+        # A RandomState is never "secure": the seed is a SeedSequence.
+        return np.random.default_rng(
+            check_seed_sequence(random_state, allow_secure=False)
+        )
     return np.random.default_rng(check_seed_sequence(random_state, allow_secure=False))
 
 
@@ -302,7 +305,7 @@ def _prg(seed, length, offset=0):
     return words[skip : skip + length].copy()
 
 
-def _as_ring_vector(q, name="q"):
+def _as_ring_vector(q: ArrayLike, name: str = "q") -> NDArray[np.uint64]:
     q = np.asarray(q)
     if q.dtype != np.uint64:
         raise TypeError(
@@ -364,12 +367,13 @@ def mask_input(
     return y
 
 
-def _check_client(client, setup):
+def _check_client(client: object, setup: MaskingSetup) -> int:
     if isinstance(client, bool) or not isinstance(client, Integral | np.integer):
         raise TypeError(f"client must be an int; got {client!r}.")
+    client = int(client)
     if not 0 <= client < setup.n_clients:
         raise ValueError(f"client must be in [0, {setup.n_clients}); got {client}.")
-    return int(client)
+    return client
 
 
 def _check_survivors(survivors, setup):
@@ -467,7 +471,7 @@ def unmask_sum(
 
 
 def secure_sum(
-    values: Sequence[ArrayLike] | ArrayLike,
+    values: Sequence[ArrayLike] | NDArray[Any],
     *,
     dropped: ArrayLike | None = None,
     frac_bits: int | None = None,
@@ -487,7 +491,7 @@ def secure_sum(
 
     Parameters
     ----------
-    values : sequence of array-like, or array-like of shape (n_clients, ...)
+    values : sequence of array-like, or ndarray of shape (n_clients, ...)
         One vector (of any common shape) per client.
     dropped : array-like of int, optional
         Positions in ``values`` of the clients that drop out after the masks

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, MutableMapping
 from numbers import Integral
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from sklearn.exceptions import NotFittedError
@@ -251,9 +251,9 @@ def node_random_state(
 
 
 def _parse_seed(text: str) -> np.random.SeedSequence | None:
-    entropy, _, key = text.strip().partition(":")
+    head, _, key = text.strip().partition(":")
     try:
-        entropy = int(entropy, 0)
+        entropy = int(head, 0)
         spawn_key = tuple(int(k, 0) for k in key.split(",")) if key else ()
     except ValueError:
         return None
@@ -556,7 +556,10 @@ class _NodeSession:
             classes=np.asarray(request["classes"]),
             seed=seed,
             n_projections=int(request["n_projections"]),
-            expected_split=str(request["expected_split"]),
+            # A wire string; chi2_client_encode rejects anything else.
+            expected_split=cast(
+                Literal["class", "uniform"], str(request["expected_split"])
+            ),
             n_clients=int(request["n_clients"]),
         )
         bits = np.asarray(request["frac_bits"], dtype=np.int64)

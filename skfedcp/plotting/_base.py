@@ -1,9 +1,9 @@
-"""Helpers shared by the displays: lazy matplotlib import, estimator access."""
+"""Helpers shared by the displays: lazy matplotlib import, figures, estimators."""
 
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -34,11 +34,67 @@ def check_matplotlib(caller: str) -> ModuleType:
     return plt
 
 
+def new_figure(plt: ModuleType, **kwargs: Any) -> tuple[Figure, Any]:
+    """``plt.subplots(**kwargs)`` with a constrained layout.
+
+    The layout is recomputed whenever the figure is drawn or saved, so tick
+    labels (rotated ones included), axis labels and titles stay inside the
+    figure at its default size.
+    """
+    return plt.subplots(layout="constrained", **kwargs)
+
+
 def get_axes(ax: Axes | None, plt: ModuleType) -> tuple[Axes, Figure | SubFigure]:
-    """Return ``(ax, figure)``, creating a figure when ``ax`` is None."""
+    """Return ``(ax, figure)``, creating a figure when ``ax`` is None.
+
+    A figure created here has a constrained layout (see :func:`new_figure`);
+    the layout of a figure passed in through ``ax`` is left to its owner.
+    """
     if ax is None:
-        _, ax = plt.subplots()
+        _, ax = new_figure(plt)
     return ax, ax.figure
+
+
+def finish_axes(
+    ax: Axes,
+    *,
+    xlim: tuple[float, float],
+    xlabel: str,
+    ylabel: str,
+    ylim: tuple[float, float] | None = None,
+    **legend_kwargs: Any,
+) -> None:
+    """Last step of drawing a panel: axis limits, axis labels and the legend."""
+    ax.set_xlim(*xlim)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(**legend_kwargs)
+
+
+_D = TypeVar("_D", bound="Display")
+
+
+class Display:
+    """Plumbing shared by the displays (scikit-learn's Display convention).
+
+    A display's ``__init__`` stores its arguments (``estimator_name`` among
+    them); ``plot`` draws and keeps the axes and figure as ``ax_`` and
+    ``figure_``.
+    """
+
+    estimator_name: str | None
+
+    def _label(self, name: str | None) -> str | None:
+        """The label to draw: ``name`` when given, else ``estimator_name``."""
+        return name if name is not None else self.estimator_name
+
+    def _drawn(self: _D, ax: Any, figure: Figure | SubFigure) -> _D:
+        """Keep the axes and the figure drawn on; return the display."""
+        self.ax_ = ax
+        self.figure_ = figure
+        return self
 
 
 def final_step(estimator: Any) -> Any:
@@ -121,8 +177,10 @@ def region_kind(
     return "interval"
 
 
-def estimator_name(estimator: Any) -> str:
-    """Default legend label: the wrapper's class and calibrator."""
+def estimator_name(estimator: Any, given: str | None = None) -> str:
+    """Legend label: ``given`` if not None, else the wrapper's class and calibrator."""
+    if given is not None:
+        return given
     wrapper = final_step(estimator)
     cal = getattr(wrapper, "calibrator", None)
     name = type(wrapper).__name__

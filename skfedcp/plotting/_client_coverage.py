@@ -14,11 +14,13 @@ from ..federated import ClientPartition
 from ..metrics import per_client_coverage, per_client_set_coverage
 from ..utils._validation import check_alpha
 from ._base import (
+    Display,
     check_matplotlib,
     estimator_alpha,
     estimator_guarantee,
     estimator_name,
     final_step,
+    finish_axes,
     get_axes,
     predict_region,
     region_kind,
@@ -31,14 +33,6 @@ if TYPE_CHECKING:  # matplotlib is imported only when drawing
 __all__ = ["ClientCoverageDisplay"]
 
 _BANDS = ("target", "clopper-pearson")
-
-
-def _check_confidence(confidence):
-    if isinstance(confidence, bool) or not isinstance(confidence, Real):
-        raise TypeError(f"confidence must be a float in (0, 1); got {confidence!r}.")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}.")
-    return float(confidence)
 
 
 def _check_guarantee(guarantee):
@@ -78,7 +72,7 @@ def binomial_band(
     return np.asarray(low, dtype=float), np.asarray(high, dtype=float)
 
 
-class ClientCoverageDisplay:
+class ClientCoverageDisplay(Display):
     """Coverage of each client, with the band its test size allows.
 
     A conformal guarantee is marginal: averaged over clients and calibration
@@ -137,8 +131,11 @@ class ClientCoverageDisplay:
     band_high_ : ndarray of shape (n_clients,)
         Upper end of each client's band.
     flagged_ : ndarray of bool, shape (n_clients,)
-        Clients whose coverage lies outside the ``"target"`` band, or whose
-        Clopper-Pearson interval misses the target.
+        Mask of the flagged clients, in the order of ``clients``: those whose
+        coverage lies outside the ``"target"`` band, or whose Clopper-Pearson
+        interval misses the target (drawn red).
+    flagged_clients_ : ndarray of shape (n_flagged,)
+        Labels of the flagged clients, ``clients[flagged_]``.
     scatter_ : matplotlib PathCollection
         The clients' coverage.
     bands_ : matplotlib BarContainer
@@ -196,7 +193,8 @@ class ClientCoverageDisplay:
         Parameters
         ----------
         ax : matplotlib Axes, default=None
-            Axes to draw on; ``None`` creates a new figure.
+            Axes to draw on; ``None`` creates a new figure, with a constrained
+            layout so that the labels stay inside it.
         name : str, default=None
             Legend label of the points; ``None`` uses ``estimator_name``.
         **kwargs : dict
@@ -210,7 +208,8 @@ class ClientCoverageDisplay:
         plt = check_matplotlib(f"{type(self).__name__}.plot")
         alpha = check_alpha(self.alpha)
         guarantee = _check_guarantee(self.guarantee)
-        confidence = _check_confidence(self.confidence)
+        # A probability in (0, 1), checked like alpha.
+        confidence = check_alpha(self.confidence, name="confidence")
         if self.band not in _BANDS:
             raise ValueError(f"band must be one of {list(_BANDS)}; got {self.band!r}.")
         clients = np.asarray(self.clients)
@@ -257,7 +256,7 @@ class ClientCoverageDisplay:
             alpha=0.2,
             label=band_label,
         )
-        label = name if name is not None else self.estimator_name
+        label = self._label(name)
         scatter_kwargs = {
             "c": np.where(flagged[order], "C3", "C0"),
             "zorder": 3,
@@ -286,29 +285,32 @@ class ClientCoverageDisplay:
             for c, k in zip(clients[order], n[order], strict=True)
         ]
         ax.set_xticks(x, labels, rotation=90 if upright else 0)
-        ax.set_xlim(-0.6, n.size - 0.4)
-        ax.set_xlabel(
-            "client (test rows), by size"
-            if show_n
-            else "client, by number of test rows"
-        )
-        ax.set_ylabel("coverage on the client's test rows")
-        # Room above the data for a two-column legend.
         drawn = np.concatenate([low, high, coverage, [target]])
         if guarantee is not None:
             drawn = np.append(drawn, guarantee)
         lo, hi = drawn.min(), drawn.max()
         span = max(hi - lo, 0.01)
-        ax.set_ylim(lo - 0.05 * span, hi + 0.4 * span)
-        ax.legend(loc="upper center", fontsize="x-small", ncols=2)
+        finish_axes(
+            ax,
+            xlim=(-0.6, n.size - 0.4),
+            ylim=(lo - 0.05 * span, hi + 0.4 * span),  # room for the legend
+            xlabel=(
+                "client (test rows), by size"
+                if show_n
+                else "client, by number of test rows"
+            ),
+            ylabel="coverage on the client's test rows",
+            loc="upper center",
+            fontsize="x-small",
+            ncols=2,
+        )
 
         self.order_ = order
         self.band_low_ = low
         self.band_high_ = high
         self.flagged_ = flagged
-        self.ax_ = ax
-        self.figure_ = fig
-        return self
+        self.flagged_clients_ = clients[flagged]
+        return self._drawn(ax, fig)
 
     @classmethod
     def from_estimator(
@@ -378,7 +380,7 @@ class ClientCoverageDisplay:
             band=band,
             confidence=confidence,
             ax=ax,
-            name=name if name is not None else estimator_name(estimator),
+            name=estimator_name(estimator, name),
             **kwargs,
         )
 

@@ -12,9 +12,11 @@ from sklearn.base import BaseEstimator
 from ..federated import ClientPartition
 from ..metrics._intervals import _check_intervals
 from ._base import (
+    Display,
     check_matplotlib,
     estimator_name,
     final_step,
+    finish_axes,
     get_axes,
     predict_region,
 )
@@ -57,15 +59,43 @@ def _sort_key(sort_by, *, y_pred, y_true, widths, codes, n):
     return key, "given key"
 
 
-class IntervalDisplay:
+def _client_handles(clients):
+    """Legend entries of the bar colours: one per client, at most 10 in all.
+
+    Bars cycle through the 10 colours ``C0``-``C9``, so with more than 10
+    clients the first 9 are listed and a last entry counts the others.
+    """
+    from matplotlib.lines import Line2D
+
+    cap = _MAX_LEGEND_CLIENTS
+    shown = clients if clients.size <= cap else clients[: cap - 1]
+    handles = [
+        Line2D([], [], color=f"C{i % 10}", lw=3, alpha=0.6, label=f"client {c}")
+        for i, c in enumerate(shown)
+    ]
+    if shown.size < clients.size:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="none",
+                label=f"+ {clients.size - shown.size} more clients (colours repeat)",
+            )
+        )
+    return handles
+
+
+class IntervalDisplay(Display):
     """Prediction intervals, point predictions and truths on sorted rows.
 
     Each test row is one vertical bar from its lower to its upper bound,
     placed by rank along a sort key (the prediction by default), with the
     point prediction and the true value on top. True values inside their
     interval are black dots, those outside are red crosses. Bars are
-    coloured by client when ``client_ids`` is given. Infinite bounds are
-    drawn to the edge of the plot. When there are more than ``max_rows``
+    coloured by client when ``client_ids`` is given, and the legend names
+    the colour of each client (the first 9 and a count of the others when
+    there are more than 10). Infinite bounds are drawn to the edge of the
+    plot. When there are more than ``max_rows``
     rows, rows at evenly spaced ranks are shown (deterministic).
 
     Create it with :meth:`from_estimator` or :meth:`from_predictions`; the
@@ -143,7 +173,8 @@ class IntervalDisplay:
         Parameters
         ----------
         ax : matplotlib Axes, default=None
-            Axes to draw on; ``None`` creates a new figure.
+            Axes to draw on; ``None`` creates a new figure, with a constrained
+            layout so that the labels stay inside it.
         sort_by : {"prediction", "width", "true", "client"} or array-like of \
                 shape (n_samples,), default="prediction"
             Key that orders the rows from left to right (``"client"``: by
@@ -220,6 +251,7 @@ class IntervalDisplay:
         lower, upper = np.maximum(lower, bottom), np.minimum(upper, top)
 
         ax, fig = get_axes(ax, plt)
+        colors: str | list[str]
         if codes is None:
             colors = "C0"
         else:
@@ -253,32 +285,26 @@ class IntervalDisplay:
                 label=f"truth outside ({(~hit).sum()} of {m})",
             )
         handles, _ = ax.get_legend_handles_labels()
-        if clients is not None and clients.size <= _MAX_LEGEND_CLIENTS:
-            from matplotlib.lines import Line2D
-
-            handles += [
-                Line2D([], [], color=f"C{i % 10}", lw=3, alpha=0.6, label=f"client {c}")
-                for i, c in enumerate(clients)
-            ]
-        ax.legend(
+        if clients is not None:
+            handles += _client_handles(clients)
+        shown_txt = f"{m} of {n} rows" if m < n else f"{n} rows"
+        finish_axes(
+            ax,
+            xlim=(-1, m),
+            ylim=(bottom, top + 0.3 * span),  # room for the legend
+            xlabel=f"test rows sorted by {key_name} ({shown_txt})",
+            ylabel="target",
             handles=handles,
             loc="upper left",
             fontsize="small",
             ncols=2 if len(handles) > 5 else 1,
         )
-        ax.set_ylim(bottom, top + 0.3 * span)  # room for the legend
-        ax.set_xlim(-1, m)
-        shown_txt = f"{m} of {n} rows" if m < n else f"{n} rows"
-        ax.set_xlabel(f"test rows sorted by {key_name} ({shown_txt})")
-        ax.set_ylabel("target")
-        title = name if name is not None else self.estimator_name
+        title = self._label(name)
         if title is not None:
             ax.set_title(title)
 
         self.rows_ = order
-        self.ax_ = ax
-        self.figure_ = fig
-        return self
+        return self._drawn(ax, fig)
 
     @classmethod
     def from_estimator(
@@ -339,7 +365,7 @@ class IntervalDisplay:
             sort_by=sort_by,
             max_rows=max_rows,
             ax=ax,
-            name=name if name is not None else estimator_name(estimator),
+            name=estimator_name(estimator, name),
             **kwargs,
         )
 

@@ -29,10 +29,13 @@ from ..utils._random import check_seed_sequence
 from ..utils._validation import check_alpha
 from ..utils._warnings import warn_user
 from ._base import (
+    Display,
     check_matplotlib,
     estimator_alpha,
     estimator_name,
     final_step,
+    finish_axes,
+    new_figure,
     predict_region,
 )
 
@@ -103,7 +106,7 @@ def _check_metric(values, name, n_eps, *, unit_interval):
     return values
 
 
-class PrivacyTradeoffDisplay:
+class PrivacyTradeoffDisplay(Display):
     """Coverage and mean set size (or width) against the privacy level epsilon.
 
     Two panels share a logarithmic epsilon axis. The left one shows the
@@ -235,7 +238,7 @@ class PrivacyTradeoffDisplay:
         alpha = None if self.alpha is None else check_alpha(self.alpha)
 
         if ax is None:
-            fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
+            fig, axes = new_figure(plt, ncols=2, figsize=(9, 3.6))
         else:
             axes = np.asarray(ax, dtype=object).ravel()
             if axes.size != 2:
@@ -245,7 +248,7 @@ class PrivacyTradeoffDisplay:
                 )
             fig = axes[0].figure
         ax_cov, ax_size = axes
-        label = name if name is not None else self.estimator_name
+        label = self._label(name)
         label = label if label is not None else "private"
         style = {"marker": "o", "capsize": 3, "color": "C0", "label": label, **kwargs}
 
@@ -286,14 +289,14 @@ class PrivacyTradeoffDisplay:
         xlim = (eps.min() / 1.5, eps.max() * 1.5)
         for a, ylabel in ((ax_cov, "coverage"), (ax_size, self.size_label)):
             a.set_xscale("log")
-            a.set_xlim(*xlim)
-            a.set_xlabel("epsilon (privacy budget; larger = less private)")
-            a.set_ylabel(ylabel)
-            a.legend(fontsize="small")
-
-        self.ax_ = axes
-        self.figure_ = fig
-        return self
+            finish_axes(
+                a,
+                xlim=xlim,
+                xlabel="epsilon (privacy budget; larger = less private)",
+                ylabel=ylabel,
+                fontsize="small",
+            )
+        return self._drawn(axes, fig)
 
     @classmethod
     def from_estimator(
@@ -439,7 +442,7 @@ class PrivacyTradeoffDisplay:
             non_private=reference,
             alpha=estimator_alpha(estimator),
             size_label="mean interval width" if kind == "interval" else "mean set size",
-            estimator_name=name if name is not None else estimator_name(estimator),
+            estimator_name=estimator_name(estimator, name),
         )
         return display.plot(ax=ax, **kwargs)
 

@@ -39,13 +39,14 @@ def check_alpha(alpha: float, *, name: str = "alpha") -> float:
     return alpha
 
 
-def check_int(value: int, name: str, *, low: int, high: int | None = None) -> int:
+def check_int(value: object, name: str, *, low: int, high: int | None = None) -> int:
     """Return ``value`` as an int after checking it lies in ``[low, high]``.
 
     Parameters
     ----------
-    value : int
-        The value to check; bools are rejected.
+    value : object
+        The value to check: any integer (numpy integers included) passes the
+        type check, anything else (bools included) raises a TypeError.
     name : str
         Name used in error messages.
     low : int

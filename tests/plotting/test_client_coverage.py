@@ -227,3 +227,61 @@ def test_missing_matplotlib(three_clients, hide_matplotlib):
     y, intervals, ids = three_clients
     with pytest.raises(ImportError, match=r"pip install skfedcp\[plot\]"):
         ClientCoverageDisplay.from_predictions(y, intervals, client_ids=ids, alpha=0.1)
+
+
+def _outside_figure(fig, artists):
+    """Texts of ``artists`` whose extent, once drawn, leaves the figure."""
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    return [
+        a.get_text()
+        for a in artists
+        if a.get_text()
+        and not (
+            box.x0 <= a.get_window_extent(renderer).x0
+            and a.get_window_extent(renderer).x1 <= box.x1
+            and box.y0 <= a.get_window_extent(renderer).y0
+            and a.get_window_extent(renderer).y1 <= box.y1
+        )
+    ]
+
+
+def test_twelve_clients_labels_stay_inside_the_saved_figure(tmp_path):
+    # Issue 24: 12 clients (Bikeshare's months) get upright "label (n)" ticks,
+    # which the default figure size used to clip at the bottom when saved.
+    rng = np.random.default_rng(0)
+    disp = ClientCoverageDisplay(
+        clients=np.arange(1, 13),
+        coverage=rng.uniform(0.85, 0.95, 12),
+        n_samples=rng.integers(600, 750, 12),
+        alpha=0.1,
+        guarantee=0.89,
+    ).plot()
+    ticks = disp.ax_.get_xticklabels()
+    assert all(t.get_rotation() == 90 for t in ticks)
+    disp.figure_.savefig(tmp_path / "coverage.png")  # default size and dpi
+    texts = [*ticks, disp.ax_.xaxis.label, disp.ax_.yaxis.label]
+    assert _outside_figure(disp.figure_, texts) == []
+    drawn = disp.ax_.get_tightbbox(disp.figure_.canvas.get_renderer())
+    box = disp.figure_.bbox
+    assert box.x0 <= drawn.x0 and drawn.x1 <= box.x1
+    assert box.y0 <= drawn.y0 and drawn.y1 <= box.y1
+
+
+def test_flagged_clients_are_listed():
+    disp = ClientCoverageDisplay(
+        clients=np.array(["north", "south", "west"]),
+        coverage=np.array([0.5, 0.9, 1.0]),
+        n_samples=np.array([100, 100, 100]),
+        alpha=0.1,
+    ).plot()
+    # 50 of 100 and 100 of 100 lie outside Bin(100, 0.9) / 100's band.
+    assert disp.flagged_.tolist() == [True, False, True]
+    assert disp.flagged_clients_.tolist() == ["north", "west"]
+    disp = ClientCoverageDisplay(
+        clients=np.array([3, 7]),
+        coverage=np.array([0.9, 0.91]),
+        n_samples=np.array([100, 100]),
+        alpha=0.1,
+    ).plot()
+    assert disp.flagged_clients_.shape == (0,)

@@ -164,3 +164,57 @@ def test_missing_matplotlib(rows, hide_matplotlib):
     y, intervals, *_ = rows
     with pytest.raises(ImportError, match=r"pip install skfedcp\[plot\]"):
         IntervalDisplay.from_predictions(y, intervals)
+
+
+def _legend_texts(disp):
+    return [t.get_text() for t in disp.ax_.get_legend().get_texts()]
+
+
+@pytest.mark.parametrize("n_clients", [3, 10])
+def test_legend_names_every_client_up_to_ten(n_clients):
+    rng = np.random.default_rng(1)
+    ids = np.arange(40) % n_clients
+    y_pred = rng.normal(size=40)
+    intervals = np.c_[y_pred - 1, y_pred + 1]
+    disp = IntervalDisplay.from_predictions(None, intervals, client_ids=ids)
+    legend = _legend_texts(disp)
+    assert [t for t in legend if t.startswith("client")] == [
+        f"client {c}" for c in range(n_clients)
+    ]
+    assert not any("more clients" in t for t in legend)
+    # Each entry has the colour of its client's bars.
+    handles = disp.ax_.get_legend().legend_handles
+    colours = disp.intervals_.get_colors()
+    for c in range(n_clients):
+        (entry,) = [h for h in handles if h.get_label() == f"client {c}"]
+        bar = colours[np.flatnonzero(ids[disp.rows_] == c)[0]]
+        np.testing.assert_allclose(to_rgba(entry.get_color())[:3], bar[:3])
+
+
+def test_legend_is_capped_for_many_clients():
+    # Bikeshare's 12 months: colours cycle every 10, so the legend names the
+    # first 9 clients and counts the other 3.
+    rng = np.random.default_rng(2)
+    ids = np.repeat(np.arange(1, 13), 5)
+    y_pred = rng.normal(size=ids.size)
+    intervals = np.c_[y_pred - 1, y_pred + 1]
+    disp = IntervalDisplay.from_predictions(
+        y_pred, intervals, client_ids=ids, sort_by="client"
+    )
+    legend = _legend_texts(disp)
+    assert [t for t in legend if t.startswith("client")] == [
+        f"client {c}" for c in range(1, 10)
+    ]
+    assert "+ 3 more clients (colours repeat)" in legend
+    assert len(disp.ax_.get_legend().legend_handles) <= 3 + 10
+
+
+def test_labels_stay_inside_the_saved_figure(tmp_path, rows):
+    y, intervals, _, ids = rows
+    disp = IntervalDisplay.from_predictions(y, intervals, client_ids=ids, name="t")
+    disp.figure_.savefig(tmp_path / "intervals.png")
+    # Everything drawn for the axes (tick labels, axis labels, title, legend).
+    drawn = disp.ax_.get_tightbbox(disp.figure_.canvas.get_renderer())
+    box = disp.figure_.bbox
+    assert box.x0 <= drawn.x0 and drawn.x1 <= box.x1
+    assert box.y0 <= drawn.y0 and drawn.y1 <= box.y1
