@@ -148,11 +148,11 @@ def run_demo(
     rng = np.random.default_rng(random_state)
     clients = np.unique(client_ids)
     train = np.zeros(len(y), dtype=bool)
-    pools = []  # per client: its rows that calibrate or test
+    pools = []  # per client: its members that calibrate or test
     for c in clients:
-        rows = rng.permutation(np.flatnonzero(client_ids == c))
-        train[rows[: len(rows) // 2]] = True
-        pools.append(rows[len(rows) // 2 :])
+        members = rng.permutation(np.flatnonzero(client_ids == c))
+        train[members[: len(members) // 2]] = True
+        pools.append(members[len(members) // 2 :])
     _progress(
         f"fitting HistGradientBoostingRegressor on {train.sum()} rows of "
         f"{len(clients)} clients"

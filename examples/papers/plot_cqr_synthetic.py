@@ -87,7 +87,7 @@ for name in STRATEGIES:
 # %%
 # Figure 3: intervals along X, and their coverage and length
 # ----------------------------------------------------------
-# matplotlib is an optional extra (``pip install skfedcp[plot]``).
+# matplotlib is an optional extra (``pip install "skfedcp[plot]"``).
 try:
     import matplotlib.pyplot as plt
 except ImportError:  # pragma: no cover

@@ -3,7 +3,7 @@
 Each display is built with ``from_estimator`` or ``from_predictions`` and
 keeps its matplotlib objects as attributes (``ax_``, ``figure_`` and the
 artists). matplotlib is imported only when a display draws: install it with
-``pip install skfedcp[plot]``.
+``pip install "skfedcp[plot]"``.
 """
 
 from ._client_coverage import ClientCoverageDisplay

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # matplotlib is imported only when drawing
 
 __all__ = []
 
-INSTALL_HINT = "pip install skfedcp[plot]"
+INSTALL_HINT = 'pip install "skfedcp[plot]"'
 
 
 def check_matplotlib(caller: str) -> ModuleType:
