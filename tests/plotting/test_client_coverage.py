@@ -225,7 +225,7 @@ def test_bad_shapes_and_estimators(three_clients):
 
 def test_missing_matplotlib(three_clients, hide_matplotlib):
     y, intervals, ids = three_clients
-    with pytest.raises(ImportError, match=r"pip install skfedcp\[plot\]"):
+    with pytest.raises(ImportError, match=r'pip install "skfedcp\[plot\]"'):
         ClientCoverageDisplay.from_predictions(y, intervals, client_ids=ids, alpha=0.1)
 
 

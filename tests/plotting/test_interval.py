@@ -162,7 +162,7 @@ def test_more_input_errors(rows):
 
 def test_missing_matplotlib(rows, hide_matplotlib):
     y, intervals, *_ = rows
-    with pytest.raises(ImportError, match=r"pip install skfedcp\[plot\]"):
+    with pytest.raises(ImportError, match=r'pip install "skfedcp\[plot\]"'):
         IntervalDisplay.from_predictions(y, intervals)
 
 

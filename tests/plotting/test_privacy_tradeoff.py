@@ -167,5 +167,5 @@ def test_from_estimator_errors(classification):
 
 
 def test_missing_matplotlib(hide_matplotlib):
-    with pytest.raises(ImportError, match=r"pip install skfedcp\[plot\]"):
+    with pytest.raises(ImportError, match=r'pip install "skfedcp\[plot\]"'):
         PrivacyTradeoffDisplay.from_predictions([1, 2], [0.9, 0.9], [1, 1])
