@@ -19,7 +19,8 @@ import pytest
 from _ranks import coverage_given_ranks
 
 from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator
-from skfedcp.calibrators._dp._calibrators import _kth_smallest_law, _tight_lower_bound
+from skfedcp.calibrators._dp._laws import _kth_smallest_law
+from skfedcp.calibrators._dp._tight import _tight_lower_bound
 from skfedcp.exceptions import ClippedScoresWarning
 from skfedcp.privacy import (
     exponential_mechanism_probabilities,
