@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import special
-from scipy.special import gammaln, xlog1py, xlogy
 
 from ...privacy import private_quantile_probabilities
+from .._qq._poisbin import _add_clients, _binomial_block
 
 
 def _client_pmf(scores, level, mechanism_args, log=False):
@@ -72,13 +72,6 @@ def _kth_smallest_law(pmfs, k):
     return state[hit].sum(axis=0)
 
 
-def _binomial_pmf(count, p):
-    """``P(Bin(count, p) = i)`` for ``i = 0..count``, each column of ``p``."""
-    i = np.arange(count + 1)[:, None]
-    log_comb = gammaln(count + 1) - gammaln(i + 1) - gammaln(count - i + 1)
-    return np.exp(log_comb + xlogy(i, p) + xlog1py(count - i, -p))
-
-
 def _expected_kth_smallest(groups, k, edges):
     """Expected k-th smallest of independent releases on ``edges[1:]``.
 
@@ -89,7 +82,7 @@ def _expected_kth_smallest(groups, k, edges):
     """
     total = np.ones((1, edges.shape[0] - 1))  # law of the count so far
     for cdf, count in groups:
-        pmf = _binomial_pmf(count, np.clip(cdf, 0.0, 1.0))
+        pmf = _binomial_block(count, np.clip(cdf, 0.0, 1.0), count + 1)
         new = np.zeros((total.shape[0] + count, total.shape[1]))
         for i in range(count + 1):
             new[i : i + total.shape[0]] += total * pmf[i]
@@ -122,11 +115,5 @@ def _poisbin_at_most(probs, counts, k):
     state = np.zeros((k, probs.shape[1]))
     state[0] = 1.0
     for p, count in zip(probs, counts, strict=True):
-        p = np.clip(p, 0.0, 1.0)
-        top = min(count, k - 1)
-        block = _binomial_pmf(count, p)[: top + 1]
-        new = state * block[0]
-        for i in range(1, top + 1):
-            new[i:] += state[: k - i] * block[i]
-        state = new
+        state = _add_clients(state, np.clip(p, 0.0, 1.0), count, single_as_block=True)
     return np.minimum(state.sum(axis=0), 1.0)

@@ -11,13 +11,10 @@ from scipy import special
 
 from ...privacy import dp_qq_local_correction
 from ...utils._quantile import conformal_rank
-from .._qq._coverage import (
-    _coverage_unequal_batch,
-    _poisbin_pmf_groups,
-    qq_coverage,
-    qq_coverage_unequal,
-)
-from .._qq._selection import _FEASIBILITY_TOL, select_qq_ranks
+from .._qq._batch import _coverage_unequal_batch
+from .._qq._coverage import _FEASIBILITY_TOL, qq_coverage, qq_coverage_unequal
+from .._qq._poisbin import _poisbin_pmf_groups
+from .._qq._selection import select_qq_ranks
 from ._common import _describe
 from ._laws import _client_pmf, _expected_kth_smallest
 from ._tight import _dpqq_tight_search
