@@ -28,7 +28,8 @@ from skfedcp.privacy import (
     private_quantile_probabilities,
     private_quantile_rank_tail,
 )
-from skfedcp.privacy._quantile import _quantile_loss, _rank_counts, _rank_law
+from skfedcp.privacy._quantile import _quantile_loss, _rank_counts
+from skfedcp.privacy._tight import _rank_law
 
 
 @pytest.fixture(autouse=True)

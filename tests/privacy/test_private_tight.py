@@ -186,7 +186,7 @@ def test_tight_bound_unequal_sizes_is_the_average_over_the_ranks(
     from collections import Counter
 
     from skfedcp.calibrators._dp._tight import _tight_lower_bound
-    from skfedcp.privacy._quantile import _rank_law
+    from skfedcp.privacy._tight import _rank_law
 
     laws = [_rank_law(n, level, epsilon, n_bins) for n in sizes]
     expected = 0.0

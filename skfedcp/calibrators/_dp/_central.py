@@ -19,7 +19,7 @@ from ...privacy import (
     private_quantile,
     private_quantile_probabilities,
 )
-from ...privacy._quantile import _tight_central
+from ...privacy._tight import _tight_central
 from ...utils._validation import check_alpha, check_scores
 from .._base import BaseCalibrator, CoverageBounds
 from .._central import _pooled

@@ -9,7 +9,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-from ...privacy._quantile import _rank_law, _release_log_probabilities
+from ...privacy._quantile import _release_log_probabilities
+from ...privacy._tight import _rank_law
 from ._common import _describe
 from ._laws import _poisbin_at_most, _rank_cdf_on
 
@@ -30,7 +31,7 @@ def _tight_lower_bound(groups, level, k, epsilon, n_bins, utility="quantile"):
     ``groups`` lists ``(n, count)``: ``count`` clients of ``n`` scores, all
     running the mechanism at ``level``. The bound is ``int_0^1
     P(sum_j 1{U^j_(D_j) <= t} <= k - 1) dt`` with independent ranks ``D_j``
-    (:func:`~skfedcp.privacy._quantile._rank_law` of the client's size), i.e.
+    (:func:`~skfedcp.privacy._tight._rank_law` of the client's size), i.e.
     a Poisson-binomial integrand with ``p_n(t) = P(U_(D) <= t)`` for the
     clients of size ``n``; a polynomial of degree ``N = sum_j n_j``:
     Gauss-Legendre with ``ceil((N + 1) / 2)`` nodes is exact up to rounding
