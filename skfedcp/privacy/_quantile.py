@@ -24,6 +24,7 @@ from ..utils._quantile import float_safe_ceil
 from ..utils._validation import check_alpha, check_scores
 from ..utils._warnings import warn_user
 from ._exponential import (
+    _check_epsilon,
     _log_probabilities,
     _scaled_logits,
     exponential_mechanism,
@@ -224,9 +225,13 @@ def private_quantile_probabilities(
     )
 
 
-def _prepare(scores, level, epsilon, bounds, edges, n_bins, top_bin, utility):
+def _prepare(
+    scores, level, epsilon, bounds, edges, n_bins, top_bin, utility
+) -> tuple[
+    NDArray[np.float64], NDArray[np.float64], float, float, Literal["edge", "inf"]
+]:
     """Validate, bin and return ``(edges, loss w_b, Delta_q, epsilon, top_bin)``."""
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     level = _check_level(level)
     if top_bin not in ("edge", "inf"):
         raise ValueError(f'top_bin must be "edge" or "inf"; got {top_bin!r}.')
@@ -321,7 +326,10 @@ def _resolve_edges(bounds, edges, n_bins):
         if edges.shape[0] - 1 > _MAX_BINS:
             raise ValueError(f"edges must define at most {_MAX_BINS} bins.")
         return edges
-    low, high = check_privacy_params(bounds=bounds).bounds
+    checked = check_privacy_params(bounds=bounds).bounds
+    if checked is None:  # pragma: no cover - set whenever bounds are given
+        raise ValueError(f"bounds must be (low, high); got {bounds!r}.")
+    low, high = checked
     n_bins = _DEFAULT_N_BINS if n_bins is None else n_bins
     n_bins = _check_int(n_bins, "n_bins", low=2, high=_MAX_BINS)
     edges = np.linspace(low, high, n_bins + 1)
@@ -424,7 +432,7 @@ def private_conformal_level(
     """
     n = _check_int(n, "n", low=0)
     alpha = _check_alpha_half(alpha)
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     n_bins = _check_int(n_bins, "n_bins", low=2, high=_MAX_BINS)
     if isinstance(gamma, str) and gamma == "auto":
         gamma = private_conformal_gamma(n, alpha, epsilon=epsilon)
@@ -474,7 +482,7 @@ def private_conformal_gamma(n: int, alpha: float, *, epsilon: float) -> float:
     """
     n = _check_int(n, "n", low=0)
     alpha = _check_alpha_half(alpha)
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     return _gamma(n, alpha, epsilon)
 
 
@@ -536,7 +544,7 @@ def private_conformal_n_bins(
     """
     n = _check_int(n, "n", low=0)
     alpha = _check_alpha_half(alpha)
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     if strategy not in ("expected", "paper"):
         raise ValueError(f'strategy must be "expected" or "paper"; got {strategy!r}.')
     grid = _default_grid() if grid is None else _check_grid(grid)
@@ -547,12 +555,12 @@ def private_conformal_n_bins(
     return _n_bins_paper(n, alpha, epsilon, grid, check_random_source(random_state))
 
 
-def _default_grid():
+def _default_grid() -> tuple[int, ...]:
     # Truncation (astype), not rounding, reproduces the reference values.
     return tuple(int(m) for m in np.unique(np.logspace(2, 6, 50).astype(np.int64)))
 
 
-def _check_grid(grid):
+def _check_grid(grid: ArrayLike) -> tuple[int, ...]:
     values = np.asarray(grid)
     if values.ndim != 1 or values.shape[0] < 1:
         raise ValueError("grid must be a non-empty 1-D array of integers.")
@@ -657,7 +665,7 @@ def dp_qq_local_correction(
     >>> dp_qq_local_correction(1, 100, 0.06, 0.1, 5)
     23
     """
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     n_bins = _check_int(n_bins, "n_bins", low=2, high=_MAX_BINS)
     gamma = _check_open_unit(gamma, "gamma")
     alpha = check_alpha(alpha)

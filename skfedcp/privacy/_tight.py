@@ -12,8 +12,9 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from ._exponential import _check_epsilon
 from ._quantile import _MAX_BINS, _check_level, _check_utility
-from ._validation import _check_int, check_privacy_params
+from ._validation import _check_int
 
 __all__ = ["private_conformal_tight_coverage", "private_quantile_rank_tail"]
 
@@ -80,7 +81,7 @@ def private_quantile_rank_tail(
     utility = _check_utility(utility)
     if utility == "quantile" and level < 0.5:
         raise ValueError(f"level must be in [1/2, 1]; got {level!r}.")
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     n_bins = _check_int(n_bins, "n_bins", low=2, high=_MAX_BINS)
     return _rank_tail(n, level, epsilon, n_bins, utility)
 

@@ -35,10 +35,13 @@ class ParamNamesCacheMixin:
     ``BaseEstimator`` in the bases.
     """
 
+    _param_names_cache: tuple[str, ...]
+
     @classmethod
     def _get_param_names(cls):
         names = cls.__dict__.get("_param_names_cache")
         if names is None:
-            names = tuple(super()._get_param_names())
+            # A mixin: BaseEstimator, after it in the bases, defines the method.
+            names = tuple(super()._get_param_names())  # type: ignore[misc]
             cls._param_names_cache = names
         return list(names)

@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ..._typing import ClientIds, SecureRandomStateLike
 from ...exceptions import ClippedScoresWarning
@@ -19,6 +19,7 @@ from ...privacy import (
     private_quantile,
     private_quantile_probabilities,
 )
+from ...privacy._exponential import _check_epsilon
 from ...privacy._tight import _tight_central
 from ...utils._validation import check_alpha, check_scores
 from .._base import BaseCalibrator, CoverageBounds
@@ -29,7 +30,6 @@ from ._common import (
     ThresholdDistribution,
     _after_private_fit,
     _check_bounds,
-    _check_epsilon,
     _check_rule,
     _clip_scores,
     _edges,
@@ -307,7 +307,7 @@ class PrivateCentralCalibrator(BaseCalibrator):
             values, private_quantile_probabilities(clipped, log=log, **args)
         )
 
-    def _check_fit_scores(self, scores):
+    def _check_fit_scores(self, scores: ArrayLike) -> NDArray[np.float64]:
         return check_scores(scores, allow_inf=True)  # clipped to the bounds
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):

@@ -6,7 +6,7 @@ from numbers import Integral, Real
 from typing import NamedTuple
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from ...exceptions import ClippedScoresWarning, InfiniteThresholdWarning
 from ...privacy import check_privacy_params
@@ -36,10 +36,6 @@ class ThresholdDistribution(NamedTuple):
     probabilities: NDArray[np.float64]
 
 
-def _check_epsilon(epsilon):
-    return check_privacy_params(epsilon=epsilon).epsilon
-
-
 def _check_bounds(score_bounds, owner):
     if score_bounds is None:
         raise ValueError(
@@ -60,7 +56,7 @@ def _edges(bounds, n_bins):
     return np.linspace(bounds[0], bounds[1], n_bins + 1)
 
 
-def _clip_scores(scores, bounds):
+def _clip_scores(scores: ArrayLike, bounds: tuple[float, float]) -> NDArray[np.float64]:
     """Clip scores into the public bounds, warning with the number clipped."""
     scores = check_scores(scores, allow_inf=True)
     low, high = bounds

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 from scipy import special
@@ -159,7 +160,7 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
     # Explicit rule (not "auto"): the plans must not move if the default of
     # select_qq_ranks changes. Equal sizes: the full search of eq. (6);
     # unequal sizes: the fixed ranks of Appendix A.1.
-    local_rule = "auto" if equal else "fixed"
+    local_rule: Literal["auto", "fixed"] = "auto" if equal else "fixed"
     n_max = max(sizes)
     distinct = sorted(set(sizes))
     n_total = sum(sizes)

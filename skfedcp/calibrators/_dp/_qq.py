@@ -7,11 +7,12 @@ import warnings
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ..._typing import ClientIds, SecureRandomStateLike
 from ...exceptions import ClippedScoresWarning
 from ...privacy import private_quantile
+from ...privacy._exponential import _check_epsilon
 from ...privacy._quantile import _release_many
 from ...utils._sklearn_compat import StrOptions
 from ...utils._validation import check_alpha, check_scores
@@ -23,7 +24,6 @@ from ._common import (
     ThresholdDistribution,
     _after_private_fit,
     _check_bounds,
-    _check_epsilon,
     _check_rule,
     _check_utility,
     _clip_scores,
@@ -390,7 +390,7 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         law = _kth_smallest_log_law if log else _kth_smallest_law
         return ThresholdDistribution(values, law(pmfs, plan["k"]))
 
-    def _check_fit_scores(self, scores):
+    def _check_fit_scores(self, scores: ArrayLike) -> NDArray[np.float64]:
         return check_scores(scores, allow_inf=True)  # clipped to the bounds
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
@@ -423,7 +423,7 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         )
         edges = _edges(plan["score_bounds"], plan["n_bins"])
         matrix = partition.as_matrix(scores)
-        groups = None if matrix is not None else partition.split(scores)
+        groups = [] if matrix is not None else partition.split(scores)
         # Rows per vectorised pass: at most ~4e6 logits in memory at a time.
         chunk = max(1, 4_000_000 // plan["n_bins"])
         for n, level in level_of.items():

@@ -158,11 +158,12 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
             "utility": utility,
         }
         return tuple(plan.items())
-    best = None
+    best: tuple[float, float, int, float] | None = None
     for q, k, value in candidates:
         expected = _simulated_coverage(groups, q, k, epsilon, n_bins, utility)
         if best is None or expected < best[0] - 1e-9:
             best = (expected, q, k, value)
+    assert best is not None  # candidates is not empty
     _, q, k, value = best
     plan = {
         "feasible": True,

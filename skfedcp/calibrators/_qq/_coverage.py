@@ -357,7 +357,7 @@ def _coverage_screen(m, n, ls, ks):
 # --------------------------------------------------------------------------
 def _active_groups(sizes, ranks):
     """Distinct (n_j, l_j) with l_j <= n_j and their counts, sorted."""
-    groups = {}
+    groups: dict[tuple[int, int], int] = {}
     for n_j, l_j in zip(sizes, ranks, strict=True):
         if l_j <= n_j:
             groups[(n_j, l_j)] = groups.get((n_j, l_j), 0) + 1

@@ -80,11 +80,11 @@ class _JointCoverage:
         keys = list(zip(idx.tolist(), ks.tolist(), strict=True))
         todo = [j for j, key in enumerate(keys) if key not in self._accurate]
         if todo:
-            todo = np.asarray(todo)
+            rows = np.asarray(todo)
             values = _coverage_unequal_batch(
-                self.sizes, self.counts, self.ranks(idx[todo]), ks[todo]
+                self.sizes, self.counts, self.ranks(idx[rows]), ks[rows]
             )
-            for j, v in zip(todo.tolist(), values.tolist(), strict=True):
+            for j, v in zip(rows.tolist(), values.tolist(), strict=True):
                 self._accurate[keys[j]] = v
         return np.array([self._accurate[key] for key in keys])
 

@@ -153,10 +153,10 @@ class _EqualSizeCoverage:
             else:
                 out[i] = value
         if todo:
-            todo = np.asarray(todo)
-            values = _coverage_screen(self.m, self.n, ls[todo], ks[todo])
-            out[todo] = values
-            for i, v in zip(todo.tolist(), values.tolist(), strict=True):
+            rows = np.asarray(todo)
+            values = _coverage_screen(self.m, self.n, ls[rows], ks[rows])
+            out[rows] = values
+            for i, v in zip(rows.tolist(), values.tolist(), strict=True):
                 self._screened[(int(ls[i]), int(ks[i]))] = v
         return out
 
@@ -216,7 +216,10 @@ def _staircase(is_feasible, ls, k_max):
     )
     segments = [(0, size - 1)] if size > 2 else []
     while segments:
-        mids, los, his, nxt = [], [], [], []
+        mids: list[int] = []
+        los: list[int] = []
+        his: list[int] = []
+        nxt: list[tuple[int, int]] = []
         for a, b in segments:
             if kmin[a] == kmin[b]:
                 kmin[a + 1 : b] = kmin[a]
@@ -227,8 +230,8 @@ def _staircase(is_feasible, ls, k_max):
             his.append(kmin[a])
             nxt.extend(s for s in ((a, c), (c, b)) if s[1] - s[0] > 1)
         if mids:
-            mids = np.asarray(mids)
-            kmin[mids] = _bisect_k(is_feasible, ls[mids], los, his)
+            at = np.asarray(mids)
+            kmin[at] = _bisect_k(is_feasible, ls[at], los, his)
         segments = nxt
     return kmin
 
@@ -460,6 +463,7 @@ def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta
             return _INFEASIBLE
         l_best, k_best, value = result
         return QQSelection((int(l_best),) * m, int(k_best), float(value), True)
+    assert ranks is not None  # None only with equal sizes, returned above
     result = _select_unequal(sizes, ranks, alpha)
     if result is None:
         return _INFEASIBLE
@@ -618,5 +622,7 @@ def select_qq_ranks(
     )
 
 
-select_qq_ranks.cache_clear = _select_cached.cache_clear
-select_qq_ranks.cache_info = _select_cached.cache_info
+# The public function exposes the cache of its memoised core (a function
+# attribute mypy cannot see on a plain def).
+select_qq_ranks.cache_clear = _select_cached.cache_clear  # type: ignore[attr-defined]
+select_qq_ranks.cache_info = _select_cached.cache_info  # type: ignore[attr-defined]
