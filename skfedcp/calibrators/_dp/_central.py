@@ -427,11 +427,12 @@ def _central_tight_plan(n_total, alpha, epsilon, n_bins):
     return tuple(plan.items())
 
 
-def _smallest_feasible(feasible):
+def _smallest_feasible(feasible, cap=2**40):
+    """Smallest ``n >= 1`` with ``feasible(n)`` (monotone): doubling, bisection."""
     hi = 1
     while not feasible(hi):
         hi *= 2
-        if hi > 2**40:  # pragma: no cover - a fixed setting that never covers
+        if hi > cap:  # pragma: no cover - a fixed setting that never covers
             return math.inf
     lo = hi // 2
     while hi - lo > 1:
@@ -454,13 +455,4 @@ def _central_min_n(alpha, epsilon, n_bins, gamma):
         )
         return level < 1.0
 
-    hi = 1
-    while not feasible(hi):
-        hi *= 2
-        if hi > 2**62:  # pragma: no cover - gamma fixed so high that q~ >= 1
-            return math.inf
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
-    return hi
+    return _smallest_feasible(feasible, cap=2**62)  # gamma fixed high: q~ >= 1
