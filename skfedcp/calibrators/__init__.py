@@ -14,11 +14,9 @@ from sklearn.base import clone
 from ._averaging import AveragingCalibrator
 from ._base import BaseCalibrator, CoverageBounds, stack_messages
 from ._central import CentralCalibrator
-from ._dp._calibrators import (
-    PrivateCentralCalibrator,
-    PrivateQuantileOfQuantilesCalibrator,
-    ThresholdDistribution,
-)
+from ._dp._central import PrivateCentralCalibrator
+from ._dp._common import ThresholdDistribution
+from ._dp._qq import PrivateQuantileOfQuantilesCalibrator
 from ._ldp._label import (
     LDPCorrection,
     LDPLabelCalibrator,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from functools import partial
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple, overload
 
 import numpy as np
 from joblib import Parallel, delayed
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 
 from .._typing import ClientIds, Messages, SecureRandomStateLike
@@ -526,10 +526,37 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
             )
         return stack_messages(messages)
 
-    def _check_fit_scores(self, scores):
+    def _check_fit_scores(self, scores: ArrayLike) -> NDArray[np.float64]:
         return check_scores(scores)
 
-    def _check_client_input(self, scores, alpha, n_per_client, *, sizes=False):
+    @overload
+    def _check_client_input(
+        self,
+        scores: ArrayLike,
+        alpha: float,
+        n_per_client: ArrayLike | None,
+        *,
+        sizes: Literal[True],
+    ) -> tuple[NDArray[np.float64], float, NDArray[np.int64]]: ...
+
+    @overload
+    def _check_client_input(
+        self,
+        scores: ArrayLike,
+        alpha: float,
+        n_per_client: ArrayLike | None,
+        *,
+        sizes: bool = False,
+    ) -> tuple[NDArray[np.float64], float, NDArray[np.int64] | None]: ...
+
+    def _check_client_input(
+        self,
+        scores: ArrayLike,
+        alpha: float,
+        n_per_client: ArrayLike | None,
+        *,
+        sizes: bool = False,
+    ) -> tuple[NDArray[np.float64], float, NDArray[np.int64] | None]:
         """A client's own checks before it computes its message.
 
         ``sizes=True``: the step needs the announced sizes (its rank depends
@@ -538,9 +565,10 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         self._validate_params()
         scores = self._check_fit_scores(scores)
         alpha = check_alpha(alpha)
+        checked = None
         if sizes or n_per_client is not None:
-            n_per_client = check_client_sizes(n_per_client)
-        return scores, alpha, n_per_client
+            checked = check_client_sizes(n_per_client)
+        return scores, alpha, checked
 
     def fit(
         self,
@@ -587,8 +615,8 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
             and scores.ndim == 1
             and _simulation_checks_finite(type(self))
         )
-        if not deferred:
-            scores = self._check_fit_scores(scores)
+        # deferred: already a 1-D float64 array (np.asarray returns it as is).
+        scores = np.asarray(scores) if deferred else self._check_fit_scores(scores)
         if client_ids is None and self._federated:
             _warn_single_client(self)
         partition = ClientPartition(client_ids, scores.shape[0])

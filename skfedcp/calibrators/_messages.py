@@ -46,7 +46,8 @@ FIELD_KINDS = ("size", "value", "scores", "score_matrix", "labels")
 class Problem(NamedTuple):
     """One invalid field of one client's message."""
 
-    index: int
+    # The field shadows tuple.index (a method): the name is the public API.
+    index: int  # type: ignore[assignment]
     field: str | None
     reason: str
 
@@ -71,7 +72,7 @@ class Received(NamedTuple):
 
 
 def check_client_sizes(
-    n_per_client: ArrayLike, *, name: str = "n_per_client"
+    n_per_client: ArrayLike | None, *, name: str = "n_per_client"
 ) -> NDArray[np.int64]:
     """Return announced client sizes as a 1-D int64 array, or raise.
 

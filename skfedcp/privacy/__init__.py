@@ -14,10 +14,8 @@ from ._quantile import (
     private_conformal_gamma,
     private_conformal_level,
     private_conformal_n_bins,
-    private_conformal_tight_coverage,
     private_quantile,
     private_quantile_probabilities,
-    private_quantile_rank_tail,
 )
 from ._randomized_response import (
     binary_randomized_response,
@@ -27,6 +25,7 @@ from ._randomized_response import (
     k_ary_randomized_response,
     k_ary_randomized_response_probabilities,
 )
+from ._tight import private_conformal_tight_coverage, private_quantile_rank_tail
 from ._validation import PrivacyParams, check_privacy_params
 
 __all__ = [

@@ -112,9 +112,17 @@ def exponential_mechanism_probabilities(
     return log_p if log else np.exp(log_p)
 
 
+def _check_epsilon(epsilon: float) -> float:
+    """``epsilon`` validated by :func:`check_privacy_params` (a float > 0)."""
+    checked = check_privacy_params(epsilon=epsilon).epsilon
+    if checked is None:  # pragma: no cover - set whenever epsilon is given
+        raise ValueError(f"epsilon must be a number > 0; got {epsilon!r}.")
+    return checked
+
+
 def _logits(utility, epsilon, sensitivity):
     """Validated ``epsilon * (utility - max) / (2 * sensitivity)`` (all <= 0)."""
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     sensitivity = _check_real(sensitivity, "sensitivity", "a finite number > 0")
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise ValueError(f"sensitivity must be a finite number > 0; got {sensitivity}.")

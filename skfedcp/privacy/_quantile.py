@@ -24,6 +24,7 @@ from ..utils._quantile import float_safe_ceil
 from ..utils._validation import check_alpha, check_scores
 from ..utils._warnings import warn_user
 from ._exponential import (
+    _check_epsilon,
     _log_probabilities,
     _scaled_logits,
     exponential_mechanism,
@@ -37,10 +38,8 @@ __all__ = [
     "private_conformal_gamma",
     "private_conformal_level",
     "private_conformal_n_bins",
-    "private_conformal_tight_coverage",
     "private_quantile",
     "private_quantile_probabilities",
-    "private_quantile_rank_tail",
 ]
 
 _MAX_BINS = 10_000_000
@@ -226,9 +225,13 @@ def private_quantile_probabilities(
     )
 
 
-def _prepare(scores, level, epsilon, bounds, edges, n_bins, top_bin, utility):
+def _prepare(
+    scores, level, epsilon, bounds, edges, n_bins, top_bin, utility
+) -> tuple[
+    NDArray[np.float64], NDArray[np.float64], float, float, Literal["edge", "inf"]
+]:
     """Validate, bin and return ``(edges, loss w_b, Delta_q, epsilon, top_bin)``."""
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     level = _check_level(level)
     if top_bin not in ("edge", "inf"):
         raise ValueError(f'top_bin must be "edge" or "inf"; got {top_bin!r}.')
@@ -323,7 +326,10 @@ def _resolve_edges(bounds, edges, n_bins):
         if edges.shape[0] - 1 > _MAX_BINS:
             raise ValueError(f"edges must define at most {_MAX_BINS} bins.")
         return edges
-    low, high = check_privacy_params(bounds=bounds).bounds
+    checked = check_privacy_params(bounds=bounds).bounds
+    if checked is None:  # pragma: no cover - set whenever bounds are given
+        raise ValueError(f"bounds must be (low, high); got {bounds!r}.")
+    low, high = checked
     n_bins = _DEFAULT_N_BINS if n_bins is None else n_bins
     n_bins = _check_int(n_bins, "n_bins", low=2, high=_MAX_BINS)
     edges = np.linspace(low, high, n_bins + 1)
@@ -426,7 +432,7 @@ def private_conformal_level(
     """
     n = _check_int(n, "n", low=0)
     alpha = _check_alpha_half(alpha)
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     n_bins = _check_int(n_bins, "n_bins", low=2, high=_MAX_BINS)
     if isinstance(gamma, str) and gamma == "auto":
         gamma = private_conformal_gamma(n, alpha, epsilon=epsilon)
@@ -476,7 +482,7 @@ def private_conformal_gamma(n: int, alpha: float, *, epsilon: float) -> float:
     """
     n = _check_int(n, "n", low=0)
     alpha = _check_alpha_half(alpha)
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     return _gamma(n, alpha, epsilon)
 
 
@@ -538,7 +544,7 @@ def private_conformal_n_bins(
     """
     n = _check_int(n, "n", low=0)
     alpha = _check_alpha_half(alpha)
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     if strategy not in ("expected", "paper"):
         raise ValueError(f'strategy must be "expected" or "paper"; got {strategy!r}.')
     grid = _default_grid() if grid is None else _check_grid(grid)
@@ -549,12 +555,12 @@ def private_conformal_n_bins(
     return _n_bins_paper(n, alpha, epsilon, grid, check_random_source(random_state))
 
 
-def _default_grid():
+def _default_grid() -> tuple[int, ...]:
     # Truncation (astype), not rounding, reproduces the reference values.
     return tuple(int(m) for m in np.unique(np.logspace(2, 6, 50).astype(np.int64)))
 
 
-def _check_grid(grid):
+def _check_grid(grid: ArrayLike) -> tuple[int, ...]:
     values = np.asarray(grid)
     if values.ndim != 1 or values.shape[0] < 1:
         raise ValueError("grid must be a non-empty 1-D array of integers.")
@@ -659,7 +665,7 @@ def dp_qq_local_correction(
     >>> dp_qq_local_correction(1, 100, 0.06, 0.1, 5)
     23
     """
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
+    epsilon = _check_epsilon(epsilon)
     n_bins = _check_int(n_bins, "n_bins", low=2, high=_MAX_BINS)
     gamma = _check_open_unit(gamma, "gamma")
     alpha = check_alpha(alpha)
@@ -667,173 +673,3 @@ def dp_qq_local_correction(
     # 1 - (1 - gamma alpha)^(1/m), without cancellation for small gamma alpha.
     delta_gamma = -math.expm1(math.log1p(-gamma * alpha) / n_clients)
     return float_safe_ceil(2.0 / epsilon * math.log(n_bins / delta_gamma))
-
-
-# --------------------------------------------------------------------------
-# Exact worst-case lower tail of the mechanism's rank (skfedcp extension)
-
-
-def private_quantile_rank_tail(
-    n: int,
-    level: float,
-    *,
-    epsilon: float,
-    n_bins: int,
-    utility: Literal["quantile", "rank"] = "quantile",
-) -> NDArray[np.float64]:
-    """Data-free bound on the lower tail of the rank released by the mechanism.
-
-    Let ``R = #{i : [s_i] <= released edge}`` be the rank of the output of
-    :func:`private_quantile` among the ``n`` rounded-up scores. For **every**
-    data set of ``n`` scores (any values, ties, atoms, scores outside the
-    bins) and every ``r`` in ``1..n``::
-
-        P(R < r) <= tail[r] = 1 / (1 + exp(epsilon (n - r + 1 - U_r) / 2)
-                                       / (n_bins - 1)),
-        U_r = min_{r <= j <= n} max(a (j - 1), n - j),  a = (1 - q) / q
-
-    (``a = 0`` at ``q = 1``). With ``utility="rank"`` (target rank ``t = q
-    n``) the same holds with ``n - r + 1`` replaced by ``t - r + 1`` and
-    ``U_r = min_{r <= j <= n} |j - t|``. Proof (see the user guide, "Tight
-    corrections"): a bin below the ``r``-th rounded score has ``G_b >= n - r
-    + 1``, so its normalised utility is ``>= n - r + 1``, and there are at
-    most ``n_bins - 1`` such bins; the bin holding the ``j``-th rounded score
-    (``j >= r``) has ``L_b <= j - 1`` and ``G_b <= n - j``; and ``x / (x +
-    y)`` increases in ``x`` and decreases in ``y``. The bound is attained up
-    to the factor ``n_bins - 1`` versus the number of empty bins, so it is
-    the union bound of Lemma C.4 taken rank by rank instead of at one rank.
-
-    Parameters
-    ----------
-    n : int
-        Number of scores, ``>= 1``.
-    level : float
-        Level ``q`` of the mechanism, in [1/2, 1] (in (0, 1] with
-        ``utility="rank"``).
-    epsilon : float
-        Privacy parameter, ``> 0``.
-    n_bins : int
-        Number of bins (candidate outputs), ``>= 2``.
-    utility : {"quantile", "rank"}, default="quantile"
-        Utility of the mechanism, as in :func:`private_quantile`.
-
-    Returns
-    -------
-    tail : ndarray of shape (n + 2,)
-        ``tail[r]`` bounds ``P(R < r)``; ``tail[0] = 0`` and ``tail[n + 1] =
-        1``. Non-decreasing in ``r``.
-
-    Examples
-    --------
-    >>> from skfedcp.privacy import private_quantile_rank_tail
-    >>> tail = private_quantile_rank_tail(200, 0.9, epsilon=10, n_bins=100)
-    >>> bool(tail[170] < 1e-12), bool(tail[185] > 0.5)
-    (True, True)
-    """
-    n = _check_int(n, "n", low=1)
-    level = _check_level(level)
-    utility = _check_utility(utility)
-    if utility == "quantile" and level < 0.5:
-        raise ValueError(f"level must be in [1/2, 1]; got {level!r}.")
-    epsilon = check_privacy_params(epsilon=epsilon).epsilon
-    n_bins = _check_int(n_bins, "n_bins", low=2, high=_MAX_BINS)
-    return _rank_tail(n, level, epsilon, n_bins, utility)
-
-
-def _rank_tail(n, level, epsilon, n_bins, utility="quantile"):
-    j = np.arange(1, n + 1, dtype=np.float64)
-    if utility == "rank":
-        # A low bin has u_b >= G_b - n + t >= t - r + 1; the bin of score j
-        # has u_b <= max(j - t, t - j).
-        t = level * n
-        v = np.abs(j - t)
-        floor = t - j + 1.0
-    else:
-        a = (1.0 - level) / level
-        v = np.maximum(a * (j - 1.0), n - j)  # utility bound of the bin of score j
-        floor = n - j + 1.0
-    upper = np.minimum.accumulate(v[::-1])[::-1]  # U_r, r = 1..n
-    gap = floor - upper
-    log_odds = math.log(n_bins - 1) - 0.5 * epsilon * gap
-    tail = np.exp(-np.logaddexp(0.0, -log_odds))  # sigmoid(log_odds)
-    return np.r_[0.0, np.maximum.accumulate(tail), 1.0]
-
-
-def _rank_law(n, level, epsilon, n_bins, cut=1e-17, utility="quantile"):
-    """A law of ranks ``D`` with ``P(D < r) >= tail[r]`` on a short support.
-
-    Returns ``(ranks, pmf)``. Mass below the window goes to rank 0 and mass
-    above it to the window's top rank: both make ``D`` stochastically
-    smaller, so the bound stays valid while the support stays short.
-    """
-    tail = _rank_tail(n, level, epsilon, n_bins, utility)
-    lo = int(np.searchsorted(tail, cut, side="right")) - 1  # tail[lo] <= cut
-    hi = int(np.searchsorted(tail, 1.0 - cut, side="left"))  # tail[hi] >= 1-cut
-    lo, hi = max(lo, 0), min(max(hi, lo + 1), n + 1)
-    ranks = np.r_[0, np.arange(max(lo, 1), hi)]
-    cdf = np.r_[tail[max(lo, 1)], tail[max(lo, 1) + 1 : hi], 1.0]
-    pmf = np.diff(np.r_[0.0, cdf])
-    return ranks, pmf
-
-
-def private_conformal_tight_coverage(
-    n: int, level: float, *, epsilon: float, n_bins: int
-) -> float:
-    """Coverage guaranteed by one private quantile at ``level`` (central DP).
-
-    ``E[D] / (n + 1)`` where ``D`` is the rank law of
-    :func:`private_quantile_rank_tail`: for i.i.d. scores from **any**
-    distribution, the released edge covers a new score with probability at
-    least this (the rank-``D`` order statistic covers with probability
-    ``>= D / (n + 1)`` and ``D`` is below the released rank, see the user
-    guide).
-
-    Parameters
-    ----------
-    n : int
-        Number of calibration scores.
-    level : float
-        Level of the mechanism, in [1/2, 1].
-    epsilon : float
-        Privacy parameter.
-    n_bins : int
-        Number of bins.
-
-    Returns
-    -------
-    coverage : float
-
-    Examples
-    --------
-    >>> from skfedcp.privacy import private_conformal_tight_coverage
-    >>> round(private_conformal_tight_coverage(1000, 0.93, epsilon=1,
-    ...                                        n_bins=120), 4)
-    0.92
-    """
-    tail = private_quantile_rank_tail(n, level, epsilon=epsilon, n_bins=n_bins)
-    return float(np.sum(1.0 - tail[1 : n + 1]) / (n + 1))
-
-
-def _tight_central(n, alpha, epsilon, n_bins):
-    """Smallest rank level ``t / n`` (>= 1/2) whose bound reaches ``1 - alpha``.
-
-    The bound increases with the level (a larger ``q`` widens every gap), so
-    bisection over ``t`` finds it. Returns ``(level, coverage)`` or ``None``.
-    """
-
-    def coverage(t):
-        level = max(t / n, 0.5)
-        tail = _rank_tail(n, level, epsilon, n_bins)
-        return float(np.sum(1.0 - tail[1 : n + 1]) / (n + 1))
-
-    target = 1.0 - alpha + 1e-12  # a margin for the rounding of the sum
-    if n == 0 or coverage(n) < target:
-        return None
-    lo, hi = 0, n  # coverage(lo) < target <= coverage(hi), lo "virtual"
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if coverage(mid) >= target:
-            hi = mid
-        else:
-            lo = mid
-    return max(hi / n, 0.5), coverage(hi)

@@ -19,7 +19,8 @@ import pytest
 from _ranks import coverage_given_ranks
 
 from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator
-from skfedcp.calibrators._dp._calibrators import _kth_smallest_law, _tight_lower_bound
+from skfedcp.calibrators._dp._laws import _kth_smallest_law
+from skfedcp.calibrators._dp._tight import _tight_lower_bound
 from skfedcp.exceptions import ClippedScoresWarning
 from skfedcp.privacy import (
     exponential_mechanism_probabilities,
@@ -27,7 +28,8 @@ from skfedcp.privacy import (
     private_quantile_probabilities,
     private_quantile_rank_tail,
 )
-from skfedcp.privacy._quantile import _quantile_loss, _rank_counts, _rank_law
+from skfedcp.privacy._quantile import _quantile_loss, _rank_counts
+from skfedcp.privacy._tight import _rank_law
 
 
 @pytest.fixture(autouse=True)

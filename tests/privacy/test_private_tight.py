@@ -18,7 +18,7 @@ from skfedcp.calibrators import (
     PrivateCentralCalibrator,
     PrivateQuantileOfQuantilesCalibrator,
 )
-from skfedcp.calibrators._dp._calibrators import _kth_smallest_law
+from skfedcp.calibrators._dp._laws import _kth_smallest_law
 from skfedcp.exceptions import ClippedScoresWarning
 from skfedcp.privacy import (
     private_conformal_tight_coverage,
@@ -185,8 +185,8 @@ def test_tight_bound_unequal_sizes_is_the_average_over_the_ranks(
     # rank vector and compare with the Poisson-binomial integral.
     from collections import Counter
 
-    from skfedcp.calibrators._dp._calibrators import _tight_lower_bound
-    from skfedcp.privacy._quantile import _rank_law
+    from skfedcp.calibrators._dp._tight import _tight_lower_bound
+    from skfedcp.privacy._tight import _rank_law
 
     laws = [_rank_law(n, level, epsilon, n_bins) for n in sizes]
     expected = 0.0
@@ -257,7 +257,7 @@ class TestTightPlans:
             assert cal.coverage_bounds([200] * 5, 0.1).lower == plan["coverage_lower"]
 
     def test_dp_qq_level_is_the_smallest_that_covers(self):
-        from skfedcp.calibrators._dp._calibrators import _tight_lower_bound
+        from skfedcp.calibrators._dp._tight import _tight_lower_bound
 
         cal = PrivateQuantileOfQuantilesCalibrator(
             epsilon=5.0, score_bounds=(0, 1), rule="tight"

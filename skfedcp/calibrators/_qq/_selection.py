@@ -30,7 +30,7 @@
 # calls for a plain staircase walk.
 #
 # Unequal sizes (or fixed ranks).  Only k is searched.  From
-# _TREE_MIN_CLIENTS clients on (the product tree of _qq_coverage), a normal
+# _TREE_MIN_CLIENTS clients on (the product tree of _poisbin), a normal
 # approximation guesses the first valid k and coarse / accurate values
 # confirm it (see _select_unequal).  With fewer clients, while the DP is small
 # (m x distinct groups <= 12,000, e.g. 100 clients of distinct sizes), one
@@ -46,7 +46,7 @@
 # 5e-14 agreement, "quad" only if that fails).
 #
 # Unequal sizes, local_rank="joint": one common level c and k (see the
-# comment above _select_joint); local_rank="auto": that search, restricted
+# comment of _joint.py); local_rank="auto": that search, restricted
 # to the k near A.1's or replaced by A.1 as the work grows
 # (_select_auto_unequal).
 
@@ -62,28 +62,29 @@ from numpy.typing import ArrayLike
 
 from ...utils._quantile import conformal_rank, float_safe_ceil
 from ...utils._validation import check_alpha
+from ._batch import (
+    _coverage_unequal_all_k,
+    _coverage_unequal_batch,
+    _NormalEstimate,
+    _undecided,
+)
 from ._coverage import (
-    _TREE_MIN_CLIENTS,
+    _FEASIBILITY_TOL,
+    _TIE_TOL,
     _active_groups,
     _check_int,
     _check_sizes,
     _conditional_tails,
     _coverage_quad,
     _coverage_screen,
-    _coverage_unequal_all_k,
-    _coverage_unequal_batch,
     _coverage_unequal_certified,
     _coverage_unequal_screen,
-    _NormalEstimate,
 )
+from ._joint import _select_joint
+from ._poisbin import _uses_tree
 
 __all__ = ["QQSelection", "select_qq_ranks"]
 
-# A pair is valid when M >= (1 - alpha) - _FEASIBILITY_TOL (exact ties occur:
-# m = n = 3, alpha = 0.1 gives M(3, 3) = 9/10).
-_FEASIBILITY_TOL = 1e-10
-# Coverages within _TIE_TOL of each other are tied (largest l, then smallest k).
-_TIE_TOL = 1e-13
 # A screened value this close to a decision is re-evaluated with "quad".
 _SCREEN_MARGIN = 1e-11
 # Slack on the exact training-conditional tail, tail <= delta + _TAIL_TOL.
@@ -101,15 +102,6 @@ _LEVEL_MAX_WORK = 12_000
 _LEVEL_K_SPAN = 4
 # "auto" certifies the pair it returns (exact-degree quadrature) up to this N.
 _CERTIFY_MAX_N = 20_000
-
-
-def _undecided(values, errors, threshold):
-    """Whether a coarse value is too close to the threshold to decide.
-
-    Within ten estimated errors (the gap between two passes of the coarse
-    rule) plus 1e-12: the accurate rule decides instead.
-    """
-    return np.abs(np.asarray(values) - threshold) <= 10.0 * np.asarray(errors) + 1e-12
 
 
 class QQSelection(NamedTuple):
@@ -161,10 +153,10 @@ class _EqualSizeCoverage:
             else:
                 out[i] = value
         if todo:
-            todo = np.asarray(todo)
-            values = _coverage_screen(self.m, self.n, ls[todo], ks[todo])
-            out[todo] = values
-            for i, v in zip(todo.tolist(), values.tolist(), strict=True):
+            rows = np.asarray(todo)
+            values = _coverage_screen(self.m, self.n, ls[rows], ks[rows])
+            out[rows] = values
+            for i, v in zip(rows.tolist(), values.tolist(), strict=True):
                 self._screened[(int(ls[i]), int(ks[i]))] = v
         return out
 
@@ -224,7 +216,10 @@ def _staircase(is_feasible, ls, k_max):
     )
     segments = [(0, size - 1)] if size > 2 else []
     while segments:
-        mids, los, his, nxt = [], [], [], []
+        mids: list[int] = []
+        los: list[int] = []
+        his: list[int] = []
+        nxt: list[tuple[int, int]] = []
         for a, b in segments:
             if kmin[a] == kmin[b]:
                 kmin[a + 1 : b] = kmin[a]
@@ -235,8 +230,8 @@ def _staircase(is_feasible, ls, k_max):
             his.append(kmin[a])
             nxt.extend(s for s in ((a, c), (c, b)) if s[1] - s[0] > 1)
         if mids:
-            mids = np.asarray(mids)
-            kmin[mids] = _bisect_k(is_feasible, ls[mids], los, his)
+            at = np.asarray(mids)
+            kmin[at] = _bisect_k(is_feasible, ls[at], los, his)
         segments = nxt
     return kmin
 
@@ -323,7 +318,7 @@ def _select_unequal(sizes, ranks, alpha):
             return value(k) >= threshold
         return screened[k] >= threshold
 
-    if m_active >= _TREE_MIN_CLIENTS:
+    if _uses_tree(m_active):
         # Many clients: a normal approximation of the count (~1e-7 off, far
         # below the step of M in k) guesses the first valid k, which is then
         # confirmed (or moved): k is returned only when M(k) >= threshold >
@@ -378,253 +373,6 @@ def _select_unequal(sizes, ranks, alpha):
         else:
             lo = mid
     return hi, value(hi)
-
-
-# --------------------------------------------------------------------------
-# Unequal sizes: joint search over one common level c and k
-# --------------------------------------------------------------------------
-# Family: l_j(c) = ceil(c (n_j + 1)) for c in (0, 1) (c = 1 - alpha is the
-# fixed rule of Appendix A.1), and any k.  l(c) only changes at the levels
-# r / (n_j + 1), so the distinct members are those levels ("breakpoints");
-# they are sorted, and every rank vector is computed from the fraction in
-# integer arithmetic.  M is non-decreasing in every l_j (the estimate is
-# pointwise non-decreasing in each local rank) and strictly increasing in k,
-# so i_k, the first breakpoint with M(i, k) >= 1 - alpha, is non-increasing
-# in k and the optimum is min_k M(i_k, k).  The i_k are found by a divide and
-# conquer over k (the ends first, then midpoints, each bracketed by its
-# computed neighbours, every level one batched bisection), screening with a
-# coarse rule and its error estimate; a decision within 10 estimated errors
-# (+1e-12) of the threshold is re-evaluated accurately (~1e-14), and so are
-# all candidates near the screened minimum.
-
-
-def _fraction_ranks(num, den, sizes, clip):
-    """ceil(num / den * (n + 1)) for every size, exactly (integers)."""
-    num = np.asarray(num, dtype=np.int64)[:, None]
-    den = np.asarray(den, dtype=np.int64)[:, None]
-    ranks = -(-(num * (sizes[None, :] + 1)) // den)
-    if clip:
-        ranks = np.minimum(ranks, sizes[None, :])
-    return ranks
-
-
-def _level_breakpoints(sizes, c_low):
-    """Sorted distinct levels r / (n + 1) > c_low with 1 <= r <= n."""
-    nums, dens = [], []
-    for n in sizes.tolist():
-        r0 = int(math.floor(c_low * (n + 1))) + 1
-        r = np.arange(max(r0, 1), n + 1, dtype=np.int64)
-        nums.append(r)
-        dens.append(np.full(r.shape[0], n + 1, dtype=np.int64))
-    num = np.concatenate(nums)
-    den = np.concatenate(dens)
-    if num.size == 0:
-        return num, den
-    g = np.gcd(num, den)
-    num, den = num // g, den // g
-    code = num * (int(den.max()) + 1) + den
-    _, first = np.unique(code, return_index=True)
-    num, den = num[first], den[first]
-    order = np.argsort(num / den, kind="stable")
-    return num[order], den[order]
-
-
-class _JointCoverage:
-    """M(breakpoint i, k) for fixed sizes: coarse screen, accurate near decisions."""
-
-    def __init__(self, sizes, counts, num, den, clip, threshold):
-        self.sizes, self.counts = sizes, counts
-        self.num, self.den, self.clip = num, den, clip
-        self.threshold = threshold
-        self.m = int(counts.sum())
-        self._accurate = {}
-        self._screened = {}
-
-    def ranks(self, idx):
-        idx = np.asarray(idx, dtype=np.int64)
-        top = idx >= self.num.shape[0]  # sentinel: every client sends +inf
-        safe = np.where(top, 0, idx)
-        ranks = _fraction_ranks(self.num[safe], self.den[safe], self.sizes, self.clip)
-        ranks[top] = self.sizes + 1
-        return ranks
-
-    def accurate(self, idx, ks):
-        idx = np.asarray(idx, dtype=np.int64)
-        ks = np.asarray(ks, dtype=np.int64)
-        keys = list(zip(idx.tolist(), ks.tolist(), strict=True))
-        todo = [j for j, key in enumerate(keys) if key not in self._accurate]
-        if todo:
-            todo = np.asarray(todo)
-            values = _coverage_unequal_batch(
-                self.sizes, self.counts, self.ranks(idx[todo]), ks[todo]
-            )
-            for j, v in zip(todo.tolist(), values.tolist(), strict=True):
-                self._accurate[keys[j]] = v
-        return np.array([self._accurate[key] for key in keys])
-
-    def feasible(self, idx, ks):
-        idx = np.asarray(idx, dtype=np.int64)
-        ks = np.asarray(ks, dtype=np.int64)
-        values, errors = _coverage_unequal_batch(
-            self.sizes, self.counts, self.ranks(idx), ks, coarse=True
-        )
-        for j, (v, e) in enumerate(zip(values.tolist(), errors.tolist(), strict=True)):
-            self._screened[(int(idx[j]), int(ks[j]))] = (v, e)
-        close = _undecided(values, errors, self.threshold)
-        if close.any():
-            values[close] = self.accurate(idx[close], ks[close])
-        return values >= self.threshold
-
-    def decide(self, idx, ks):
-        """Feasibility of each pair and its (screened or accurate) value."""
-        idx = np.asarray(idx, dtype=np.int64)
-        ks = np.asarray(ks, dtype=np.int64)
-        ok = self.feasible(idx, ks)
-        values = np.array(
-            [
-                self._accurate.get(key, self._screened[key][0])
-                for key in zip(idx.tolist(), ks.tolist(), strict=True)
-            ]
-        )
-        return ok, values
-
-
-def _bisect_index(is_feasible, ks, lo, hi):
-    """Smallest feasible breakpoint in (lo, hi] for each k (batched)."""
-    lo = np.array(lo, dtype=np.int64)
-    hi = np.array(hi, dtype=np.int64)
-    active = np.flatnonzero(hi - lo > 1)
-    while active.size:
-        mid = (lo[active] + hi[active]) // 2
-        ok = is_feasible(mid, ks[active])
-        hi[active] = np.where(ok, mid, hi[active])
-        lo[active] = np.where(ok, lo[active], mid)
-        active = active[hi[active] - lo[active] > 1]
-    return hi
-
-
-def _first_feasible(cov, ks, levels):
-    """i_k, the first feasible breakpoint for each k, by safeguarded interpolation.
-
-    M(i, k) is monotone in i and close to a smooth function of the level
-    c_i, so the crossing of 1 - alpha is first predicted by interpolating M
-    linearly in c between the bracket ends (regula falsi); a round that does
-    not halve a bracket is followed by a bisection step. Every k runs in the
-    same batch. Returns B (no feasible breakpoint) where M(B - 1, k) fails.
-    """
-    B = levels.shape[0]
-    n_k = ks.shape[0]
-    ends = np.concatenate([np.zeros(n_k, np.int64), np.full(n_k, B - 1)])
-    ok, vals = cov.decide(ends, np.concatenate([ks, ks]))
-    ok_lo, ok_hi = ok[:n_k], ok[n_k:]
-    lo = np.where(ok_lo, -1, 0)
-    hi = np.where(ok_hi, B - 1, B)
-    hi = np.where(ok_lo, 0, hi)
-    v_lo, v_hi = vals[:n_k].copy(), vals[n_k:].copy()
-    bisect = np.zeros(n_k, dtype=bool)
-    threshold = cov.threshold
-    active = np.flatnonzero((hi - lo > 1) & (hi < B))
-    while active.size:
-        l, h = lo[active], hi[active]
-        c_l, c_h = levels[l], levels[h]
-        span = v_hi[active] - v_lo[active]
-        frac = np.where(
-            span > 0, (threshold - v_lo[active]) / np.where(span > 0, span, 1), 0.5
-        )
-        target = c_l + np.clip(frac, 0.0, 1.0) * (c_h - c_l)
-        probe = np.searchsorted(levels, target, side="left")
-        probe = np.where(bisect[active], (l + h) // 2, probe)
-        probe = np.clip(probe, l + 1, h - 1)
-        ok, vals = cov.decide(probe, ks[active])
-        width = h - l
-        lo[active] = np.where(ok, l, probe)
-        hi[active] = np.where(ok, probe, h)
-        v_lo[active] = np.where(ok, v_lo[active], vals)
-        v_hi[active] = np.where(ok, vals, v_hi[active])
-        bisect[active] = (hi[active] - lo[active]) * 2 > width
-        active = active[hi[active] - lo[active] > 1]
-    return hi
-
-
-def _select_joint(sizes_tuple, alpha, clip, only_k=None):
-    """Joint search over (c, k); returns (ranks, k, M) or None.
-
-    ``only_k``: search the level c for these k only (not every k).
-    """
-    sizes_all = np.asarray(sizes_tuple, dtype=np.int64)
-    sizes, counts = np.unique(sizes_all, return_counts=True)
-    m = int(counts.sum())
-    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
-    if only_k is not None:
-        num, den = _level_breakpoints(sizes, 0.0)
-        cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
-        ks = np.asarray(only_k, dtype=np.int64).reshape(-1)
-        return _pick(cov, ks, sizes, sizes_tuple, threshold)
-
-    # Lower end of the useful levels: bisection on real c with k = m (if
-    # M(l(c), m) < 1 - alpha no pair at level c is valid).
-    def valid_at(c):
-        num, den = float(c).as_integer_ratio()
-        ranks = _fraction_ranks([num], [den], sizes, clip)
-        values, errors = _coverage_unequal_batch(sizes, counts, ranks, [m], coarse=True)
-        if _undecided(values[0], errors[0], threshold):
-            values = _coverage_unequal_batch(sizes, counts, ranks, [m])
-        return values[0] >= threshold
-
-    c_lo, c_hi = 0.0, 1.0
-    while c_hi - c_lo > 1.0 / (4.0 * (int(sizes.max()) + 1)):
-        c_mid = 0.5 * (c_lo + c_hi)
-        if valid_at(c_mid):
-            c_hi = c_mid
-        else:
-            c_lo = c_mid
-    num, den = _level_breakpoints(sizes, c_lo)
-    if num.size == 0:
-        return None
-    cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
-    return _pick(cov, np.arange(1, m + 1), sizes, sizes_tuple, threshold)
-
-
-def _pick(cov, ks, sizes, sizes_tuple, threshold):
-    """First feasible breakpoint for each k in ``ks``, then the best pair."""
-    counts = cov.counts
-    B = cov.num.shape[0]
-    num, den = cov.num, cov.den
-    ik = _first_feasible(cov, ks, num / den)
-    # Valid candidates: a finite threshold needs k <= #clients with l_j <= n_j.
-    ok = ik < B
-    ranks = cov.ranks(np.minimum(ik, B - 1))
-    m_active = ((ranks <= sizes[None, :]) * counts[None, :]).sum(axis=1)
-    ok &= ks <= m_active
-    if not ok.any():
-        return None
-    cand_i, cand_k = ik[ok], ks[ok]
-    screened = np.array(
-        [
-            cov._screened.get((int(i), int(k)), (np.nan, 0.0))
-            for i, k in zip(cand_i, cand_k, strict=True)
-        ]
-    )
-    screened, errors = screened[:, 0], screened[:, 1]
-    missing = np.isnan(screened)
-    if missing.any():
-        screened[missing] = cov.accurate(cand_i[missing], cand_k[missing])
-    j_min = int(np.argmin(screened))
-    near = screened <= screened[j_min] + 10.0 * (errors + errors[j_min]) + 1e-12
-    values = cov.accurate(cand_i[near], cand_k[near])
-    values = np.where(values >= threshold, values, np.inf)
-    best = np.min(values)
-    if not np.isfinite(best):
-        return None
-    tied = np.flatnonzero(values <= best + _TIE_TOL)
-    # Tie rule: the largest level (largest ranks), then the smallest k.
-    order = sorted(tied.tolist(), key=lambda j: (-cand_i[near][j], cand_k[near][j]))
-    j = order[0]
-    i_best, k_best = int(cand_i[near][j]), int(cand_k[near][j])
-    level_ranks = dict(
-        zip(sizes.tolist(), cov.ranks([i_best])[0].tolist(), strict=True)
-    )
-    return tuple(level_ranks[n] for n in sizes_tuple), k_best, float(values[j])
 
 
 def _select_auto_unequal(sizes, alpha, clip):
@@ -715,6 +463,7 @@ def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta
             return _INFEASIBLE
         l_best, k_best, value = result
         return QQSelection((int(l_best),) * m, int(k_best), float(value), True)
+    assert ranks is not None  # None only with equal sizes, returned above
     result = _select_unequal(sizes, ranks, alpha)
     if result is None:
         return _INFEASIBLE
@@ -873,5 +622,7 @@ def select_qq_ranks(
     )
 
 
-select_qq_ranks.cache_clear = _select_cached.cache_clear
-select_qq_ranks.cache_info = _select_cached.cache_info
+# The public function exposes the cache of its memoised core (a function
+# attribute mypy cannot see on a plain def).
+select_qq_ranks.cache_clear = _select_cached.cache_clear  # type: ignore[attr-defined]
+select_qq_ranks.cache_info = _select_cached.cache_info  # type: ignore[attr-defined]

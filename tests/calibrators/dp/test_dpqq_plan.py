@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator
-from skfedcp.calibrators._dp import _calibrators as _private
+from skfedcp.calibrators._dp import _plan
+from skfedcp.calibrators._dp import _qq as _dpqq
 from skfedcp.calibrators._qq._selection import select_qq_ranks
 from skfedcp.privacy import dp_qq_local_correction
 
@@ -16,7 +17,7 @@ def _reference_search(sizes, alpha, epsilon, n_bins):
     m = len(sizes)
     rule = "auto" if len(set(sizes)) == 1 else "fixed"
     best = None
-    for g in _private.GAMMA_GRID:
+    for g in _plan.GAMMA_GRID:
         target_alpha = alpha * (1.0 - g) / (1.0 - g * alpha)
         sel = select_qq_ranks(sizes, target_alpha, local_rank=rule)
         if not sel.feasible:
@@ -25,15 +26,15 @@ def _reference_search(sizes, alpha, epsilon, n_bins):
         ranks = tuple(r + correction for r in sel.local_ranks)
         if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < sel.k:
             continue
-        score = _private._qq_score(sizes, ranks, sel.k)
+        score = _plan._qq_score(sizes, ranks, sel.k)
         if best is None or score < best[0] - 1e-10:
             best = (score, g, sel, correction)
     return best
 
 
 def _clear():
-    _private._dpqq_gamma_search.cache_clear()
-    _private._PLAN_MEMO._entries = {}
+    _plan._dpqq_gamma_search.cache_clear()
+    _plan._PLAN_MEMO._entries = {}
 
 
 @pytest.mark.parametrize(
@@ -76,7 +77,7 @@ def test_infeasible_plan_is_found_before_any_rank_selection(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("select_qq_ranks was called")
 
-    monkeypatch.setattr(_private, "select_qq_ranks", forbidden)
+    monkeypatch.setattr(_plan, "select_qq_ranks", forbidden)
     cal = PrivateQuantileOfQuantilesCalibrator(epsilon=5.0, score_bounds=(0, 1))
     plan = cal.plan(np.full(10_000, 5), 0.1)
     assert not plan["feasible"]
@@ -91,7 +92,7 @@ class TestPlanMemo:
         first = cal.plan(sizes, 0.1)
         calls = []
         monkeypatch.setattr(
-            _private, "_dpqq_plan", lambda *a, **k: calls.append(a) or first
+            _dpqq, "_dpqq_plan", lambda *a, **k: calls.append(a) or first
         )
         second = cal.plan(sizes, 0.1)
         assert calls == []
@@ -142,13 +143,13 @@ def test_fit_calls_the_plan_search_once_for_many_clients(monkeypatch):
     # the lookups are one vectorised comparison each (no O(m) Python loop).
     _clear()
     calls = []
-    search = _private._dpqq_plan
+    search = _plan._dpqq_plan
 
     def counting(*args, **kwargs):
         calls.append(args[0])
         return search(*args, **kwargs)
 
-    monkeypatch.setattr(_private, "_dpqq_plan", counting)
+    monkeypatch.setattr(_dpqq, "_dpqq_plan", counting)
     rng = np.random.default_rng(0)
     m, n = 300, 40
     cal = PrivateQuantileOfQuantilesCalibrator(epsilon=20.0, score_bounds=(0, 1))
@@ -219,13 +220,13 @@ def test_simulation_searches_the_plan_once_and_ignores_n_jobs(monkeypatch):
     monkeypatch.setattr(base, "Parallel", forbidden)
     _clear()
     calls = []
-    search = _private._dpqq_gamma_search.__wrapped__
+    search = _plan._dpqq_gamma_search.__wrapped__
 
     def counting(*args):
         calls.append(args)
         return search(*args)
 
-    monkeypatch.setattr(_private, "_dpqq_gamma_search", counting)
+    monkeypatch.setattr(_plan, "_dpqq_gamma_search", counting)
     rng = np.random.default_rng(0)
     sizes = np.r_[np.full(30, 40), np.full(20, 55)]
     scores = rng.uniform(size=int(sizes.sum()))
@@ -257,7 +258,7 @@ def test_batched_score_matches_the_quad_value(sizes, ranks, k):
         qq_coverage_unequal_fraction,
     )
 
-    value = _private._qq_score(sizes, ranks, k)
+    value = _plan._qq_score(sizes, ranks, k)
     assert value == pytest.approx(qq_coverage_unequal(sizes, ranks, k), abs=1e-13)
     if sum(sizes) <= 200:  # and with the exact rational value
         exact = float(qq_coverage_unequal_fraction(sizes, ranks, k))
@@ -285,7 +286,7 @@ def test_unequal_plan_is_the_one_of_quad_scores(
     _clear()
     fast = cal.plan(list(sizes), alpha)
     _clear()
-    monkeypatch.setattr(_private, "_qq_score", _private._qq_score_quad)
+    monkeypatch.setattr(_plan, "_qq_score", _plan._qq_score_quad)
     slow = cal.plan(list(sizes), alpha)
     assert fast["feasible"] == slow["feasible"]
     if fast["feasible"]:
@@ -299,21 +300,21 @@ def test_unequal_plan_is_the_one_of_quad_scores(
 def test_near_ties_are_decided_with_the_quad_values(monkeypatch):
     sizes, ranks, k = (40, 50, 60), (38, 47, 57), 2
     other = (39, 48, 58)
-    quad = _private._qq_score_quad(sizes, ranks, k)
-    quad_other = _private._qq_score_quad(sizes, other, k)
+    quad = _plan._qq_score_quad(sizes, ranks, k)
+    quad_other = _plan._qq_score_quad(sizes, other, k)
     best = (quad_other, 0.5, select_qq_ranks(sizes, 0.1, local_rank="fixed"), 0, other)
     k_best = best[2].k
     # A batched value that sits on the tie line is not trusted: the decision
     # is the one of the quad values (whatever the batched value says).
-    on_the_line = best[0] - _private._TIE
-    expected = quad < _private._qq_score_quad(sizes, other, k_best) - _private._TIE
-    assert _private._beats(sizes, on_the_line, ranks, k, best) is expected
-    assert _private._beats(sizes, on_the_line + 5e-13, ranks, k, best) is expected
+    on_the_line = best[0] - _plan._TIE
+    expected = quad < _plan._qq_score_quad(sizes, other, k_best) - _plan._TIE
+    assert _plan._beats(sizes, on_the_line, ranks, k, best) is expected
+    assert _plan._beats(sizes, on_the_line + 5e-13, ranks, k, best) is expected
     # Far from the line, the batched value decides alone.
     calls = []
-    monkeypatch.setattr(_private, "_qq_score_quad", lambda *a: calls.append(a) or quad)
-    assert _private._beats(sizes, best[0] - 1e-9, ranks, k, best)
-    assert not _private._beats(sizes, best[0], ranks, k, best)
+    monkeypatch.setattr(_plan, "_qq_score_quad", lambda *a: calls.append(a) or quad)
+    assert _plan._beats(sizes, best[0] - 1e-9, ranks, k, best)
+    assert not _plan._beats(sizes, best[0], ranks, k, best)
     assert calls == []
 
 
@@ -334,7 +335,7 @@ def test_min_shift_gain_bounds_the_score_increase(sizes, ranks, shift, k):
     from skfedcp.calibrators._qq._coverage import qq_coverage_unequal
 
     counts = tuple(sorted((n, sizes.count(n)) for n in set(sizes)))
-    gain = _private._min_shift_gain(counts, shift)
+    gain = _plan._min_shift_gain(counts, shift)
     expected, _ = integrate.quad(
         lambda x: np.prod(
             [1 - special.betainc(shift, n + 1 - shift, x) for n in sizes]
@@ -366,7 +367,7 @@ def test_riemann_brackets_contain_the_exact_coverage(sizes, ranks):
     from skfedcp.calibrators._qq._coverage import qq_coverage_unequal_fraction
 
     groups = sorted(Counter(zip(sizes, ranks, strict=True)).items())
-    lower, upper = _private._riemann_brackets(groups)
+    lower, upper = _plan._riemann_brackets(groups)
     for k in range(1, len(sizes) + 1):
         exact = float(qq_coverage_unequal_fraction(sizes, ranks, k))
         assert lower[k - 1] <= exact <= upper[k - 1]
@@ -388,8 +389,8 @@ def test_score_lower_bound_is_below_the_score():
             if any(r > n for r, n in zip(ranks, sizes, strict=True)):
                 continue  # the search bounds only all-active candidates
             checked.append(ranks)
-            score = _private._qq_score(sizes, ranks, sel.k)
-            bound = _private._score_lower_bound(counts, fixed, correction, tau)
+            score = _plan._qq_score(sizes, ranks, sel.k)
+            bound = _plan._score_lower_bound(counts, fixed, correction, tau)
             assert bound <= score
             assert bound >= score - 5e-3
     assert len(checked) >= 5

@@ -17,7 +17,9 @@ from skfedcp.calibrators import (
     get_calibrator,
     qq_coverage,
 )
-from skfedcp.calibrators._dp import _calibrators as _private
+from skfedcp.calibrators._dp import _central as _dp_central
+from skfedcp.calibrators._dp import _laws as _dp_laws
+from skfedcp.calibrators._dp import _plan as _dp_plan
 from skfedcp.exceptions import (
     ClippedScoresWarning,
     InfiniteThresholdWarning,
@@ -137,7 +139,7 @@ class TestQQPlan:
     def test_auto_bins_do_not_read_data_and_pick_from_the_grid(self):
         cal = dp_qq(epsilon=10.0, n_bins="auto")
         plan = cal.plan([200] * 5, 0.1)
-        assert plan["n_bins"] in _private.DPQQ_BINS_GRID
+        assert plan["n_bins"] in _dp_plan.DPQQ_BINS_GRID
         rng = np.random.default_rng(0)
         ids = np.repeat(np.arange(5), 200)
         a = cal.fit(rng.uniform(size=1000), ids, alpha=0.1, random_state=0)
@@ -305,7 +307,9 @@ class TestExactPrivacy:
 
     @pytest.mark.parametrize("scale", [_no_half, _no_min_factor])
     def test_mutants_fail_dp_central(self, monkeypatch, scale):
-        monkeypatch.setattr(_private, "private_quantile_probabilities", _mutant(scale))
+        monkeypatch.setattr(
+            _dp_central, "private_quantile_probabilities", _mutant(scale)
+        )
         cal = dp_central(epsilon=10.0, n_bins=3)
         # Correct: about 0.58 epsilon at this level; the mutant doubles it.
         assert _max_ratio_central(cal, 0.5, 4, VALUES) > 1.1 * 10.0
@@ -313,14 +317,14 @@ class TestExactPrivacy:
     def test_uncorrected_level_factor_fails_dp_central(self, monkeypatch):
         # The sensitivity factor of 1 - alpha instead of the corrected q~.
         mutant = _mutant(_uncorrected_factor(0.5))
-        monkeypatch.setattr(_private, "private_quantile_probabilities", mutant)
+        monkeypatch.setattr(_dp_central, "private_quantile_probabilities", mutant)
         cal = dp_central(epsilon=10.0, n_bins=3)
         assert cal.plan([4], 0.5)["level"] > 0.85
         assert _max_ratio_central(cal, 0.5, 4, VALUES) > 1.2 * 10.0
 
     @pytest.mark.parametrize("scale", [_no_half, _no_min_factor])
     def test_mutants_fail_dp_qq(self, monkeypatch, scale):
-        monkeypatch.setattr(_private, "private_quantile_probabilities", _mutant(scale))
+        monkeypatch.setattr(_dp_laws, "private_quantile_probabilities", _mutant(scale))
         cal = dp_qq(epsilon=10.0, n_bins=3)
         others = [OTHERS[0]]
         assert _max_ratio_qq(cal, 0.5, 6, VALUES, others) > 1.2 * 10.0

@@ -11,11 +11,11 @@ moves the work, never the answer.
 import numpy as np
 import pytest
 
-from skfedcp.calibrators._qq import _coverage as _qq_coverage
+from skfedcp.calibrators._qq import _poisbin as _qq_poisbin
 from skfedcp.calibrators._qq import _selection as _qq_selection
-from skfedcp.calibrators._qq._coverage import (
-    _active_groups,
-    _coverage_unequal_batch,
+from skfedcp.calibrators._qq._batch import _coverage_unequal_batch, _NormalEstimate
+from skfedcp.calibrators._qq._coverage import _active_groups
+from skfedcp.calibrators._qq._poisbin import (
     _poisbin_cdf_tree,
     _poisbin_cdf_unequal,
     _poisbin_pmf_tree,
@@ -64,7 +64,7 @@ def test_tree_cdf_picks_each_rows_k():
 def test_tree_chunks_give_the_same_rows(monkeypatch):
     p = np.random.default_rng(4).random((9, 40))
     whole = _poisbin_cdf_tree(p, 17)
-    monkeypatch.setattr(_qq_coverage, "_TREE_CHUNK", 80)  # two rows per pass
+    monkeypatch.setattr(_qq_poisbin, "_TREE_CHUNK", 80)  # two rows per pass
     np.testing.assert_array_equal(_poisbin_cdf_tree(p, 17), whole)
 
 
@@ -76,7 +76,7 @@ def test_tree_integrand_matches_dp_integrand(m, monkeypatch):
     t = np.linspace(0.8, 0.97, 41)
     for k in (1, m // 3, m // 2, m):
         tree = _poisbin_cdf_unequal(groups, k, t)
-        monkeypatch.setattr(_qq_coverage, "_TREE_MIN_CLIENTS", 10**9)
+        monkeypatch.setattr(_qq_poisbin, "_TREE_MIN_CLIENTS", 10**9)
         dp = _poisbin_cdf_unequal(groups, k, t)
         monkeypatch.undo()
         np.testing.assert_allclose(tree, dp, rtol=0, atol=1e-13)
@@ -93,7 +93,7 @@ def test_coverage_batch_tree_matches_dp(m, alpha, monkeypatch):
     ranks[2, ::2] = g_sizes[::2] + 1  # half the groups send +inf
     ks = np.array([m // 2, m // 3, m // 4])
     tree = _coverage_unequal_batch(g_sizes, g_counts, ranks, ks)
-    monkeypatch.setattr(_qq_coverage, "_TREE_MIN_CLIENTS", 10**9)
+    monkeypatch.setattr(_qq_poisbin, "_TREE_MIN_CLIENTS", 10**9)
     dp = _coverage_unequal_batch(g_sizes, g_counts, ranks, ks)
     # Both are ~1e-14 from M; the gap between them bounds their errors.
     np.testing.assert_allclose(tree, dp, rtol=0, atol=2e-13)
@@ -105,8 +105,8 @@ def test_fixed_rule_same_pair_as_dp(m, alpha, seed):
     _qq_selection._select_cached.cache_clear()
     fast = select_qq_ranks(sizes, alpha, local_rank="fixed")
     with pytest.MonkeyPatch.context() as patch:  # the DP over groups
-        patch.setattr(_qq_coverage, "_TREE_MIN_CLIENTS", 10**9)
-        patch.setattr(_qq_selection, "_TREE_MIN_CLIENTS", 10**9)
+        # One switch: every caller asks _poisbin._uses_tree.
+        patch.setattr(_qq_poisbin, "_TREE_MIN_CLIENTS", 10**9)
         _qq_selection._select_cached.cache_clear()
         reference = select_qq_ranks(sizes, alpha, local_rank="fixed")
     _qq_selection._select_cached.cache_clear()
@@ -122,7 +122,7 @@ def test_wrong_guess_moves_the_work_not_the_answer(offset, monkeypatch):
     _qq_selection._select_cached.cache_clear()
     right = select_qq_ranks(sizes, 0.1, local_rank="fixed")
 
-    class Off(_qq_coverage._NormalEstimate):
+    class Off(_NormalEstimate):
         def __call__(self, ks):
             return super().__call__(ks) + offset
 
@@ -143,7 +143,7 @@ def test_wrong_guess_moves_the_work_not_the_answer(offset, monkeypatch):
 def test_normal_estimate_is_close():
     sizes = random_clients(6, 200)
     groups = _active_groups(sizes, [conformal_rank(n, 0.1) for n in sizes])
-    estimate = _qq_coverage._NormalEstimate(groups)
+    estimate = _NormalEstimate(groups)
     ks = np.array([50, 90, 150])
     g_sizes, g_counts = np.unique(sizes, return_counts=True)
     ranks = [[conformal_rank(int(n), 0.1) for n in g_sizes]] * 3

@@ -1,0 +1,131 @@
+"""Shared pieces of the private calibrators: checks, clipping, the threshold law."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ...exceptions import ClippedScoresWarning, InfiniteThresholdWarning
+from ...privacy import check_privacy_params
+from ...utils._sklearn_compat import Interval, StrOptions
+from ...utils._validation import check_scores
+from ...utils._warnings import warn_user
+
+__all__ = ["ThresholdDistribution"]
+
+_PRIVACY_CONSTRAINTS = {
+    "epsilon": [Interval(Real, 0, np.inf, closed="neither")],
+    "score_bounds": ["array-like", None],
+    "n_bins": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"})],
+    "gamma": [Interval(Real, 0, 1, closed="neither"), StrOptions({"auto"})],
+    "rule": [StrOptions({"paper", "tight"})],
+}
+
+
+class ThresholdDistribution(NamedTuple):
+    """Exact law of a private threshold: ``P(threshold == values[i])``.
+
+    ``values`` are bin edges in increasing order; the last one is ``+inf``
+    (the top bin, i.e. the trivial set).
+    """
+
+    values: NDArray[np.float64]
+    probabilities: NDArray[np.float64]
+
+
+def _check_bounds(score_bounds, owner):
+    if score_bounds is None:
+        raise ValueError(
+            f"{owner} needs score_bounds=(low, high): public bounds of the "
+            "conformity scores, fixed without looking at the calibration data "
+            "(e.g. (0, 1) for probability scores, (0, B) for a residual clipped "
+            "at B). Pass them to the calibrator or to the wrapper."
+        )
+    if isinstance(score_bounds, np.ndarray):
+        score_bounds = score_bounds.tolist()
+    return check_privacy_params(
+        bounds=score_bounds, names={"bounds": "score_bounds"}
+    ).bounds
+
+
+def _edges(bounds, n_bins):
+    # The same construction as private_quantile(bounds=..., n_bins=...).
+    return np.linspace(bounds[0], bounds[1], n_bins + 1)
+
+
+def _clip_scores(scores: ArrayLike, bounds: tuple[float, float]) -> NDArray[np.float64]:
+    """Clip scores into the public bounds, warning with the number clipped."""
+    scores = check_scores(scores, allow_inf=True)
+    low, high = bounds
+    n_below = int(np.count_nonzero(scores < low))
+    n_above = int(np.count_nonzero(scores > high))
+    if n_below or n_above:
+        warn_user(
+            f"{n_below + n_above} of {scores.shape[0]} scores lie outside "
+            f"score_bounds=({low:g}, {high:g}) and were clipped ({n_below} below, "
+            f"{n_above} above). Clipping below is conservative; scores above fall "
+            "in the top bin, whose release means an infinite threshold. The count "
+            "is a local diagnostic computed from private data: do not release it.",
+            ClippedScoresWarning,
+        )
+    return np.clip(scores, low, high)
+
+
+def _after_private_fit(calibrator, received):
+    """``epsilon_spent_`` and a warning that says why a threshold is +inf."""
+    info = received.plan
+    calibrator.epsilon_spent_ = info["epsilon"] if info["feasible"] else 0.0
+    if np.isposinf(calibrator.threshold_):
+        if info["feasible"]:
+            reason = (
+                "the mechanism released the top bin (scores at or above the upper "
+                "score bound, or privacy noise with little data)"
+            )
+        else:
+            reason = info["reason"]
+        warn_user(
+            f"{type(calibrator).__name__}: the threshold is +inf because {reason}; "
+            "every prediction set is trivial (valid, uninformative).",
+            InfiniteThresholdWarning,
+        )
+
+
+def _check_utility(utility, rule):
+    if utility not in ("quantile", "rank"):
+        raise ValueError(f'utility must be "quantile" or "rank"; got {utility!r}.')
+    if utility == "rank" and rule != "tight":
+        raise ValueError(
+            'utility="rank" needs rule="tight" (the paper\'s corrections are '
+            f"derived for its quantile utility only); got rule={rule!r}."
+        )
+    return utility
+
+
+def _check_rule(rule):
+    if rule not in ("paper", "tight"):
+        raise ValueError(f'rule must be "paper" or "tight"; got {rule!r}.')
+    return rule
+
+
+def _plan_sizes(n_per_client):
+    """``n_per_client`` as a validated 1-D int64 array (vectorised checks).
+
+    The same checks and messages as ``_sizes_tuple``, at C speed: every
+    client step calls ``plan``, so an O(m) Python loop here makes a fit
+    quadratic in the number of clients.
+    """
+    sizes = np.asarray(n_per_client)
+    if sizes.ndim != 1 or sizes.shape[0] < 1:
+        raise ValueError("n_per_client must list the size of at least one client.")
+    if sizes.dtype.kind not in "iu" or (sizes < 0).any():
+        raise ValueError("n_per_client must hold non-negative integers.")
+    return sizes.astype(np.int64, copy=False)
+
+
+def _describe(sizes):
+    if len(set(sizes)) == 1:
+        return f"{len(sizes)} x {sizes[0]}"
+    return f"{min(sizes)}..{max(sizes)} ({len(sizes)} clients)"

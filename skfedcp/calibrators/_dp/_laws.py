@@ -1,0 +1,119 @@
+"""Exact laws of private releases and of their order statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from ...privacy import private_quantile_probabilities
+from .._qq._poisbin import _add_clients, _binomial_block
+
+
+def _client_pmf(scores, level, mechanism_args, log=False):
+    """Law of one client's release over the bins (``+inf`` sender: the top)."""
+    n_bins = mechanism_args["edges"].shape[0] - 1
+    if not np.isfinite(level):
+        pmf = np.r_[np.zeros(n_bins - 1), 1.0]
+        if log:
+            with np.errstate(divide="ignore"):
+                return np.log(pmf)
+        return pmf
+    return private_quantile_probabilities(scores, level, log=log, **mechanism_args)
+
+
+def _kth_smallest_log_law(log_pmfs, k):
+    """:func:`_kth_smallest_law` in log space: no probability underflows.
+
+    The same DP over clients with every product a sum of logs and every sum
+    a ``logaddexp``, so a probability of 1e-400 stays ``-921`` instead of 0
+    and privacy ratios between neighbouring data sets stay finite.
+    """
+    n_values = log_pmfs.shape[1]
+    ninf = np.full((log_pmfs.shape[0], 1), -np.inf)
+    below = np.logaddexp.accumulate(np.hstack([ninf, log_pmfs[:, :-1]]), axis=1)
+    above = np.logaddexp.accumulate(np.hstack([ninf, log_pmfs[:, :0:-1]]), axis=1)
+    above = above[:, ::-1]
+    state = np.full((k, k + 1, n_values), -np.inf)
+    state[0, 0] = 0.0
+    with np.errstate(invalid="ignore"):
+        for less, equal, greater in zip(below, log_pmfs, above, strict=True):
+            new = state + greater
+            new[1:] = np.logaddexp(new[1:], state[:-1] + less)
+            new[:, 1:] = np.logaddexp(new[:, 1:], state[:, :-1] + equal)
+            new[:, k] = np.logaddexp(new[:, k], state[:, k] + equal)
+            state = new
+    hit = np.add.outer(np.arange(k), np.arange(k + 1)) >= k
+    return special.logsumexp(state[hit], axis=0)
+
+
+def _kth_smallest_law(pmfs, k):
+    """Exact law of the k-th smallest of independent discrete variables.
+
+    ``pmfs[j, b] = P(X_j = v_b)`` on common sorted values. ``X_(k) = v_b``
+    iff fewer than ``k`` variables are below ``v_b`` and at least ``k`` are
+    at most ``v_b``; the joint law of these two counts is built client by
+    client from non-negative terms only (no subtraction), so tiny
+    probabilities keep their relative accuracy. ``O(m k^2 B)``.
+    """
+    zero = np.zeros((pmfs.shape[0], 1))
+    below = np.cumsum(np.hstack([zero, pmfs[:, :-1]]), axis=1)
+    above = np.cumsum(np.hstack([zero, pmfs[:, :0:-1]]), axis=1)[:, ::-1]
+    # state[a, e, b]: a = #{X_j < v_b} (a >= k is dropped: X_(k) < v_b),
+    # e = #{X_j = v_b}, capped at k.
+    state = np.zeros((k, k + 1, pmfs.shape[1]))
+    state[0, 0] = 1.0
+    for less, equal, greater in zip(below, pmfs, above, strict=True):
+        new = state * greater
+        new[1:] += state[:-1] * less
+        new[:, 1:] += state[:, :-1] * equal
+        new[:, k] += state[:, k] * equal
+        state = new
+    hit = np.add.outer(np.arange(k), np.arange(k + 1)) >= k
+    return state[hit].sum(axis=0)
+
+
+def _expected_kth_smallest(groups, k, edges):
+    """Expected k-th smallest of independent releases on ``edges[1:]``.
+
+    ``groups`` lists ``(cdf, count)``: ``count`` clients whose release has
+    CDF ``cdf`` over ``edges[1:]``. Uses ``E[X] = e_1 + sum_b (e_{b+1} -
+    e_b) P(X > e_b)``, where ``X_(k) > e_b`` iff fewer than ``k`` releases
+    are ``<= e_b``, a sum of independent binomial counts.
+    """
+    total = np.ones((1, edges.shape[0] - 1))  # law of the count so far
+    for cdf, count in groups:
+        pmf = _binomial_block(count, np.clip(cdf, 0.0, 1.0), count + 1)
+        new = np.zeros((total.shape[0] + count, total.shape[1]))
+        for i in range(count + 1):
+            new[i : i + total.shape[0]] += total * pmf[i]
+        total = new
+    above = total[:k].sum(axis=0)[:-1]  # P(X_(k) > e_b), b = 1..B-1
+    return float(edges[1] + np.diff(edges[1:]) @ above)
+
+
+def _rank_cdf_on(t, n, ranks, pmf):
+    """``P(U_(D) <= t)`` for the uniform order statistics of ``n`` draws.
+
+    ``D`` has law ``pmf`` on ``ranks`` (rank 0: ``-inf``, always below).
+    """
+    out = np.zeros_like(t)
+    for r, p in zip(ranks.tolist(), pmf.tolist(), strict=True):
+        if p == 0.0:
+            continue
+        out += p if r == 0 else p * special.betainc(r, n - r + 1, t)
+    return np.minimum(out, 1.0)
+
+
+def _poisbin_at_most(probs, counts, k):
+    """``P(sum_g Bin(counts[g], probs[g]) <= k - 1)``, each column of ``probs``.
+
+    ``probs`` is ``(groups, nodes)``; a DP over the groups on the counts
+    ``0..k-1`` (larger counts are dropped: they never come back below k),
+    with binomial blocks for groups of identical clients. Sums of
+    non-negative terms only.
+    """
+    state = np.zeros((k, probs.shape[1]))
+    state[0] = 1.0
+    for p, count in zip(probs, counts, strict=True):
+        state = _add_clients(state, np.clip(p, 0.0, 1.0), count, single_as_block=True)
+    return np.minimum(state.sum(axis=0), 1.0)
