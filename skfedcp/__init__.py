@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0.dev0"
 
+from ._config import config_context, get_config, set_config  # noqa: E402
 from .classification import PrivateConformalClassifier  # noqa: E402
 from .feature_selection import FedChi2Selector  # noqa: E402
 from .regression import FedConformalRegressor, FedCQRRegressor  # noqa: E402
@@ -14,4 +15,7 @@ __all__ = [
     "PrivateConformalClassifier",
     "TwoStudentsRegressor",
     "__version__",
+    "config_context",
+    "get_config",
+    "set_config",
 ]

@@ -11,7 +11,7 @@ from .._typing import SecureRandomStateLike
 from ..utils._quantile import conformal_rank
 from ..utils._sklearn_compat import StrOptions
 from ._base import BaseCalibrator
-from ._messages import Problem
+from ._messages import Problem, check_client_sizes
 from ._qq._order_statistics import local_order_statistics
 
 __all__ = ["AveragingCalibrator"]
@@ -107,7 +107,7 @@ class AveragingCalibrator(BaseCalibrator):
 
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return each client's local rank; infeasible if one exceeds its size."""
-        sizes = np.asarray(n_per_client)
+        sizes = check_client_sizes(n_per_client)
         ranks = self._ranks(sizes, alpha)
         return {"feasible": bool(np.all(ranks <= sizes)), "local_ranks": ranks}
 

@@ -10,6 +10,7 @@ from numpy.typing import ArrayLike
 from .._typing import SecureRandomStateLike
 from ..utils._quantile import conformal_quantile, conformal_rank
 from ._base import BaseCalibrator, CoverageBounds
+from ._messages import check_client_sizes
 
 __all__ = ["CentralCalibrator"]
 
@@ -66,7 +67,7 @@ class CentralCalibrator(BaseCalibrator):
 
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the pooled rank and its exact coverage for continuous scores."""
-        n_total = int(np.sum(n_per_client))
+        n_total = int(check_client_sizes(n_per_client).sum())
         rank = conformal_rank(n_total, alpha)
         feasible = rank <= n_total
         return {

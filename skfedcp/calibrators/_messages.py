@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._config import get_config
 from .._typing import Messages
 from ..exceptions import InvalidMessageError
 
@@ -125,12 +126,40 @@ def check_client_sizes(
             f"{name} must hold non-negative integers; got dtype {sizes.dtype} "
             f"({sizes.tolist()[:5]}...)."
         )
-    sizes = sizes.astype(np.int64, copy=False)  # an int64 array is kept as is
-    if (sizes < 0).any():
-        raise ValueError(
-            f"{name} must hold non-negative integers; got {sizes.tolist()}."
+    _check_announced(sizes, name)
+    return sizes.astype(np.int64, copy=False)  # an int64 array is kept as is
+
+
+def _check_announced(sizes: NDArray[Any], name: str) -> None:
+    """Sizes are non-negative and within the public plan policy.
+
+    Checked on the announced values before any cast (a uint64 of 2**63 would
+    turn negative in int64) and before any work that grows with them.
+    """
+    limits = get_config()
+    if sizes.shape[0] > limits["max_clients"]:
+        raise InvalidMessageError(
+            f"{name} announces {sizes.shape[0]} clients, more than the public "
+            f"max_clients={limits['max_clients']} of this server; a server that "
+            "expects more raises it with skfedcp.config_context(max_clients=...).",
+            field=name,
         )
-    return sizes
+    negative = sizes < 0 if sizes.dtype.kind != "u" else np.zeros(sizes.shape, bool)
+    if negative.any():
+        raise ValueError(
+            f"{name} must hold non-negative integers; got {sizes.tolist()[:10]}."
+        )
+    above = np.asarray(sizes > limits["max_client_size"], dtype=bool)
+    if above.any():
+        j = int(np.flatnonzero(above)[0])
+        raise InvalidMessageError(
+            f"client {j} announced {name}={sizes[j]}, above the public "
+            f"max_client_size={limits['max_client_size']} of this server; a "
+            "server that expects larger clients raises it with "
+            "skfedcp.config_context(max_client_size=...).",
+            client=j,
+            field=name,
+        )
 
 
 def check_client_labels(

@@ -13,6 +13,7 @@ from ...privacy import check_privacy_params
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_scores
 from ...utils._warnings import warn_user
+from .._messages import _check_announced
 
 __all__ = ["ThresholdDistribution"]
 
@@ -122,6 +123,7 @@ def _plan_sizes(n_per_client):
         raise ValueError("n_per_client must list the size of at least one client.")
     if sizes.dtype.kind not in "iu" or (sizes < 0).any():
         raise ValueError("n_per_client must hold non-negative integers.")
+    _check_announced(sizes, "n_per_client")  # the public plan policy
     return sizes.astype(np.int64, copy=False)
 
 

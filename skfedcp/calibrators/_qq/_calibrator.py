@@ -15,7 +15,7 @@ from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_scores
 from ...utils._warnings import warn_user
 from .._base import BaseCalibrator, CoverageBounds
-from .._messages import Problem
+from .._messages import Problem, check_client_sizes
 from ._order_statistics import local_order_statistics
 from ._selection import select_qq_ranks
 
@@ -254,8 +254,8 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
 
 def _nonempty(n_per_client):
     """Client sizes without the clients that hold no rows (spec section 2.6)."""
-    sizes = np.asarray(n_per_client, dtype=np.int64)
-    if sizes.ndim == 1 and sizes.shape[0] and sizes.min() > 0:
+    sizes = check_client_sizes(n_per_client)  # the public plan policy first
+    if sizes.shape[0] and sizes.min() > 0:
         return sizes
     sizes = sizes[sizes > 0]
     if sizes.size == 0:
