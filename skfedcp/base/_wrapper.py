@@ -44,6 +44,12 @@ from ._data import (
     _plain_arrays,
     _split_fit_params,
 )
+from ._levels import (
+    check_alpha_levels,
+    monotone_thresholds,
+    nested_intervals,
+    stack_level_messages,
+)
 from ._streams import _SPLIT, calibrator_random_state, fit_streams
 
 __all__ = ["BaseFedConformal", "ConformalIntervalMixin"]
@@ -121,7 +127,9 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        # A float, or a sequence of distinct floats in (0, 1): several levels
+        # from one fit (checked by check_alpha_levels at the start of fit).
+        "alpha": [Interval(Real, 0, 1, closed="neither"), "array-like"],
         # Names are checked by get_calibrator (sorted, only those valid for
         # this wrapper, "did you mean").
         "calibrator": [str, BaseCalibrator],
@@ -252,6 +260,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
 
     def _fit(self, X, y, client_ids, fit_params):
         """The body of :meth:`fit`, run on a copy without fitted attributes."""
+        self._alpha_levels()
         self._check_params()
         X_use, y, client_ids = self._validate_fit_data(X, y, client_ids)
         fit_params = _check_fit_params(fit_params, y.shape[0])
@@ -541,45 +550,150 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
             return np.broadcast_to(np.intp(0), (n_samples,))
         return check_client_ids(client_ids, n_samples)
 
-    def _fit_calibrator(
-        self, scores, client_ids, rng, *, natural_bounds=None, alpha=None, labels=None
-    ):
-        """Fit a fresh calibrator; set ``calibrator_``, ``threshold_`` and friends.
+    def _alpha_levels(self):
+        """``None`` for a scalar ``alpha``, else its levels (checked, in order)."""
+        return check_alpha_levels(self.alpha)
 
-        A private calibrator (one with ``epsilon`` / ``score_bounds``
-        parameters) receives the wrapper's ``epsilon`` and ``score_bounds``
-        when those are not None; ``natural_bounds`` (data-free bounds of the
-        score, e.g. ``(0, 1)`` for probability scores) fill in bounds that
-        neither the wrapper nor the calibrator gives. ``alpha`` overrides
-        ``self.alpha`` (e.g. ``alpha / 2`` per side of an asymmetric interval).
-        ``labels`` go to calibrators with ``requires_score_matrix`` (then
-        ``scores`` is the score matrix of every label). ``rng`` is the
-        calibrator's SeedSequence or ``"secure"`` (see :func:`fit_streams`).
-        Sets ``epsilon_spent_``: the calibrator's privacy loss of the
-        calibration rows, ``inf`` for a non-private calibrator.
+    def _fit_calibrator(
+        self, scores, client_ids, rng, *, natural_bounds=None, labels=None
+    ):
+        """Fit one calibrator per level of ``alpha``; set the fitted attributes.
+
+        See :meth:`_fit_level_calibrators` for the arguments and
+        :meth:`_set_calibration` for the attributes.
         """
-        calibrator = self._get_calibrator()
-        _forward_privacy_params(
-            calibrator,
-            epsilon=getattr(self, "epsilon", None),
-            score_bounds=getattr(self, "score_bounds", None),
-            natural_bounds=natural_bounds,
+        self._set_calibration(
+            self._fit_level_calibrators(
+                scores,
+                client_ids,
+                rng,
+                natural_bounds=natural_bounds,
+                labels=labels,
+            )
         )
-        calibrator.fit(
-            scores,
-            client_ids,
-            alpha=self.alpha if alpha is None else alpha,
-            random_state=calibrator_random_state(rng),
-            n_jobs=getattr(self, "n_jobs", None),
-            **({} if labels is None else {"labels": labels}),
+
+    def _fit_level_calibrators(
+        self,
+        scores,
+        client_ids,
+        rng,
+        *,
+        natural_bounds=None,
+        labels=None,
+        alpha_divisor=1,
+    ):
+        """Fit a fresh calibrator per level of ``alpha``, on the same scores.
+
+        The in-process simulation of one round in which each client sends one
+        message per level. A private calibrator (one with ``epsilon`` /
+        ``score_bounds`` parameters) receives the wrapper's ``epsilon`` and
+        ``score_bounds`` when those are not None; ``natural_bounds``
+        (data-free bounds of the score, e.g. ``(0, 1)`` for probability
+        scores) fill in bounds that neither the wrapper nor the calibrator
+        gives. With ``n_levels`` levels each level's release gets ``epsilon
+        / n_levels`` (sequential composition: the fit spends ``epsilon``).
+        Each level calibrates at ``alpha / alpha_divisor`` (``2``: one side
+        of an asymmetric interval). ``labels`` go to calibrators with
+        ``requires_score_matrix`` (then ``scores`` is the score matrix of
+        every label). ``rng`` is the calibrator's SeedSequence or
+        ``"secure"`` (see :func:`fit_streams`); the levels draw from its
+        independent children. Returns the list of fitted calibrators, one
+        per level (one for a scalar ``alpha``).
+        """
+        levels = self._alpha_levels()
+        if levels is None:
+            alphas, seeds = [self.alpha], [rng]
+        else:
+            alphas = levels.tolist()
+            seeds = spawn_seeds(rng, len(alphas))
+        fitted = []
+        for alpha, seed in zip(alphas, seeds, strict=True):
+            calibrator = self._get_calibrator()
+            _forward_privacy_params(
+                calibrator,
+                epsilon=getattr(self, "epsilon", None),
+                score_bounds=getattr(self, "score_bounds", None),
+                natural_bounds=natural_bounds,
+                n_levels=len(alphas),
+            )
+            calibrator.fit(
+                scores,
+                client_ids,
+                alpha=alpha / alpha_divisor,
+                random_state=calibrator_random_state(seed),
+                n_jobs=getattr(self, "n_jobs", None),
+                **({} if labels is None else {"labels": labels}),
+            )
+            fitted.append(calibrator)
+        return fitted
+
+    def _set_calibration(self, fitted):
+        """Set ``threshold_``, ``epsilon_spent_`` and friends from the calibrators.
+
+        ``fitted`` holds one entry per level: a calibrator, or a ``(lower,
+        upper)`` pair of them (the asymmetric CQR score). A scalar ``alpha``
+        sets ``calibrator_`` and a scalar (or pair) ``threshold_``. A
+        sequence sets ``alphas_``, ``calibrators_``, ``threshold_`` of shape
+        ``(n_levels,)`` (``(n_levels, 2)`` for pairs) made non-increasing in
+        ``alpha`` (:func:`monotone_thresholds`, so the sets are nested),
+        ``raw_thresholds_`` (the calibrators' own), ``messages_`` with a level
+        axis, and ``epsilon_spent_per_level_``, whose sum is
+        ``epsilon_spent_`` (sequential composition). ``epsilon_spent_`` is
+        the calibrators' privacy loss of the calibration rows, ``inf`` for a
+        non-private calibrator.
+        """
+        units = [_summarize(entry) for entry in fitted]
+        first = fitted[0][0] if isinstance(fitted[0], tuple) else fitted[0]
+        self.clients_ = first.clients_
+        self.n_clients_ = first.n_clients_
+        levels = self._alpha_levels()
+        if levels is None:
+            self.calibrator_ = fitted[0]
+            self.threshold_, self.epsilon_spent_, self.messages_ = units[0]
+            return
+        self.alphas_ = levels
+        self.calibrators_ = list(fitted)
+        self.raw_thresholds_ = np.array([u[0] for u in units], dtype=np.float64)
+        self.threshold_ = monotone_thresholds(self.raw_thresholds_, levels)
+        self.epsilon_spent_per_level_ = np.array([u[1] for u in units])
+        self.epsilon_spent_ = float(math.fsum(self.epsilon_spent_per_level_))
+        self.messages_ = stack_level_messages([u[2] for u in units])
+
+
+def _summarize(entry):
+    """``(threshold, epsilon_spent, messages)`` of one level's calibrator(s).
+
+    A ``(lower, upper)`` pair releases twice per client: its loss is the sum
+    (sequential composition) and each message field is prefixed with its side.
+    """
+    if not isinstance(entry, tuple):
+        return (
+            entry.threshold_,
+            float(getattr(entry, "epsilon_spent_", math.inf)),
+            entry.messages_,
         )
-        self.calibrator_ = calibrator
-        self.threshold_ = calibrator.threshold_
-        self.clients_ = calibrator.clients_
-        self.n_clients_ = calibrator.n_clients_
-        self.messages_ = calibrator.messages_
-        self.epsilon_spent_ = float(getattr(calibrator, "epsilon_spent_", math.inf))
-        return calibrator
+    lower, upper = entry
+    messages = {"client": lower.messages_["client"]}
+    for side, calibrator in zip(("lower", "upper"), entry, strict=True):
+        for key, value in calibrator.messages_.items():
+            if key != "client":
+                messages[f"{side}_{key}"] = value
+    spent = float(
+        getattr(lower, "epsilon_spent_", np.inf)
+        + getattr(upper, "epsilon_spent_", np.inf)
+    )
+    return np.array([lower.threshold_, upper.threshold_]), spent, messages
+
+
+def spawn_seeds(seed, n):
+    """``n`` independent calibrator seeds from ``seed``.
+
+    ``None`` (fresh entropy each) and ``"secure"`` are repeated; a
+    SeedSequence gives its next ``n`` spawned children.
+    """
+    if seed is None or isinstance(seed, str):
+        return [seed] * n
+    return seed.spawn(n)
 
 
 class ConformalIntervalMixin:
@@ -607,21 +721,42 @@ class ConformalIntervalMixin:
 
         Returns
         -------
-        intervals : ndarray of shape (n_samples, 2)
+        intervals : ndarray of shape (n_samples, 2) or (n_samples, 2, n_levels)
             Lower and upper bounds, ``lower <= upper`` on every row (an empty
             conformal set is returned as the interval between its crossed
-            bounds); infinite where ``threshold_`` is.
+            bounds); infinite where ``threshold_`` is. When ``alpha`` is a
+            sequence, ``intervals[:, :, j]`` is the interval at level
+            ``alpha[j]`` (in the order given), and the intervals are nested:
+            a smaller ``alpha`` never gives a narrower interval on any row
+            (thresholds made monotone in ``alpha``, then each interval
+            widened to the hull of those of every larger ``alpha``; widening
+            only adds coverage, so each level keeps its guarantee).
         """
         output = self._checked_output(X)
-        return self.conformity_score_.interval(output, self.threshold_, X)
+        if not hasattr(self, "alphas_"):
+            return self.conformity_score_.interval(output, self.threshold_, X)
+        return nested_intervals(
+            [self.conformity_score_.interval(output, t, X) for t in self.threshold_],
+            self.alphas_,
+        )
 
 
-def _forward_privacy_params(calibrator, *, epsilon, score_bounds, natural_bounds):
-    """Set a wrapper's privacy parameters on a (freshly cloned) calibrator."""
+def _forward_privacy_params(
+    calibrator, *, epsilon, score_bounds, natural_bounds, n_levels=1
+):
+    """Set a wrapper's privacy parameters on a (freshly cloned) calibrator.
+
+    With ``n_levels`` releases the budget (the wrapper's ``epsilon``, or the
+    calibrator's own when that is None) is split equally among them.
+    """
     params = calibrator.get_params(deep=False)
     updates = {}
-    if "epsilon" in params and epsilon is not None:
-        updates["epsilon"] = epsilon
+    if "epsilon" in params:
+        total = params["epsilon"] if epsilon is None else epsilon
+        if n_levels > 1 and total is not None:
+            updates["epsilon"] = total / n_levels
+        elif epsilon is not None:
+            updates["epsilon"] = epsilon
     if "score_bounds" in params:
         if score_bounds is not None:
             updates["score_bounds"] = score_bounds

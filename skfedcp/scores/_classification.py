@@ -45,6 +45,17 @@ def _uniform_source(random_state):
     return np.random.default_rng(check_seed_sequence(random_state, allow_secure=False))
 
 
+def _label_sets(scores, threshold):
+    """``scores <= threshold``; a 1-D ``threshold`` adds a last axis, one per level.
+
+    Every level compares the same scores (one draw of a randomized score), so
+    thresholds that grow as ``alpha`` shrinks give nested sets.
+    """
+    if np.ndim(threshold) == 0:
+        return scores <= threshold
+    return scores[..., np.newaxis] <= np.asarray(threshold, dtype=np.float64)
+
+
 def _check_labels(y_encoded, proba):
     y_encoded = np.asarray(y_encoded)
     if y_encoded.ndim != 1 or y_encoded.shape[0] != proba.shape[0]:
@@ -130,7 +141,7 @@ class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
     def predict_set(
         self,
         proba: ArrayLike,
-        threshold: float,
+        threshold: float | NDArray[np.float64],
         *,
         random_state: RandomStateLike = None,
     ) -> NDArray[np.bool_]:
@@ -140,18 +151,23 @@ class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
         ----------
         proba : array-like of shape (n_samples, n_classes)
             Predicted class probabilities.
-        threshold : float
-            Calibrated threshold; ``+inf`` gives every label.
+        threshold : float or ndarray of shape (n_levels,)
+            Calibrated threshold; ``+inf`` gives every label. An array gives
+            one set per threshold, all from the same label scores (one draw
+            of a randomized score).
         random_state : None, int, SeedSequence, Generator or RandomState, \
                 default=None
             As in :meth:`label_scores`.
 
         Returns
         -------
-        sets : ndarray of bool, shape (n_samples, n_classes)
+        sets : ndarray of bool, shape (n_samples, n_classes) or \
+                (n_samples, n_classes, n_levels)
         """
         proba = _check_proba(proba)
-        return self.label_scores(proba, random_state=random_state) <= threshold
+        return _label_sets(
+            self.label_scores(proba, random_state=random_state), threshold
+        )
 
 
 class LACScore(BaseClassificationScore):
@@ -181,7 +197,7 @@ class LACScore(BaseClassificationScore):
     def predict_set(
         self,
         proba: ArrayLike,
-        threshold: float,
+        threshold: float | NDArray[np.float64],
         *,
         random_state: RandomStateLike = None,
     ) -> NDArray[np.bool_]:
@@ -189,7 +205,7 @@ class LACScore(BaseClassificationScore):
 
         Same sets as the base class, with ``proba`` checked once.
         """
-        return self.label_scores(proba) <= threshold
+        return _label_sets(self.label_scores(proba), threshold)
 
     def conformity_score(
         self,

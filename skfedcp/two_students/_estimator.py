@@ -18,6 +18,7 @@ from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._typing import ClientIds, MatrixLike, RandomStateLike
+from ..base._levels import check_alpha_levels, nested_intervals
 from ..exceptions import DistillationWarning, PrivacyLeakWarning, TeacherFilterWarning
 from ..utils._random import check_seed_sequence
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
@@ -625,6 +626,19 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         half = norm.ppf(1.0 - alpha / 2.0) * self._sigma(students, X)
         return np.column_stack([mu - half, mu + half])
 
+    def _raw_levels(self, students, X, alpha):
+        """The raw interval at ``alpha``: a float, or a sequence of levels.
+
+        A sequence gives ``(n_samples, 2, n_levels)`` bounds, nested: each
+        interval is widened to the hull of those of every larger ``alpha``.
+        """
+        levels = check_alpha_levels(alpha)
+        if levels is None:
+            return self._raw_interval(students, X, check_alpha(alpha))
+        return nested_intervals(
+            [self._raw_interval(students, X, a) for a in levels.tolist()], levels
+        )
+
     def _check_X(self, X):
         check_is_fitted(self)
         return validate_data(self, X, reset=False)
@@ -666,7 +680,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         return self._sigma(self._students(), X)
 
     def predict_raw_interval(
-        self, X: MatrixLike, *, alpha: float = 0.1
+        self, X: MatrixLike, *, alpha: float | Sequence[float] = 0.1
     ) -> NDArray[np.float64]:
         """Return the students' **uncalibrated** interval ``mu ± z · sigma``.
 
@@ -682,17 +696,24 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
             Inputs.
-        alpha : float, default=0.1
-            Nominal miscoverage of the Gaussian reading, in (0, 1).
+        alpha : float or array-like of float, default=0.1
+            Nominal miscoverage of the Gaussian reading, in (0, 1), or a
+            sequence of distinct such levels: one interval per level, from
+            the same students.
 
         Returns
         -------
-        intervals : ndarray of shape (n_samples, 2)
-            Lower and upper bounds.
+        intervals : ndarray of shape (n_samples, 2) or (n_samples, 2, n_levels)
+            Lower and upper bounds; for a sequence ``alpha``,
+            ``intervals[:, :, j]`` is the interval at ``alpha[j]``, nested
+            across levels (each widened to the hull of those of every larger
+            ``alpha``, which matters only where the quantile target's
+            student band replaces the Gaussian reading).
         """
-        alpha = check_alpha(alpha)
+        if check_alpha_levels(alpha) is None:
+            check_alpha(alpha)
         X = self._check_X(X)
-        return self._raw_interval(self._students(), X, alpha)
+        return self._raw_levels(self._students(), X, alpha)
 
     def predict_teachers(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return every ensemble member's predictions.
@@ -729,7 +750,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
             yield entry["mean_student"].predict(X)
 
     def staged_predict_raw_interval(
-        self, X: MatrixLike, *, alpha: float = 0.1
+        self, X: MatrixLike, *, alpha: float | Sequence[float] = 0.1
     ) -> Iterator[NDArray[np.float64]]:
         """Yield the uncalibrated interval of :meth:`predict_raw_interval` per round.
 
@@ -737,18 +758,20 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
             Inputs.
-        alpha : float, default=0.1
-            Nominal miscoverage, in (0, 1).
+        alpha : float or array-like of float, default=0.1
+            Nominal miscoverage, in (0, 1), or a sequence of distinct levels
+            (as in :meth:`predict_raw_interval`).
 
         Yields
         ------
-        intervals : ndarray of shape (n_samples, 2)
+        intervals : ndarray of shape (n_samples, 2) or (n_samples, 2, n_levels)
             One array per entry of ``history_``.
         """
-        alpha = check_alpha(alpha)
+        if check_alpha_levels(alpha) is None:
+            check_alpha(alpha)
         X = self._check_X(X)
         for entry in self.history_:
-            yield self._raw_interval(entry, X, alpha)
+            yield self._raw_levels(entry, X, alpha)
 
     def _students(self):
         return {
