@@ -78,8 +78,8 @@ def monotone_thresholds(
 
     Examples
     --------
-    >>> monotone_thresholds([1.0, 0.8, 2.0], np.array([0.1, 0.2, 0.05]))
-    array([1., 1., 2.])
+    >>> monotone_thresholds([0.7, 0.8, 2.0], np.array([0.1, 0.2, 0.05]))
+    array([0.8, 0.8, 2. ])
     """
     t = np.array(thresholds, dtype=np.float64)
     order = _largest_alpha_first(alphas)

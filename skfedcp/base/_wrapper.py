@@ -8,11 +8,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn import config_context
+from sklearn import config_context, get_config
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
+from sklearn.pipeline import Pipeline
 from sklearn.utils import InputTags, get_tags
+from sklearn.utils.metadata_routing import get_routing_for_object
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
 from .._typing import ClientIds, MatrixLike
@@ -50,6 +52,7 @@ from ._levels import (
     nested_intervals,
     stack_level_messages,
 )
+from ._search_warnings import warn_user_once_in_search
 from ._streams import _SPLIT, calibrator_random_state, fit_streams
 
 __all__ = ["BaseFedConformal", "ConformalIntervalMixin"]
@@ -90,6 +93,49 @@ def is_prefit(estimator: Any) -> bool:
         PrefitEstimatorWarning,
     )
     return True
+
+
+def client_ids_params(model: Any, client_ids: Any) -> dict[str, Any]:
+    """The fit parameters that give ``client_ids`` to ``model`` and its steps.
+
+    ``{"client_ids": ...}`` when ``model.fit`` takes ``client_ids``; for a
+    :class:`~sklearn.pipeline.Pipeline`, ``<step>__client_ids`` for every
+    step (``<outer>__<inner>__client_ids`` in nested pipelines) whose ``fit``
+    takes them, so that e.g. a
+    :class:`~skfedcp.feature_selection.FedChi2Selector` inside the wrapped
+    pipeline runs federated on the training rows. With scikit-learn's
+    metadata routing enabled, ``client_ids`` is passed once, by name, when
+    some step requests it (``set_fit_request(client_ids=True)``), and the
+    pipeline routes it.
+
+    Examples
+    --------
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import MinMaxScaler
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skfedcp.feature_selection import FedChi2Selector
+    >>> pipe = make_pipeline(MinMaxScaler(), FedChi2Selector(k=2),
+    ...                      LogisticRegression())
+    >>> list(client_ids_params(pipe, [0, 1]))
+    ['fedchi2selector__client_ids']
+    """
+    if get_config().get("enable_metadata_routing", False):
+        if isinstance(model, Pipeline):
+            routing = get_routing_for_object(model)
+            if routing.consumes("fit", ["client_ids"]):
+                return {"client_ids": client_ids}
+            return {}
+    if isinstance(model, Pipeline):
+        out: dict[str, Any] = {}
+        for name, step in model.steps:
+            if step is None or isinstance(step, str):  # None / "passthrough"
+                continue
+            for key, value in client_ids_params(step, client_ids).items():
+                out[f"{name}__{key}"] = value
+        return out
+    if has_fit_parameter(model, "client_ids"):
+        return {"client_ids": client_ids}
+    return {}
 
 
 class _TrainRows(NamedTuple):
@@ -312,11 +358,10 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         """``clone(model).set_params(**params).fit`` on the training rows.
 
         A model whose ``fit`` takes ``client_ids`` receives the labels of
-        its training rows.
+        its training rows, and so does every step of a pipeline (nested
+        pipelines too) whose ``fit`` takes them (see :func:`client_ids_params`).
         """
-        fit_params = train.params
-        if has_fit_parameter(model, "client_ids"):
-            fit_params = {**fit_params, "client_ids": train.client_ids}
+        fit_params = {**train.params, **client_ids_params(model, train.client_ids)}
         model = clone(model)
         if params:
             model.set_params(**params)
@@ -379,7 +424,8 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     def _warn_training_not_private(self, what):
         """Warn that rows train a model outside the privacy guarantee."""
         if is_private_calibrator(self.calibrator):
-            warn_user(
+            # Once per search, not once per candidate and fold.
+            warn_user_once_in_search(
                 f"{type(self).__name__} trains {what} on part of the rows given to "
                 "fit, without any privacy protection: epsilon_spent_ covers the "
                 "calibration rows only. Train the model on other (public or "

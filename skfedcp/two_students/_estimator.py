@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._typing import ClientIds, MatrixLike, RandomStateLike
 from ..base._levels import check_alpha_levels, nested_intervals
+from ..base._search_warnings import warn_user_once_in_search
 from ..exceptions import DistillationWarning, PrivacyLeakWarning, TeacherFilterWarning
 from ..utils._random import check_seed_sequence
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
@@ -385,7 +386,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         # One data holder: its rows are dealt into shards, one teacher each.
         single_holder = client_models is None and np.unique(client_ids).shape[0] == 1
         if X_unlabeled is None and not single_holder:
-            warn_user(
+            warn_user_once_in_search(
                 "X_unlabeled was not given: the students are distilled on the "
                 "clients' own inputs X, which the server then sees (the paper "
                 "distils on server-side unlabeled inputs). Pass X_unlabeled.",
