@@ -214,6 +214,14 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
     def _default_estimator(self):
         return LinearRegression()
 
+    def _input_models(self):
+        # The scale model of a normalized score reads X too (its tags count).
+        score = self.conformity_score
+        if isinstance(score, str):
+            score = REGRESSION_SCORES[score]() if score in REGRESSION_SCORES else None
+        extra = score.input_models() if isinstance(score, BaseRegressionScore) else []
+        return [*super()._input_models(), *extra]
+
     def _needs_training_rows(self, score):
         # A scale model learns from training rows, even next to a prefit model.
         return score.requires_fit and not _score_is_frozen(score)

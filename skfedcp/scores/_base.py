@@ -108,6 +108,13 @@ class BaseRegressionScore(_IntervalScore):
 
     requires_fit = False
 
+    def input_models(self) -> list[Any]:
+        """The models of the score that read ``X`` (default: none).
+
+        A wrapper accepts NaN or sparse ``X`` only if these models do too.
+        """
+        return []
+
     def fit(
         self, X: MatrixLike | None, y: ArrayLike | None, y_pred: ArrayLike | None
     ) -> BaseRegressionScore:
