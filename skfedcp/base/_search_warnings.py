@@ -43,7 +43,7 @@ def _action(message: str, category: type[Warning], module: str, lineno: int) -> 
             and (line == 0 or line == lineno)
         ):
             return action
-    return warnings.defaultaction
+    return getattr(warnings, "defaultaction", "default")
 
 
 def warn_user_once_in_search(message: str, category: type[Warning]) -> None:

@@ -195,7 +195,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     }
 
     #: Calibrator aliases this wrapper accepts (``None``: every alias).
-    _calibrator_names = None
+    _calibrator_names: tuple[str, ...] | None = None
     #: Whether ``y`` holds numbers (regression) rather than class labels.
     _y_numeric = True
     #: What the training rows train, for the privacy warning.
@@ -742,10 +742,12 @@ def spawn_seeds(seed, n):
     return seed.spawn(n)
 
 
-class ConformalIntervalMixin:
+class ConformalIntervalMixin(BaseFedConformal):
     """What the conformal regressors share: one interval per row.
 
-    Mixed in before :class:`BaseFedConformal`; the conformity score (a
+    A :class:`BaseFedConformal` listed before it by the regressors (whose
+    bases stay ``(RegressorMixin, ConformalIntervalMixin,
+    BaseFedConformal)``); the conformity score (a
     :class:`~skfedcp.scores.BaseRegressionScore` or a
     :class:`~skfedcp.scores.BaseCQRScore`) reads the model's output
     (``_model_output``) and turns the threshold into intervals.

@@ -216,9 +216,9 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
 
     def _input_models(self):
         # The scale model of a normalized score reads X too (its tags count).
-        score = self.conformity_score
-        if isinstance(score, str):
-            score = REGRESSION_SCORES[score]() if score in REGRESSION_SCORES else None
+        name = self.conformity_score
+        cls = REGRESSION_SCORES.get(name) if isinstance(name, str) else None
+        score = name if cls is None else cls()
         extra = score.input_models() if isinstance(score, BaseRegressionScore) else []
         return [*super()._input_models(), *extra]
 

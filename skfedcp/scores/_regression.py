@@ -130,12 +130,14 @@ class NormalizedResidualScore(_ScaledResidualScore):
         return self
 
     def input_models(self) -> list[Any]:
-        """The scale model (or its default), which reads ``X`` like the point model."""
-        return [
-            _default_scale_model()
-            if self.scale_estimator is None
-            else self.scale_estimator
-        ]
+        """The scale model (or its default), which reads ``X`` like the point model.
+
+        Something that is not a model is left out here and refused by the
+        parameter validation of :meth:`fit`, with its own message.
+        """
+        if self.scale_estimator is None:
+            return [_default_scale_model()]
+        return [self.scale_estimator] if hasattr(self.scale_estimator, "fit") else []
 
     def _scale(self, X):
         """``max(sigma(X), min_scale)``."""
