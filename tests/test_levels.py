@@ -206,12 +206,12 @@ def test_cqr_levels_equal_separate_fits(conformity_score):
     forest = RandomForestQuantileRegressor(
         n_estimators=20, min_samples_leaf=20, random_state=0
     )
-    kw = dict(
-        estimator=forest,
-        quantile_levels=(0.1, 0.9),
-        conformity_score=conformity_score,
-        random_state=0,
-    )
+    kw = {
+        "estimator": forest,
+        "quantile_levels": (0.1, 0.9),
+        "conformity_score": conformity_score,
+        "random_state": 0,
+    }
     multi = FedCQRRegressor(alpha=LEVELS, **kw).fit(X, y, client_ids=c)
     intervals = multi.predict_interval(X[:50])
     assert intervals.shape == (50, 2, 3)
