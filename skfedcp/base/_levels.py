@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,7 +13,9 @@ __all__ = [
     "check_alpha_levels",
     "monotone_thresholds",
     "nested_intervals",
+    "spawn_seeds",
     "stack_level_messages",
+    "summarize_level",
 ]
 
 
@@ -148,3 +151,39 @@ def stack_level_messages(
                     ragged[i, j] = v[i]
             out[key] = ragged
     return out
+
+
+def summarize_level(entry: Any) -> tuple[Any, float, dict[str, Any]]:
+    """``(threshold, epsilon_spent, messages)`` of one level's calibrator(s).
+
+    A ``(lower, upper)`` pair releases twice per client: its loss is the sum
+    (sequential composition) and each message field is prefixed with its side.
+    """
+    if not isinstance(entry, tuple):
+        return (
+            entry.threshold_,
+            float(getattr(entry, "epsilon_spent_", math.inf)),
+            entry.messages_,
+        )
+    lower, upper = entry
+    messages = {"client": lower.messages_["client"]}
+    for side, calibrator in zip(("lower", "upper"), entry, strict=True):
+        for key, value in calibrator.messages_.items():
+            if key != "client":
+                messages[f"{side}_{key}"] = value
+    spent = float(
+        getattr(lower, "epsilon_spent_", np.inf)
+        + getattr(upper, "epsilon_spent_", np.inf)
+    )
+    return np.array([lower.threshold_, upper.threshold_]), spent, messages
+
+
+def spawn_seeds(seed: Any, n: int) -> list[Any]:
+    """``n`` independent calibrator seeds from ``seed``.
+
+    ``None`` (fresh entropy each) and ``"secure"`` are repeated; a
+    SeedSequence gives its next ``n`` spawned children.
+    """
+    if seed is None or isinstance(seed, str):
+        return [seed] * n
+    return seed.spawn(n)

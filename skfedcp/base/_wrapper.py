@@ -50,7 +50,9 @@ from ._levels import (
     check_alpha_levels,
     monotone_thresholds,
     nested_intervals,
+    spawn_seeds,
     stack_level_messages,
+    summarize_level,
 )
 from ._search_warnings import warn_user_once_in_search
 from ._streams import _SPLIT, calibrator_random_state, fit_streams
@@ -688,7 +690,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         the calibrators' privacy loss of the calibration rows, ``inf`` for a
         non-private calibrator.
         """
-        units = [_summarize(entry) for entry in fitted]
+        units = [summarize_level(entry) for entry in fitted]
         first = fitted[0][0] if isinstance(fitted[0], tuple) else fitted[0]
         self.clients_ = first.clients_
         self.n_clients_ = first.n_clients_
@@ -704,42 +706,6 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         self.epsilon_spent_per_level_ = np.array([u[1] for u in units])
         self.epsilon_spent_ = float(math.fsum(self.epsilon_spent_per_level_))
         self.messages_ = stack_level_messages([u[2] for u in units])
-
-
-def _summarize(entry):
-    """``(threshold, epsilon_spent, messages)`` of one level's calibrator(s).
-
-    A ``(lower, upper)`` pair releases twice per client: its loss is the sum
-    (sequential composition) and each message field is prefixed with its side.
-    """
-    if not isinstance(entry, tuple):
-        return (
-            entry.threshold_,
-            float(getattr(entry, "epsilon_spent_", math.inf)),
-            entry.messages_,
-        )
-    lower, upper = entry
-    messages = {"client": lower.messages_["client"]}
-    for side, calibrator in zip(("lower", "upper"), entry, strict=True):
-        for key, value in calibrator.messages_.items():
-            if key != "client":
-                messages[f"{side}_{key}"] = value
-    spent = float(
-        getattr(lower, "epsilon_spent_", np.inf)
-        + getattr(upper, "epsilon_spent_", np.inf)
-    )
-    return np.array([lower.threshold_, upper.threshold_]), spent, messages
-
-
-def spawn_seeds(seed, n):
-    """``n`` independent calibrator seeds from ``seed``.
-
-    ``None`` (fresh entropy each) and ``"secure"`` are repeated; a
-    SeedSequence gives its next ``n`` spawned children.
-    """
-    if seed is None or isinstance(seed, str):
-        return [seed] * n
-    return seed.spawn(n)
 
 
 class ConformalIntervalMixin(BaseFedConformal):

@@ -16,8 +16,8 @@ from sklearn.utils import assert_all_finite
 
 from .._typing import MatrixLike, SecureRandomStateLike
 from ..base import BaseFedConformal, ConformalIntervalMixin
+from ..base._levels import spawn_seeds
 from ..base._streams import _MODEL
-from ..base._wrapper import spawn_seeds
 from ..calibrators import BaseCalibrator
 from ..exceptions import CrossingQuantilesWarning
 from ..scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
