@@ -44,10 +44,16 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         unfitted model is cloned and fitted on a random split made within each
         client (``calibration_size``). ``None`` means
         :class:`~sklearn.linear_model.LogisticRegression`.
-    alpha : float, default=0.1
+    alpha : float or array-like of float, default=0.1
         Target miscoverage: sets contain the true label with probability
         ``>= 1 - alpha``. The private calibrators need ``alpha <= 0.5``
         (``"dp-central"``).
+        A sequence of distinct levels (e.g. ``[0.2, 0.1, 0.05]``) calibrates
+        them all in one fit: one split, one model, one round in which each
+        client sends one message per level. ``predict_set`` then gains a
+        last axis, one entry per level in the order given, nested across
+        levels (see Notes); a private calibrator splits ``epsilon`` equally
+        among them.
     epsilon : float or None, default=1.0
         Privacy parameter given to a private calibrator, overriding its own
         (``None`` keeps the calibrator's). Ignored by non-private
@@ -109,8 +115,9 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         The score used.
     calibrator_ : BaseCalibrator
         The fitted calibration strategy.
-    threshold_ : float
-        The calibrated threshold; ``+inf`` means every label.
+    threshold_ : float or ndarray of shape (n_levels,)
+        The calibrated threshold; ``+inf`` means every label. One per level
+        for a sequence ``alpha``, non-increasing in ``alpha``.
     epsilon_spent_ : float
         Privacy loss of the calibration data from this fit (per client for
         ``"dp-qq"``); 0 when the trivial threshold was returned without
@@ -124,6 +131,17 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         Sorted client labels seen in calibration.
     n_clients_ : int
         Number of calibrating clients.
+    alphas_ : ndarray of shape (n_levels,)
+        The levels of a sequence ``alpha``, as given (absent for a float).
+    calibrators_ : list of BaseCalibrator
+        One fitted calibrator per level (sequence ``alpha`` only; a float
+        ``alpha`` sets ``calibrator_`` instead).
+    raw_thresholds_ : ndarray of shape (n_levels)
+        The calibrators' own thresholds, before the running maximum that
+        makes ``threshold_`` monotone (sequence ``alpha`` only).
+    epsilon_spent_per_level_ : ndarray of shape (n_levels,)
+        Privacy loss of each level's release (sequence ``alpha`` only); its
+        sum is ``epsilon_spent_``.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -157,6 +175,20 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
     ``epsilon_spent_`` still counts the calibration only. Each fit spends
     ``epsilon`` again, and tuning ``alpha`` or ``epsilon`` by validation on
     private data spends budget: search on public or simulated data.
+
+    **Several levels.** With ``alpha`` a sequence, one calibrator per level runs on the
+    same calibration scores (one round, each client sending one message per level). The
+    sets are nested by construction: going from the largest ``alpha`` to the smallest,
+    each threshold is raised to the largest of its own and those of every larger
+    ``alpha`` (a running maximum), and every level compares the same label scores (one
+    draw of a randomized score) with its threshold, so a label in the set of a larger
+    ``alpha`` is in the set of every smaller one. Raising a threshold or widening a set
+    only adds coverage, so each level keeps its guarantee. For a private calibrator
+    ``epsilon`` stays the budget of the whole fit: each of the ``n_levels`` releases
+    gets ``epsilon / n_levels``, and by sequential composition ``epsilon_spent_`` (the
+    sum of ``epsilon_spent_per_level_``) is what one fit at a single level would spend.
+    For the LDP calibrators each level's ``delta`` holds separately (all levels at once:
+    ``n_levels * delta``, by the union bound).
 
     **Randomized APS at serving time.** The uniforms of the test rows are
     drawn afresh at every ``predict_set`` call, independent of the batch a
@@ -308,9 +340,13 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
 
         Returns
         -------
-        sets : ndarray of bool, shape (n_samples, n_classes)
+        sets : ndarray of bool, shape (n_samples, n_classes) or \
+                (n_samples, n_classes, n_levels)
             ``sets[i, j]`` is True when ``classes_[j]`` is in the set of row
-            ``i``; every entry is True when ``threshold_`` is ``+inf``.
+            ``i``; every entry is True when ``threshold_`` is ``+inf``. For a
+            sequence ``alpha``, ``sets[:, :, k]`` is the set at level
+            ``alpha[k]``; the sets are nested (one draw of a randomized
+            score serves every level).
         """
         proba = self._checked_output(X)
         return self.conformity_score_.predict_set(

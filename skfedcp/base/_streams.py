@@ -68,7 +68,7 @@ class _Streams(Sequence):
 
     def __init__(self, seed):
         self._seed = seed
-        self._children = [None] * _N_STREAMS
+        self._children: list[np.random.SeedSequence | None] = [None] * _N_STREAMS
 
     def __len__(self):
         return _N_STREAMS

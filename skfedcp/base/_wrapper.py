@@ -8,11 +8,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn import config_context
+from sklearn import config_context, get_config
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
+from sklearn.pipeline import Pipeline
 from sklearn.utils import InputTags, get_tags
+from sklearn.utils.metadata_routing import get_routing_for_object
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
 from .._typing import ClientIds, MatrixLike
@@ -44,6 +46,15 @@ from ._data import (
     _plain_arrays,
     _split_fit_params,
 )
+from ._levels import (
+    check_alpha_levels,
+    monotone_thresholds,
+    nested_intervals,
+    spawn_seeds,
+    stack_level_messages,
+    summarize_level,
+)
+from ._search_warnings import warn_user_once_in_search
 from ._streams import _SPLIT, calibrator_random_state, fit_streams
 
 __all__ = ["BaseFedConformal", "ConformalIntervalMixin"]
@@ -86,6 +97,49 @@ def is_prefit(estimator: Any) -> bool:
     return True
 
 
+def client_ids_params(model: Any, client_ids: Any) -> dict[str, Any]:
+    """The fit parameters that give ``client_ids`` to ``model`` and its steps.
+
+    ``{"client_ids": ...}`` when ``model.fit`` takes ``client_ids``; for a
+    :class:`~sklearn.pipeline.Pipeline`, ``<step>__client_ids`` for every
+    step (``<outer>__<inner>__client_ids`` in nested pipelines) whose ``fit``
+    takes them, so that e.g. a
+    :class:`~skfedcp.feature_selection.FedChi2Selector` inside the wrapped
+    pipeline runs federated on the training rows. With scikit-learn's
+    metadata routing enabled, ``client_ids`` is passed once, by name, when
+    some step requests it (``set_fit_request(client_ids=True)``), and the
+    pipeline routes it.
+
+    Examples
+    --------
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import MinMaxScaler
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skfedcp.feature_selection import FedChi2Selector
+    >>> pipe = make_pipeline(MinMaxScaler(), FedChi2Selector(k=2),
+    ...                      LogisticRegression())
+    >>> list(client_ids_params(pipe, [0, 1]))
+    ['fedchi2selector__client_ids']
+    """
+    if get_config().get("enable_metadata_routing", False):
+        if isinstance(model, Pipeline):
+            routing = get_routing_for_object(model)
+            if routing.consumes("fit", ["client_ids"]):
+                return {"client_ids": client_ids}
+            return {}
+    if isinstance(model, Pipeline):
+        out: dict[str, Any] = {}
+        for name, step in model.steps:
+            if step is None or isinstance(step, str):  # None / "passthrough"
+                continue
+            for key, value in client_ids_params(step, client_ids).items():
+                out[f"{name}__{key}"] = value
+        return out
+    if has_fit_parameter(model, "client_ids"):
+        return {"client_ids": client_ids}
+    return {}
+
+
 class _TrainRows(NamedTuple):
     """The training rows of a fit: ``X``, ``y``, ``client_ids`` and fit params."""
 
@@ -121,7 +175,9 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        # A float, or a sequence of distinct floats in (0, 1): several levels
+        # from one fit (checked by check_alpha_levels at the start of fit).
+        "alpha": [Interval(Real, 0, 1, closed="neither"), "array-like"],
         # Names are checked by get_calibrator (sorted, only those valid for
         # this wrapper, "did you mean").
         "calibrator": [str, BaseCalibrator],
@@ -141,7 +197,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     }
 
     #: Calibrator aliases this wrapper accepts (``None``: every alias).
-    _calibrator_names = None
+    _calibrator_names: tuple[str, ...] | None = None
     #: Whether ``y`` holds numbers (regression) rather than class labels.
     _y_numeric = True
     #: What the training rows train, for the privacy warning.
@@ -252,6 +308,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
 
     def _fit(self, X, y, client_ids, fit_params):
         """The body of :meth:`fit`, run on a copy without fitted attributes."""
+        self._alpha_levels()
         self._check_params()
         X_use, y, client_ids = self._validate_fit_data(X, y, client_ids)
         fit_params = _check_fit_params(fit_params, y.shape[0])
@@ -303,11 +360,10 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         """``clone(model).set_params(**params).fit`` on the training rows.
 
         A model whose ``fit`` takes ``client_ids`` receives the labels of
-        its training rows.
+        its training rows, and so does every step of a pipeline (nested
+        pipelines too) whose ``fit`` takes them (see :func:`client_ids_params`).
         """
-        fit_params = train.params
-        if has_fit_parameter(model, "client_ids"):
-            fit_params = {**fit_params, "client_ids": train.client_ids}
+        fit_params = {**train.params, **client_ids_params(model, train.client_ids)}
         model = clone(model)
         if params:
             model.set_params(**params)
@@ -370,7 +426,8 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     def _warn_training_not_private(self, what):
         """Warn that rows train a model outside the privacy guarantee."""
         if is_private_calibrator(self.calibrator):
-            warn_user(
+            # Once per search, not once per candidate and fold.
+            warn_user_once_in_search(
                 f"{type(self).__name__} trains {what} on part of the rows given to "
                 "fit, without any privacy protection: epsilon_spent_ covers the "
                 "calibration rows only. Train the model on other (public or "
@@ -541,51 +598,122 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
             return np.broadcast_to(np.intp(0), (n_samples,))
         return check_client_ids(client_ids, n_samples)
 
+    def _alpha_levels(self):
+        """``None`` for a scalar ``alpha``, else its levels (checked, in order)."""
+        return check_alpha_levels(self.alpha)
+
     def _fit_calibrator(
-        self, scores, client_ids, rng, *, natural_bounds=None, alpha=None, labels=None
+        self, scores, client_ids, rng, *, natural_bounds=None, labels=None
     ):
-        """Fit a fresh calibrator; set ``calibrator_``, ``threshold_`` and friends.
+        """Fit one calibrator per level of ``alpha``; set the fitted attributes.
 
-        A private calibrator (one with ``epsilon`` / ``score_bounds``
-        parameters) receives the wrapper's ``epsilon`` and ``score_bounds``
-        when those are not None; ``natural_bounds`` (data-free bounds of the
-        score, e.g. ``(0, 1)`` for probability scores) fill in bounds that
-        neither the wrapper nor the calibrator gives. ``alpha`` overrides
-        ``self.alpha`` (e.g. ``alpha / 2`` per side of an asymmetric interval).
-        ``labels`` go to calibrators with ``requires_score_matrix`` (then
-        ``scores`` is the score matrix of every label). ``rng`` is the
-        calibrator's SeedSequence or ``"secure"`` (see :func:`fit_streams`).
-        Sets ``epsilon_spent_``: the calibrator's privacy loss of the
-        calibration rows, ``inf`` for a non-private calibrator.
+        See :meth:`_fit_level_calibrators` for the arguments and
+        :meth:`_set_calibration` for the attributes.
         """
-        calibrator = self._get_calibrator()
-        _forward_privacy_params(
-            calibrator,
-            epsilon=getattr(self, "epsilon", None),
-            score_bounds=getattr(self, "score_bounds", None),
-            natural_bounds=natural_bounds,
+        self._set_calibration(
+            self._fit_level_calibrators(
+                scores,
+                client_ids,
+                rng,
+                natural_bounds=natural_bounds,
+                labels=labels,
+            )
         )
-        calibrator.fit(
-            scores,
-            client_ids,
-            alpha=self.alpha if alpha is None else alpha,
-            random_state=calibrator_random_state(rng),
-            n_jobs=getattr(self, "n_jobs", None),
-            **({} if labels is None else {"labels": labels}),
-        )
-        self.calibrator_ = calibrator
-        self.threshold_ = calibrator.threshold_
-        self.clients_ = calibrator.clients_
-        self.n_clients_ = calibrator.n_clients_
-        self.messages_ = calibrator.messages_
-        self.epsilon_spent_ = float(getattr(calibrator, "epsilon_spent_", math.inf))
-        return calibrator
+
+    def _fit_level_calibrators(
+        self,
+        scores,
+        client_ids,
+        rng,
+        *,
+        natural_bounds=None,
+        labels=None,
+        alpha_divisor=1,
+    ):
+        """Fit a fresh calibrator per level of ``alpha``, on the same scores.
+
+        The in-process simulation of one round in which each client sends one
+        message per level. A private calibrator (one with ``epsilon`` /
+        ``score_bounds`` parameters) receives the wrapper's ``epsilon`` and
+        ``score_bounds`` when those are not None; ``natural_bounds``
+        (data-free bounds of the score, e.g. ``(0, 1)`` for probability
+        scores) fill in bounds that neither the wrapper nor the calibrator
+        gives. With ``n_levels`` levels each level's release gets ``epsilon
+        / n_levels`` (sequential composition: the fit spends ``epsilon``).
+        Each level calibrates at ``alpha / alpha_divisor`` (``2``: one side
+        of an asymmetric interval). ``labels`` go to calibrators with
+        ``requires_score_matrix`` (then ``scores`` is the score matrix of
+        every label). ``rng`` is the calibrator's SeedSequence or
+        ``"secure"`` (see :func:`fit_streams`); the levels draw from its
+        independent children. Returns the list of fitted calibrators, one
+        per level (one for a scalar ``alpha``).
+        """
+        levels = self._alpha_levels()
+        if levels is None:
+            alphas, seeds = [self.alpha], [rng]
+        else:
+            alphas = levels.tolist()
+            seeds = spawn_seeds(rng, len(alphas))
+        fitted = []
+        for alpha, seed in zip(alphas, seeds, strict=True):
+            calibrator = self._get_calibrator()
+            _forward_privacy_params(
+                calibrator,
+                epsilon=getattr(self, "epsilon", None),
+                score_bounds=getattr(self, "score_bounds", None),
+                natural_bounds=natural_bounds,
+                n_levels=len(alphas),
+            )
+            calibrator.fit(
+                scores,
+                client_ids,
+                alpha=alpha / alpha_divisor,
+                random_state=calibrator_random_state(seed),
+                n_jobs=getattr(self, "n_jobs", None),
+                **({} if labels is None else {"labels": labels}),
+            )
+            fitted.append(calibrator)
+        return fitted
+
+    def _set_calibration(self, fitted):
+        """Set ``threshold_``, ``epsilon_spent_`` and friends from the calibrators.
+
+        ``fitted`` holds one entry per level: a calibrator, or a ``(lower,
+        upper)`` pair of them (the asymmetric CQR score). A scalar ``alpha``
+        sets ``calibrator_`` and a scalar (or pair) ``threshold_``. A
+        sequence sets ``alphas_``, ``calibrators_``, ``threshold_`` of shape
+        ``(n_levels,)`` (``(n_levels, 2)`` for pairs) made non-increasing in
+        ``alpha`` (:func:`monotone_thresholds`, so the sets are nested),
+        ``raw_thresholds_`` (the calibrators' own), ``messages_`` with a level
+        axis, and ``epsilon_spent_per_level_``, whose sum is
+        ``epsilon_spent_`` (sequential composition). ``epsilon_spent_`` is
+        the calibrators' privacy loss of the calibration rows, ``inf`` for a
+        non-private calibrator.
+        """
+        units = [summarize_level(entry) for entry in fitted]
+        first = fitted[0][0] if isinstance(fitted[0], tuple) else fitted[0]
+        self.clients_ = first.clients_
+        self.n_clients_ = first.n_clients_
+        levels = self._alpha_levels()
+        if levels is None:
+            self.calibrator_ = fitted[0]
+            self.threshold_, self.epsilon_spent_, self.messages_ = units[0]
+            return
+        self.alphas_ = levels
+        self.calibrators_ = list(fitted)
+        self.raw_thresholds_ = np.array([u[0] for u in units], dtype=np.float64)
+        self.threshold_ = monotone_thresholds(self.raw_thresholds_, levels)
+        self.epsilon_spent_per_level_ = np.array([u[1] for u in units])
+        self.epsilon_spent_ = float(math.fsum(self.epsilon_spent_per_level_))
+        self.messages_ = stack_level_messages([u[2] for u in units])
 
 
-class ConformalIntervalMixin:
+class ConformalIntervalMixin(BaseFedConformal):
     """What the conformal regressors share: one interval per row.
 
-    Mixed in before :class:`BaseFedConformal`; the conformity score (a
+    A :class:`BaseFedConformal` listed before it by the regressors (whose
+    bases stay ``(RegressorMixin, ConformalIntervalMixin,
+    BaseFedConformal)``); the conformity score (a
     :class:`~skfedcp.scores.BaseRegressionScore` or a
     :class:`~skfedcp.scores.BaseCQRScore`) reads the model's output
     (``_model_output``) and turns the threshold into intervals.
@@ -607,21 +735,42 @@ class ConformalIntervalMixin:
 
         Returns
         -------
-        intervals : ndarray of shape (n_samples, 2)
+        intervals : ndarray of shape (n_samples, 2) or (n_samples, 2, n_levels)
             Lower and upper bounds, ``lower <= upper`` on every row (an empty
             conformal set is returned as the interval between its crossed
-            bounds); infinite where ``threshold_`` is.
+            bounds); infinite where ``threshold_`` is. When ``alpha`` is a
+            sequence, ``intervals[:, :, j]`` is the interval at level
+            ``alpha[j]`` (in the order given), and the intervals are nested:
+            a smaller ``alpha`` never gives a narrower interval on any row
+            (thresholds made monotone in ``alpha``, then each interval
+            widened to the hull of those of every larger ``alpha``; widening
+            only adds coverage, so each level keeps its guarantee).
         """
         output = self._checked_output(X)
-        return self.conformity_score_.interval(output, self.threshold_, X)
+        if not hasattr(self, "alphas_"):
+            return self.conformity_score_.interval(output, self.threshold_, X)
+        return nested_intervals(
+            [self.conformity_score_.interval(output, t, X) for t in self.threshold_],
+            self.alphas_,
+        )
 
 
-def _forward_privacy_params(calibrator, *, epsilon, score_bounds, natural_bounds):
-    """Set a wrapper's privacy parameters on a (freshly cloned) calibrator."""
+def _forward_privacy_params(
+    calibrator, *, epsilon, score_bounds, natural_bounds, n_levels=1
+):
+    """Set a wrapper's privacy parameters on a (freshly cloned) calibrator.
+
+    With ``n_levels`` releases the budget (the wrapper's ``epsilon``, or the
+    calibrator's own when that is None) is split equally among them.
+    """
     params = calibrator.get_params(deep=False)
     updates = {}
-    if "epsilon" in params and epsilon is not None:
-        updates["epsilon"] = epsilon
+    if "epsilon" in params:
+        total = params["epsilon"] if epsilon is None else epsilon
+        if n_levels > 1 and total is not None:
+            updates["epsilon"] = total / n_levels
+        elif epsilon is not None:
+            updates["epsilon"] = epsilon
     if "score_bounds" in params:
         if score_bounds is not None:
             updates["score_bounds"] = score_bounds

@@ -50,6 +50,19 @@ def _final_step(estimator: Any, X: Any, method: str) -> tuple[Any, Any]:
     return estimator, X
 
 
+def _check_one_level(final: Any, scorer: str) -> None:
+    """Refuse a wrapper fitted with several levels: a scorer scores one."""
+    levels = getattr(final, "alphas_", None)
+    if levels is not None:
+        raise ValueError(
+            f"{scorer} scores one confidence level, but {type(final).__name__} "
+            f"was fitted with alpha={np.asarray(levels).tolist()} "
+            f"({len(levels)} levels). Search over single alpha values "
+            "(param_grid={'alpha': [0.2, 0.1, 0.05]}), or score each level "
+            "yourself on predict_interval(X)[:, :, j] / predict_set(X)[:, :, j]."
+        )
+
+
 class _IntervalScorer:
     """Scorer ``(estimator, X, y) -> float`` built on ``predict_interval``.
 
@@ -69,6 +82,7 @@ class _IntervalScorer:
 
     def __call__(self, estimator: Any, X: Any, y: ArrayLike, **kwargs: Any) -> float:
         final, Xt = _final_step(estimator, X, "predict_interval")
+        _check_one_level(final, repr(self))
         intervals = final.predict_interval(Xt)
         if self._needs_alpha:
             alpha = final.alpha
@@ -127,7 +141,9 @@ def get_interval_scorer(
         ``scorer(estimator, X, y) -> float``. ``estimator`` is a wrapper
         with ``predict_interval`` or a :class:`~sklearn.pipeline.Pipeline`
         whose last step is one (the earlier steps transform ``X``); anything
-        else raises a TypeError naming it.
+        else raises a TypeError naming it. A scorer scores one confidence
+        level: a wrapper fitted with a sequence ``alpha`` raises a
+        ValueError (search over single values of ``alpha`` instead).
 
     See Also
     --------
@@ -156,6 +172,7 @@ class _SetScorer:
 
     def __call__(self, estimator: Any, X: Any, y: ArrayLike, **kwargs: Any) -> float:
         final, Xt = _final_step(estimator, X, "predict_set")
+        _check_one_level(final, repr(self))
         sets = final.predict_set(Xt)
         if self.name == "coverage":
             return set_coverage_score(y, sets, classes=final.classes_)
@@ -182,7 +199,9 @@ def get_set_scorer(name: Literal["coverage", "neg_mean_set_size"]) -> Scorer:
     scorer : callable
         ``scorer(estimator, X, y) -> float``, using ``estimator.predict_set``
         and ``estimator.classes_``; ``estimator`` may also be a
-        :class:`~sklearn.pipeline.Pipeline` whose last step has them.
+        :class:`~sklearn.pipeline.Pipeline` whose last step has them. A
+        wrapper fitted with a sequence ``alpha`` raises a ValueError: a
+        scorer scores one confidence level.
 
     Examples
     --------
@@ -233,6 +252,13 @@ class _BudgetRefit:
         # on it; a nested parameter such as "reg__alpha" works the same way.
         raw = np.ma.getdata(params)
         mask = np.ma.getmaskarray(params)
+        several = [v for v, m in zip(raw, mask, strict=True) if not m and np.ndim(v)]
+        if several:
+            raise ValueError(
+                f"make_budget_refit ranks candidates by one value of "
+                f"{self.param!r}, but the search has {self.param}={several[0]!r}, "
+                "a sequence of levels. Search over single values instead."
+            )
         order = np.array(
             [
                 np.inf if m or v is None else float(v)
@@ -305,7 +331,9 @@ def make_budget_refit(
         ``refit(cv_results) -> int``, the index of the chosen candidate: the
         smallest ``param`` among those whose mean width (size) is at most
         ``budget`` (ties: the smaller width). When none fits it warns and
-        returns the candidate with the smallest mean width (size).
+        returns the candidate with the smallest mean width (size). A
+        candidate whose ``param`` is a sequence (several ``alpha`` levels)
+        cannot be ranked: a ValueError says so.
 
     See Also
     --------

@@ -16,6 +16,7 @@ from sklearn.utils import assert_all_finite
 
 from .._typing import MatrixLike, SecureRandomStateLike
 from ..base import BaseFedConformal, ConformalIntervalMixin
+from ..base._levels import spawn_seeds
 from ..base._streams import _MODEL
 from ..calibrators import BaseCalibrator
 from ..exceptions import CrossingQuantilesWarning
@@ -155,11 +156,19 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
         Model of the lower quantile (pair form, with ``estimator_upper``).
     estimator_upper : regressor, default=None
         Model of the upper quantile (pair form, with ``estimator_lower``).
-    alpha : float, default=0.1
+    alpha : float or array-like of float, default=0.1
         Target miscoverage: intervals cover with probability ``>= 1 - alpha``.
+        A sequence of distinct levels (e.g. ``[0.2, 0.1, 0.05]``) calibrates
+        them all in one fit: one split, one model, one round in which each
+        client sends one message per level. ``predict_interval`` then gains a
+        last axis, one entry per level in the order given, nested across
+        levels (see Notes); a private calibrator splits ``epsilon`` equally
+        among them.
     quantile_levels : array-like of shape (2,), default=None
         Levels ``(lo, hi)`` of the quantile models, ``0 < lo < hi < 1``.
-        ``None`` means ``(alpha / 2, 1 - alpha / 2)``. Any levels give valid
+        ``None`` means ``(alpha / 2, 1 - alpha / 2)``, with the median level
+        when ``alpha`` is a sequence (one pair of models serves every
+        level). Any levels give valid
         intervals; levels near the target make the correction ``q`` small.
     conformity_score : {"symmetric", "asymmetric", "normalized"} or \
             BaseCQRScore, default="symmetric"
@@ -218,9 +227,10 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
     calibrator_ : BaseCalibrator or tuple of two BaseCalibrator
         The fitted calibration strategy; ``(lower, upper)`` for the
         asymmetric variant.
-    threshold_ : float or ndarray of shape (2,)
+    threshold_ : float or ndarray of shape (2,), (n_levels,) or (n_levels, 2)
         The calibrated threshold ``q``; ``(q_lo, q_hi)`` for the asymmetric
-        variant. ``+inf`` gives infinite intervals.
+        variant. ``+inf`` gives infinite intervals. One (pair) per level for
+        a sequence ``alpha``, non-increasing in ``alpha`` (each side).
     messages_ : dict of ndarray
         What the server received from each client (one entry per client);
         the asymmetric variant prefixes each field with ``lower_`` or
@@ -235,6 +245,17 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
         covers the calibration only: rows that train unfitted quantile
         models are not protected (``fit`` then warns with
         :class:`~skfedcp.exceptions.PrivacyLeakWarning`).
+    alphas_ : ndarray of shape (n_levels,)
+        The levels of a sequence ``alpha``, as given (absent for a float).
+    calibrators_ : list of BaseCalibrator or of (lower, upper) pairs
+        One fitted calibrator per level (sequence ``alpha`` only; a float
+        ``alpha`` sets ``calibrator_`` instead).
+    raw_thresholds_ : ndarray of shape (n_levels or (n_levels, 2))
+        The calibrators' own thresholds, before the running maximum that
+        makes ``threshold_`` monotone (sequence ``alpha`` only).
+    epsilon_spent_per_level_ : ndarray of shape (n_levels,)
+        Privacy loss of each level's release (sequence ``alpha`` only); its
+        sum is ``epsilon_spent_``.
     crossing_fraction_ : float
         Share of calibration rows where ``f_lo(x) > f_hi(x)``; above 5% fit
         warns with :class:`~skfedcp.exceptions.CrossingQuantilesWarning` (a
@@ -273,6 +294,20 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
     intervals, not invalid ones. ``predict`` returns the midpoint
     ``(f_lo + f_hi) / 2``, a point prediction for ``score`` and pipelines,
     not part of the guarantee.
+
+    **Several levels.** With ``alpha`` a sequence, one calibrator per level runs on the
+    same calibration scores (one round, each client sending one message per level). The
+    sets are nested by construction: going from the largest ``alpha`` to the smallest,
+    each threshold is raised to the largest of its own and those of every larger
+    ``alpha`` (a running maximum), and each interval is widened to the hull of those of
+    every larger ``alpha`` (crossed bounds, returned as the span between them, could
+    otherwise shrink as ``q`` grows). Raising a threshold or widening a set only adds
+    coverage, so each level keeps its guarantee. For a private calibrator ``epsilon``
+    stays the budget of the whole fit: each of the ``n_levels`` releases gets ``epsilon
+    / n_levels``, and by sequential composition ``epsilon_spent_`` (the sum of
+    ``epsilon_spent_per_level_``) is what one fit at a single level would spend. For the
+    LDP calibrators each level's ``delta`` holds separately (all levels at once:
+    ``n_levels * delta``, by the union bound).
 
     **Intervals never cross.** The conformal set ``[f_lo(x) - q, f_hi(x) +
     q]`` is empty where the models' quantiles cross (``f_lo(x) > f_hi(x)``)
@@ -425,7 +460,10 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
 
     def _resolve_levels(self):
         if self.quantile_levels is None:
-            return np.array([self.alpha / 2, 1 - self.alpha / 2])
+            levels = self._alpha_levels()
+            # Several levels share one pair of models: the median level's.
+            alpha = self.alpha if levels is None else float(np.median(levels))
+            return np.array([alpha / 2, 1 - alpha / 2])
         try:
             levels = np.asarray(self.quantile_levels, dtype=np.float64)
         except (TypeError, ValueError):
@@ -495,33 +533,19 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
             self._fit_two_calibrators(scores, client_ids, seed)
 
     def _fit_two_calibrators(self, scores, client_ids, seed):
-        """One fresh calibrator per side, each at ``alpha / 2``.
+        """One fresh calibrator per side (and per level), each at ``alpha / 2``.
 
         The two sides draw from independent children of ``seed`` (both
         ``"secure"``, or both None, fresh entropy each, when it is).
         """
-        seeds = [seed] * 2 if seed is None or isinstance(seed, str) else seed.spawn(2)
-        sides = {
-            side: self._fit_calibrator(
-                scores[:, j], client_ids, seeds[j], alpha=self.alpha / 2
+        seeds = spawn_seeds(seed, 2)
+        lower, upper = (
+            self._fit_level_calibrators(
+                scores[:, j], client_ids, seeds[j], alpha_divisor=2
             )
-            for j, side in enumerate(("lower", "upper"))
-        }
-        lower, upper = sides["lower"], sides["upper"]
-        self.calibrator_ = (lower, upper)
-        self.threshold_ = np.array([lower.threshold_, upper.threshold_])
-        self.clients_ = lower.clients_
-        self.n_clients_ = lower.n_clients_
-        # Two releases per client: sequential composition.
-        self.epsilon_spent_ = float(
-            getattr(lower, "epsilon_spent_", np.inf)
-            + getattr(upper, "epsilon_spent_", np.inf)
+            for j in range(2)
         )
-        self.messages_ = {"client": lower.messages_["client"]}
-        for side, calibrator in sides.items():
-            for key, value in calibrator.messages_.items():
-                if key != "client":
-                    self.messages_[f"{side}_{key}"] = value
+        self._set_calibration(list(zip(lower, upper, strict=True)))
 
     def _warn_crossing(self, bounds):
         crossing = bounds[:, 0] > bounds[:, 1]

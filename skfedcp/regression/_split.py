@@ -38,8 +38,14 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
         is cloned and fitted on a random split made within each client (see
         ``calibration_size``). ``None`` means
         :class:`~sklearn.linear_model.LinearRegression`.
-    alpha : float, default=0.1
+    alpha : float or array-like of float, default=0.1
         Target miscoverage: intervals cover with probability ``>= 1 - alpha``.
+        A sequence of distinct levels (e.g. ``[0.2, 0.1, 0.05]``) calibrates
+        them all in one fit: one split, one model, one round in which each
+        client sends one message per level. ``predict_interval`` then gains a
+        last axis, one entry per level in the order given, nested across
+        levels (see Notes); a private calibrator splits ``epsilon`` equally
+        among them.
     calibrator : str or BaseCalibrator, default="qq"
         Calibration strategy: ``"qq"`` (quantile of quantiles, exact
         coverage), ``"central"`` (pooled split CP, the reference; clients send
@@ -91,8 +97,9 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
         The fitted conformity score.
     calibrator_ : BaseCalibrator
         The fitted calibration strategy (a clone of ``calibrator``).
-    threshold_ : float
+    threshold_ : float or ndarray of shape (n_levels,)
         The calibrated score threshold; ``+inf`` means infinite intervals.
+        One per level for a sequence ``alpha``, non-increasing in ``alpha``.
     messages_ : dict of ndarray
         What the server received from each client (one entry per client).
     clients_ : ndarray of shape (n_clients,)
@@ -105,6 +112,17 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
         calibration only: rows that train an unfitted model or scale model
         are not protected (fit then warns with
         :class:`~skfedcp.exceptions.PrivacyLeakWarning`).
+    alphas_ : ndarray of shape (n_levels,)
+        The levels of a sequence ``alpha``, as given (absent for a float).
+    calibrators_ : list of BaseCalibrator
+        One fitted calibrator per level (sequence ``alpha`` only; a float
+        ``alpha`` sets ``calibrator_`` instead).
+    raw_thresholds_ : ndarray of shape (n_levels)
+        The calibrators' own thresholds, before the running maximum that
+        makes ``threshold_`` monotone (sequence ``alpha`` only).
+    epsilon_spent_per_level_ : ndarray of shape (n_levels,)
+        Privacy loss of each level's release (sequence ``alpha`` only); its
+        sum is ``epsilon_spent_``.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -126,6 +144,19 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
     ``>= 1 - alpha`` and make the released threshold ``epsilon``-DP with
     respect to the calibration scores (per client for ``"dp-qq"``); see
     :ref:`privacy`.
+
+    **Several levels.** With ``alpha`` a sequence, one calibrator per level runs on the
+    same calibration scores (one round, each client sending one message per level). The
+    sets are nested by construction: going from the largest ``alpha`` to the smallest,
+    each threshold is raised to the largest of its own and those of every larger
+    ``alpha`` (a running maximum), and each interval is widened to the hull of those of
+    every larger ``alpha``. Raising a threshold or widening a set only adds coverage, so
+    each level keeps its guarantee. For a private calibrator ``epsilon`` stays the
+    budget of the whole fit: each of the ``n_levels`` releases gets ``epsilon /
+    n_levels``, and by sequential composition ``epsilon_spent_`` (the sum of
+    ``epsilon_spent_per_level_``) is what one fit at a single level would spend. For the
+    LDP calibrators each level's ``delta`` holds separately (all levels at once:
+    ``n_levels * delta``, by the union bound).
 
     Examples
     --------
@@ -182,6 +213,14 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
 
     def _default_estimator(self):
         return LinearRegression()
+
+    def _input_models(self):
+        # The scale model of a normalized score reads X too (its tags count).
+        name = self.conformity_score
+        cls = REGRESSION_SCORES.get(name) if isinstance(name, str) else None
+        score = name if cls is None else cls()
+        extra = score.input_models() if isinstance(score, BaseRegressionScore) else []
+        return [*super()._input_models(), *extra]
 
     def _needs_training_rows(self, score):
         # A scale model learns from training rows, even next to a prefit model.

@@ -6,6 +6,7 @@ both import it without importing each other in a circle.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from ..utils._sklearn_compat import ParamNamesCacheMixin
 __all__ = ["BaseRegressionScore", "ordered_interval", "resolve_score"]
 
 
-def resolve_score(score: Any, registry: dict[str, type], base: type) -> Any:
+def resolve_score(score: Any, registry: Mapping[str, type], base: type) -> Any:
     """Return a fresh score from a name of ``registry`` or a ``base`` instance.
 
     An instance is cloned (never mutated); the score's own parameters are
@@ -107,6 +108,13 @@ class BaseRegressionScore(_IntervalScore):
     """
 
     requires_fit = False
+
+    def input_models(self) -> list[Any]:
+        """The models of the score that read ``X`` (default: none).
+
+        A wrapper accepts NaN or sparse ``X`` only if these models do too.
+        """
+        return []
 
     def fit(
         self, X: MatrixLike | None, y: ArrayLike | None, y_pred: ArrayLike | None

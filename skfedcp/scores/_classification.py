@@ -22,15 +22,15 @@ __all__ = [
 ]
 
 
-def _check_proba(proba):
-    proba = np.asarray(proba, dtype=np.float64)
-    if proba.ndim != 2 or proba.shape[1] < 1:
+def _check_proba(proba: ArrayLike) -> NDArray[np.float64]:
+    checked = np.asarray(proba, dtype=np.float64)
+    if checked.ndim != 2 or checked.shape[1] < 1:
         raise ValueError(
-            f"proba must have shape (n_samples, n_classes); got {proba.shape}."
+            f"proba must have shape (n_samples, n_classes); got {checked.shape}."
         )
-    if not np.isfinite(proba).all():
+    if not np.isfinite(checked).all():
         raise ValueError("proba must be finite (no NaN or inf).")
-    return proba
+    return checked
 
 
 def _uniform_source(random_state):
@@ -45,23 +45,34 @@ def _uniform_source(random_state):
     return np.random.default_rng(check_seed_sequence(random_state, allow_secure=False))
 
 
-def _check_labels(y_encoded, proba):
-    y_encoded = np.asarray(y_encoded)
-    if y_encoded.ndim != 1 or y_encoded.shape[0] != proba.shape[0]:
+def _label_sets(scores, threshold):
+    """``scores <= threshold``; a 1-D ``threshold`` adds a last axis, one per level.
+
+    Every level compares the same scores (one draw of a randomized score), so
+    thresholds that grow as ``alpha`` shrinks give nested sets.
+    """
+    if np.ndim(threshold) == 0:
+        return scores <= threshold
+    return scores[..., np.newaxis] <= np.asarray(threshold, dtype=np.float64)
+
+
+def _check_labels(y_encoded: ArrayLike, proba: NDArray[np.float64]) -> NDArray[Any]:
+    labels = np.asarray(y_encoded)
+    if labels.ndim != 1 or labels.shape[0] != proba.shape[0]:
         raise ValueError(
             f"y_encoded must have shape ({proba.shape[0]},), one class index per "
-            f"row of proba; got {y_encoded.shape}."
+            f"row of proba; got {labels.shape}."
         )
-    if y_encoded.dtype.kind not in "iu":
+    if labels.dtype.kind not in "iu":
         raise TypeError(
             "y_encoded must hold integer class indices (columns of proba); got "
-            f"dtype {y_encoded.dtype}."
+            f"dtype {labels.dtype}."
         )
-    if y_encoded.size and (y_encoded.min() < 0 or y_encoded.max() >= proba.shape[1]):
+    if labels.size and (labels.min() < 0 or labels.max() >= proba.shape[1]):
         raise ValueError(
             f"y_encoded must lie in 0..{proba.shape[1] - 1} (columns of proba)."
         )
-    return y_encoded
+    return labels
 
 
 class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
@@ -122,15 +133,15 @@ class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
         -------
         scores : ndarray of shape (n_samples,)
         """
-        proba = _check_proba(proba)
-        y_encoded = _check_labels(y_encoded, proba)
-        scores = self.label_scores(proba, random_state=random_state)
-        return scores[np.arange(proba.shape[0]), y_encoded]
+        p = _check_proba(proba)
+        labels = _check_labels(y_encoded, p)
+        scores = self.label_scores(p, random_state=random_state)
+        return scores[np.arange(p.shape[0]), labels]
 
     def predict_set(
         self,
         proba: ArrayLike,
-        threshold: float,
+        threshold: float | NDArray[np.float64],
         *,
         random_state: RandomStateLike = None,
     ) -> NDArray[np.bool_]:
@@ -140,18 +151,23 @@ class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
         ----------
         proba : array-like of shape (n_samples, n_classes)
             Predicted class probabilities.
-        threshold : float
-            Calibrated threshold; ``+inf`` gives every label.
+        threshold : float or ndarray of shape (n_levels,)
+            Calibrated threshold; ``+inf`` gives every label. An array gives
+            one set per threshold, all from the same label scores (one draw
+            of a randomized score).
         random_state : None, int, SeedSequence, Generator or RandomState, \
                 default=None
             As in :meth:`label_scores`.
 
         Returns
         -------
-        sets : ndarray of bool, shape (n_samples, n_classes)
+        sets : ndarray of bool, shape (n_samples, n_classes) or \
+                (n_samples, n_classes, n_levels)
         """
         proba = _check_proba(proba)
-        return self.label_scores(proba, random_state=random_state) <= threshold
+        return _label_sets(
+            self.label_scores(proba, random_state=random_state), threshold
+        )
 
 
 class LACScore(BaseClassificationScore):
@@ -181,7 +197,7 @@ class LACScore(BaseClassificationScore):
     def predict_set(
         self,
         proba: ArrayLike,
-        threshold: float,
+        threshold: float | NDArray[np.float64],
         *,
         random_state: RandomStateLike = None,
     ) -> NDArray[np.bool_]:
@@ -189,7 +205,7 @@ class LACScore(BaseClassificationScore):
 
         Same sets as the base class, with ``proba`` checked once.
         """
-        return self.label_scores(proba) <= threshold
+        return _label_sets(self.label_scores(proba), threshold)
 
     def conformity_score(
         self,
@@ -202,9 +218,9 @@ class LACScore(BaseClassificationScore):
 
         Reads one probability per row instead of scoring every label.
         """
-        proba = _check_proba(proba)
-        y_encoded = _check_labels(y_encoded, proba)
-        scores = np.subtract(1.0, proba[np.arange(proba.shape[0]), y_encoded])
+        p = _check_proba(proba)
+        labels = _check_labels(y_encoded, p)
+        scores = np.subtract(1.0, p[np.arange(p.shape[0]), labels])
         return np.clip(scores, 0.0, 1.0, out=scores)
 
 
@@ -258,17 +274,17 @@ class APSScore(BaseClassificationScore):
         self, proba: ArrayLike, *, random_state: RandomStateLike = None
     ) -> NDArray[np.float64]:
         """Return the mass ranked before each label plus ``U`` times its own."""
-        proba = _check_proba(proba)
-        n, n_classes = proba.shape
-        order = np.argsort(-proba, axis=1, kind="stable")
-        sorted_p = np.take_along_axis(proba, order, axis=1)
+        p = _check_proba(proba)
+        n = p.shape[0]
+        order = np.argsort(-p, axis=1, kind="stable")
+        sorted_p = np.take_along_axis(p, order, axis=1)
         before = np.cumsum(sorted_p, axis=1) - sorted_p
         if self.randomized:
             u = _uniform_source(random_state).uniform(size=(n, 1))
         else:
             u = 1.0
         sorted_scores = before + u * sorted_p
-        scores = np.empty_like(proba)
+        scores = np.empty_like(p)
         np.put_along_axis(scores, order, sorted_scores, axis=1)
         return np.clip(scores, 0.0, 1.0)
 

@@ -124,10 +124,20 @@ class NormalizedResidualScore(_ScaledResidualScore):
             self.scale_estimator_ = est
             return self
         if est is None:
-            est = HistGradientBoostingRegressor(max_iter=100, early_stopping=False)
+            est = _default_scale_model()
         residual = np.abs(np.asarray(y, dtype=np.float64) - np.asarray(y_pred))
         self.scale_estimator_ = clone(est).fit(X, residual)
         return self
+
+    def input_models(self) -> list[Any]:
+        """The scale model (or its default), which reads ``X`` like the point model.
+
+        Something that is not a model is left out here and refused by the
+        parameter validation of :meth:`fit`, with its own message.
+        """
+        if self.scale_estimator is None:
+            return [_default_scale_model()]
+        return [self.scale_estimator] if hasattr(self.scale_estimator, "fit") else []
 
     def _scale(self, X):
         """``max(sigma(X), min_scale)``."""
@@ -135,6 +145,10 @@ class NormalizedResidualScore(_ScaledResidualScore):
             raise ValueError("NormalizedResidualScore needs X to predict the scale.")
         scale = np.asarray(self.scale_estimator_.predict(X), dtype=np.float64)
         return np.maximum(scale, self.min_scale)
+
+
+def _default_scale_model():
+    return HistGradientBoostingRegressor(max_iter=100, early_stopping=False)
 
 
 REGRESSION_SCORES = {

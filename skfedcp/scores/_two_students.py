@@ -111,12 +111,13 @@ class TwoStudentsScore(_ScaledResidualScore):
         if self.offset is None:
             offset = 0.0
         elif self.offset == "median":
-            offset = getattr(estimator, "sigma_offset_", None)
-            if offset is None:
+            median = getattr(estimator, "sigma_offset_", None)
+            if median is None:
                 raise TypeError(
                     "offset='median' needs a model with a sigma_offset_ attribute "
                     f"(e.g. TwoStudentsRegressor); got {type(estimator).__name__}."
                 )
+            offset = median
         else:
             offset = self.offset
         self.estimator_ = estimator

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Mapping, Sequence
 from numbers import Integral, Real
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -18,6 +18,8 @@ from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._typing import ClientIds, MatrixLike, RandomStateLike
+from ..base._levels import check_alpha_levels, nested_intervals
+from ..base._search_warnings import warn_user_once_in_search
 from ..exceptions import DistillationWarning, PrivacyLeakWarning, TeacherFilterWarning
 from ..utils._random import check_seed_sequence
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
@@ -55,6 +57,12 @@ def _check_rng(random_state):
         return np.random.RandomState(int(random_state))
     seed = check_seed_sequence(random_state, allow_secure=False)
     return np.random.RandomState(np.random.MT19937(seed))
+
+
+def _check_alpha(alpha: Any) -> float | NDArray[np.float64]:
+    """``alpha`` checked: a float in (0, 1), or an array of distinct levels."""
+    levels = check_alpha_levels(alpha)
+    return check_alpha(alpha) if levels is None else levels
 
 
 def _fit(estimator, X, y):
@@ -322,7 +330,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         uq = mean if self.uq_student is None else self.uq_student
         return teacher, mean, uq
 
-    def _check_inputs(self, name, value):
+    def _check_inputs(self, name: str, value: MatrixLike) -> NDArray[Any]:
         """Validate an extra input array against the fitted feature layout."""
         try:
             return validate_data(self, value, reset=False)
@@ -379,12 +387,33 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         self : TwoStudentsRegressor
             The fitted estimator.
         """
-        X, y = validate_data(self, X, y, y_numeric=True)
-        client_ids = check_client_ids(client_ids, X.shape[0])
+        X_checked, y_checked = validate_data(self, X, y, y_numeric=True)
+        return self._fit_checked(
+            X_checked,
+            y_checked,
+            check_client_ids(client_ids, X_checked.shape[0]),
+            X_unlabeled=X_unlabeled,
+            X_ref=X_ref,
+            client_models=client_models,
+            trusted_models=trusted_models,
+        )
+
+    def _fit_checked(
+        self,
+        X: NDArray[Any],
+        y: NDArray[Any],
+        client_ids: NDArray[Any],
+        *,
+        X_unlabeled: MatrixLike | None,
+        X_ref: MatrixLike | None,
+        client_models: Mapping[object, BaseEstimator] | None,
+        trusted_models: Sequence[BaseEstimator] | None,
+    ) -> TwoStudentsRegressor:
+        """The body of :meth:`fit`, on the validated ``X``, ``y`` and ``client_ids``."""
         # One data holder: its rows are dealt into shards, one teacher each.
         single_holder = client_models is None and np.unique(client_ids).shape[0] == 1
         if X_unlabeled is None and not single_holder:
-            warn_user(
+            warn_user_once_in_search(
                 "X_unlabeled was not given: the students are distilled on the "
                 "clients' own inputs X, which the server then sees (the paper "
                 "distils on server-side unlabeled inputs). Pass X_unlabeled.",
@@ -428,8 +457,8 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         members = list(trusted)
         P_U = [m.predict(U) for m in members]
         P_R = [m.predict(R) for m in members]
-        students = None
-        history = []
+        students: dict[str, Any] | None = None
+        history: list[dict[str, Any]] = []
         if trusted and multi_round:
             students = self._distil(U, np.asarray(P_U), mean_template, uq_template, rng)
             history.append(self._record(0, None, None, len(members), students))
@@ -478,6 +507,8 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
                 )
             )
 
+        if students is None:  # n_rounds >= 1: at least one round has run
+            raise RuntimeError("no round was run")
         self.teachers_ = members
         self.n_teachers_ = len(members)
         self.history_ = history
@@ -520,6 +551,8 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
             lower, upper = self._student_band(students, R)
             delta = _in_band(C_R, lower, upper)
             return delta, delta >= self.gamma
+        if self.filter == "none":  # not called: an unfiltered round has no band
+            return None
         reference = np.asarray(P_R) if len(P_R) else None
         result = truncation_filter(
             C_R,
@@ -625,6 +658,18 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         half = norm.ppf(1.0 - alpha / 2.0) * self._sigma(students, X)
         return np.column_stack([mu - half, mu + half])
 
+    def _raw_levels(self, students, X, alpha):
+        """The raw interval at ``alpha``: a float, or the array of several levels.
+
+        A sequence gives ``(n_samples, 2, n_levels)`` bounds, nested: each
+        interval is widened to the hull of those of every larger ``alpha``.
+        """
+        if isinstance(alpha, float):
+            return self._raw_interval(students, X, alpha)
+        return nested_intervals(
+            [self._raw_interval(students, X, a) for a in alpha.tolist()], alpha
+        )
+
     def _check_X(self, X):
         check_is_fitted(self)
         return validate_data(self, X, reset=False)
@@ -666,7 +711,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         return self._sigma(self._students(), X)
 
     def predict_raw_interval(
-        self, X: MatrixLike, *, alpha: float = 0.1
+        self, X: MatrixLike, *, alpha: float | Sequence[float] = 0.1
     ) -> NDArray[np.float64]:
         """Return the students' **uncalibrated** interval ``mu ± z · sigma``.
 
@@ -682,17 +727,23 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
             Inputs.
-        alpha : float, default=0.1
-            Nominal miscoverage of the Gaussian reading, in (0, 1).
+        alpha : float or array-like of float, default=0.1
+            Nominal miscoverage of the Gaussian reading, in (0, 1), or a
+            sequence of distinct such levels: one interval per level, from
+            the same students.
 
         Returns
         -------
-        intervals : ndarray of shape (n_samples, 2)
-            Lower and upper bounds.
+        intervals : ndarray of shape (n_samples, 2) or (n_samples, 2, n_levels)
+            Lower and upper bounds; for a sequence ``alpha``,
+            ``intervals[:, :, j]`` is the interval at ``alpha[j]``, nested
+            across levels (each widened to the hull of those of every larger
+            ``alpha``, which matters only where the quantile target's
+            student band replaces the Gaussian reading).
         """
-        alpha = check_alpha(alpha)
+        checked = _check_alpha(alpha)
         X = self._check_X(X)
-        return self._raw_interval(self._students(), X, alpha)
+        return self._raw_levels(self._students(), X, checked)
 
     def predict_teachers(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return every ensemble member's predictions.
@@ -729,7 +780,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
             yield entry["mean_student"].predict(X)
 
     def staged_predict_raw_interval(
-        self, X: MatrixLike, *, alpha: float = 0.1
+        self, X: MatrixLike, *, alpha: float | Sequence[float] = 0.1
     ) -> Iterator[NDArray[np.float64]]:
         """Yield the uncalibrated interval of :meth:`predict_raw_interval` per round.
 
@@ -737,18 +788,19 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
             Inputs.
-        alpha : float, default=0.1
-            Nominal miscoverage, in (0, 1).
+        alpha : float or array-like of float, default=0.1
+            Nominal miscoverage, in (0, 1), or a sequence of distinct levels
+            (as in :meth:`predict_raw_interval`).
 
         Yields
         ------
-        intervals : ndarray of shape (n_samples, 2)
+        intervals : ndarray of shape (n_samples, 2) or (n_samples, 2, n_levels)
             One array per entry of ``history_``.
         """
-        alpha = check_alpha(alpha)
+        checked = _check_alpha(alpha)
         X = self._check_X(X)
         for entry in self.history_:
-            yield self._raw_interval(entry, X, alpha)
+            yield self._raw_levels(entry, X, checked)
 
     def _students(self):
         return {
