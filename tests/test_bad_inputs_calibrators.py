@@ -473,6 +473,77 @@ CASES = {
         InvalidMessageError,
         "field 'noisy_labels' is missing",
     ),
+    # Issue 22: an unsigned label 2**64 - 1 wrapped to the last class.
+    "ldp-l server uint64 label 2**64-1": (
+        lambda: LDPLabelCalibrator().server_step(
+            _ldpl_msgs(noisy_labels=np.array([0, 1, 2, 2**64 - 1], dtype=np.uint64)),
+            alpha=0.1,
+        ),
+        InvalidMessageError,
+        "client 1: field 'noisy_labels' must be integers in 0..2",
+    ),
+    # Issue 22: the class count is public; a message of another width is
+    # invalid whatever the other clients send.
+    "ldp-l server public n_classes other width": (
+        lambda: LDPLabelCalibrator(n_classes=3).server_step(
+            _ldpl_msgs(scores=np.full((4, 2), 0.5)), alpha=0.1
+        ),
+        InvalidMessageError,
+        "client 1: field 'scores' has 2 columns; the plan has 3",
+    ),
+    "ldp-l server public n_classes all other width": (
+        lambda: LDPLabelCalibrator(n_classes=4).server_step(_ldpl_msgs(), alpha=0.1),
+        InvalidMessageError,
+        "client 0: field 'scores' has 3 columns; the plan has 4",
+    ),
+    "ldp-l server widths disagree, no public n_classes": (
+        lambda: LDPLabelCalibrator().fit_from_messages(
+            _ldpl_msgs(scores=np.full((4, 2), 0.5), noisy_labels=np.zeros(4, int)),
+            alpha=0.1,
+            n_per_client=[4] * 3,
+            on_invalid="exclude",
+        ),
+        InvalidMessageError,
+        "invalid messages: client 1: field 'scores' has 2 columns, but client 0 "
+        "sends 3.*set n_classes",
+    ),
+    "ldp-l fit uint64 label 2**64-1": (
+        lambda: LDPLabelCalibrator().fit(
+            np.full((4, 3), 0.5),
+            labels=np.array([0, 1, 2, 2**64 - 1], dtype=np.uint64),
+            alpha=0.1,
+        ),
+        ValueError,
+        r"labels must lie in 0..2 .*got values in \[0, 18446744073709551615\]",
+    ),
+    "ldp-l client_step float label 2**64": (
+        lambda: LDPLabelCalibrator().client_step(
+            np.full((4, 3), 0.5), labels=np.array([0.0, 1.0, 2.0, 2.0**64])
+        ),
+        ValueError,
+        "labels must lie in 0..2",
+    ),
+    "ldp-l fit string labels": (
+        lambda: LDPLabelCalibrator().fit(
+            np.full((4, 3), 0.5), labels=np.array(["a", "b", "c", "a"]), alpha=0.1
+        ),
+        TypeError,
+        "labels must hold integer class codes",
+    ),
+    "ldp-l fit width other than n_classes": (
+        lambda: LDPLabelCalibrator(n_classes=4).fit(
+            np.full((4, 3), 0.5), labels=np.arange(4) % 3, alpha=0.1
+        ),
+        ValueError,
+        "scores must have n_classes=4 columns",
+    ),
+    "ldp-l n_classes 1": (
+        lambda: LDPLabelCalibrator(n_classes=1).fit(
+            np.full((4, 3), 0.5), labels=np.arange(4) % 3, alpha=0.1
+        ),
+        ValueError,
+        "n_classes",
+    ),
     # -- fit -----------------------------------------------------------------
     "qq fit NaN score": (
         lambda: QQ().fit(np.r_[SCORES[:-1], NAN], IDS, alpha=0.1),

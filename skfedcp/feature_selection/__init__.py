@@ -15,6 +15,7 @@ from ._entropy import (
     fed_chi2_test,
     fed_entropy,
 )
+from ._plan import Chi2RoundOnePlan, chi2_server_plan
 from ._protocol import (
     Chi2Marginals,
     Chi2Scores,
@@ -33,6 +34,7 @@ from ._sketch import (
 __all__ = [
     "ENTROPY_FRAC_BITS",
     "Chi2Marginals",
+    "Chi2RoundOnePlan",
     "Chi2Scores",
     "Chi2TestResult",
     "FedChi2Selector",
@@ -41,6 +43,7 @@ __all__ = [
     "chi2_frac_bits",
     "chi2_server_decode",
     "chi2_server_marginals",
+    "chi2_server_plan",
     "entropy_client_encode",
     "entropy_server_decode",
     "estimate_frequency_moment",

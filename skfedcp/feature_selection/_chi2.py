@@ -185,6 +185,13 @@ class FedChi2Selector(SelectorMixin, BaseEstimator):
     party in one process: the secure aggregation is a simulation of the
     protocol's arithmetic, not a cryptographic implementation.
 
+    *Dishonest clients.* The server checks what it sees against public
+    numbers: the decoded sketch is refused (naming the feature) when no set
+    of honest clients can produce it (:func:`chi2_server_decode`), and a
+    deployment checks each client's announced size and bounds with
+    :func:`chi2_server_plan`. Inside those ranges one dishonest client can
+    still move the scores a lot: see the threat model in the user guide.
+
     *Fixed point.* Both secure sums work in the ring ``Z/2**64``. The plan
     of each round is public: in round one every client announces a
     power-of-two bound on each coordinate of its message (class counts,

@@ -206,6 +206,24 @@ def _project_block(proj, u_rows):
     return np.matmul(proj, u)[..., 0]
 
 
+def _statistic_bound(marginals):
+    """Public upper bound ``B_j`` on each feature's statistic (A3).
+
+    ``F_j (N / N_min - 1)`` for sklearn's statistic, ``N (min(m_j, C) - 1)``
+    for a contingency table, from the broadcast marginals.
+    """
+    counts = marginals.class_counts
+    present = counts[counts > 0]
+    n_total = counts.sum()
+    if marginals.n_levels is None:
+        n_min = present.min() if present.size else 1.0
+        return marginals.row_totals * (n_total / n_min - 1.0)
+    offsets = _offsets(marginals.n_levels.shape[0], marginals.n_levels)
+    nonzero = (marginals.row_totals > 0).astype(np.intp)
+    m_eff = np.add.reduceat(nonzero, offsets[:-1]) if nonzero.size else nonzero
+    return n_total * (np.minimum(m_eff, present.size) - 1.0)
+
+
 def _headroom_bits(marginals):
     """The most fractional bits per feature with the 8-sigma headroom (A3).
 
@@ -213,17 +231,7 @@ def _headroom_bits(marginals):
     on each statistic, so the aggregate overflows only on an 8-sigma event.
     Raises if a feature has no headroom at all.
     """
-    counts = marginals.class_counts
-    present = counts[counts > 0]
-    n_total = counts.sum()
-    if marginals.n_levels is None:
-        n_min = present.min() if present.size else 1.0
-        bound = marginals.row_totals * (n_total / n_min - 1.0)
-    else:
-        offsets = _offsets(marginals.n_levels.shape[0], marginals.n_levels)
-        nonzero = (marginals.row_totals > 0).astype(np.intp)
-        m_eff = np.add.reduceat(nonzero, offsets[:-1]) if nonzero.size else nonzero
-        bound = n_total * (np.minimum(m_eff, present.size) - 1.0)
+    bound = _statistic_bound(marginals)
     with np.errstate(over="ignore", invalid="ignore"):
         bits = 62 - np.ceil(np.log2(8.0 * np.sqrt(2.0 * np.maximum(bound, 1.0))))
     if not np.all(np.isfinite(bits)) or np.any(bits < 0):
@@ -247,6 +255,7 @@ def _frac_bits(marginals):
 
 def _check_user_frac_bits(frac_bits, marginals):
     """Refuse a user's ``frac_bits`` that lets a round-two sum wrap around."""
+    frac_bits = _check_positive_int(frac_bits, "frac_bits", minimum=0)
     bits, bound = _headroom_bits(marginals)
     if bits.size and frac_bits > bits.min():
         j = int(np.argmin(bits))
@@ -312,6 +321,79 @@ def _exact_scores(marginals, table):
         offsets = _offsets(marginals.n_levels.shape[0], marginals.n_levels)
         scores = np.add.reduceat(cells.sum(axis=0), offsets[:-1])
     return _finalize_scores(scores, marginals)
+
+
+# Honest round-two sums: each decoded coordinate of feature j is N(0, 2 s)
+# with s = ||w_j||**2 at most H_j (:func:`_honest_sketch_bound`). A coordinate
+# beyond 8 standard deviations of N(0, 2 H_j) (the headroom of the fixed-point
+# plan), or a squared norm beyond the chi-square quantile of the same tail
+# probability, is impossible for honest clients (probability < 1.3e-15).
+_SIGMAS = 8.0
+_TAIL = float(special.erfc(_SIGMAS / np.sqrt(2.0)))
+
+
+def _honest_sketch_bound(marginals):
+    """``H_j``: the largest ``||w_j||**2`` any set of honest clients can send.
+
+    Without dropout ``w_j`` is the statistic's residual vector, so ``H_j =
+    B_j`` would do; the clients of round two may be a subset of those of
+    round one, whose residuals are bounded by ``B_j + 2 T_j`` (``T_j``: the
+    total of feature ``j``'s table, ``F_j``, or ``N`` for a contingency
+    table), at most ``3 B_j``, within the ring's ``16 sqrt(2 B_j)``.
+    """
+    bound = _statistic_bound(marginals)
+    if marginals.n_levels is None:
+        return bound + 2.0 * marginals.row_totals
+    return bound + 2.0 * marginals.class_counts.sum()
+
+
+def _sketch_limits(marginals, n_projections):
+    """Per feature: the largest honest coordinate and squared norm.
+
+    Features whose score is set by convention (zero total, one class, one
+    level) get ``inf``: nothing an attacker sends changes them.
+    """
+    honest = np.maximum(_honest_sketch_bound(marginals), 1.0)
+    coordinate = _SIGMAS * np.sqrt(2.0 * honest)
+    norm = 2.0 * honest * special.chdtri(n_projections, _TAIL)
+    fixed = np.isnan(_finalize_scores(np.ones(honest.shape[0]), marginals).scores)
+    if marginals.n_levels is not None:
+        fixed |= _dof(marginals) == 0
+    coordinate[fixed] = np.inf
+    norm[fixed] = np.inf
+    return coordinate, norm, honest
+
+
+def _check_sketch_range(sketch, marginals):
+    """Refuse a summed sketch no set of honest clients can produce.
+
+    Secure aggregation hides who sent what: the sum as a whole is refused,
+    naming the feature.
+    """
+    coordinate, norm, honest = _sketch_limits(marginals, sketch.shape[0])
+    beyond = np.abs(sketch) > coordinate[None, :]
+    squares = np.einsum("ij,ij->j", sketch, sketch)
+    if np.any(beyond):
+        i, j = (int(v[0]) for v in np.nonzero(beyond))
+        what = (
+            f"coordinate {i} of feature {j} is {sketch[i, j]:.4g}, beyond "
+            f"{_SIGMAS:g} standard deviations ({coordinate[j]:.4g})"
+        )
+    elif np.any(squares > norm):
+        j = int(np.flatnonzero(squares > norm)[0])
+        what = (
+            f"the squared norm of feature {j}'s sketch is {squares[j]:.4g}, "
+            f"beyond {norm[j]:.4g} (probability < {_TAIL:.1g})"
+        )
+    else:
+        return
+    raise InvalidMessageError(
+        f"the secure sum: field 'sketch': {what} of what honest clients can "
+        f"send (the feature's statistic is at most {honest[j]:.4g} by the "
+        "public marginals). Secure aggregation hides which client sent it, so "
+        "the summed sketch is refused as a whole.",
+        field="sketch",
+    )
 
 
 # --------------------------------------------------------------------------
@@ -435,6 +517,33 @@ def _message_array(value, *, field, client=None, ndim=1) -> NDArray[np.float64]:
     return arr
 
 
+def _check_row_totals(rows, n_total, max_value, n_levels, who, client):
+    """Feature totals within ``n_total`` rows of values at most ``max_value``."""
+    if n_levels is not None:
+        raise ValueError(
+            "max_value bounds the feature values of sklearn's statistic; the "
+            "level counts of a contingency table are bounded by n_samples."
+        )
+    cap = np.asarray(max_value, dtype=np.float64)
+    if cap.ndim > 1 or (cap.ndim == 1 and cap.shape != rows.shape):
+        raise ValueError(
+            f"max_value must be a number or one per feature ({rows.shape[0]}); got "
+            f"shape {cap.shape}."
+        )
+    if not np.all(cap >= 0):
+        raise ValueError(f"max_value must be non-negative; got {max_value!r}.")
+    over = rows > n_total * cap
+    if np.any(over):
+        j = int(np.flatnonzero(over)[0])
+        raise InvalidMessageError(
+            f"{who}: the total of feature {j} is {rows[j]:.6g}, more than "
+            f"{n_total:.0f} rows of values at most max_value="
+            f"{np.broadcast_to(cap, rows.shape)[j]:.6g} can give.",
+            client=client,
+            field="row_totals",
+        )
+
+
 def chi2_server_marginals(
     total: ArrayLike,
     *,
@@ -442,6 +551,8 @@ def chi2_server_marginals(
     n_levels: ArrayLike | None = None,
     n_features: int | None = None,
     n_samples: int | None = None,
+    max_samples: int | None = None,
+    max_value: float | ArrayLike | None = None,
     client: Hashable | None = None,
 ) -> Chi2Marginals:
     """Round 1, server step: validate and split the securely summed marginals.
@@ -460,6 +571,14 @@ def chi2_server_marginals(
     n_samples : int, optional
         Total number of rows the clients announced; the class counts must add
         up to it.
+    max_samples : int, optional
+        Public upper bound on the total number of rows (for instance the
+        number of clients times the largest size a client may announce);
+        class counts adding up to more are refused.
+    max_value : float or array-like of shape (n_features,), optional
+        Public upper bound on one row's value of each feature (sklearn's
+        statistic): a feature total above ``max_value`` times the number of
+        rows cannot come from honest clients and is refused.
     client : object, optional
         Label of the sender when ``total`` is one client's message rather
         than a secure sum (named in errors).
@@ -475,7 +594,16 @@ def chi2_server_marginals(
     InvalidMessageError
         If ``total`` is not a finite 1-D vector of the announced length, if a
         class count is not a non-negative integer, if a row total is
-        negative, or if the class counts do not add up to ``n_samples``.
+        negative, if the class counts do not add up to ``n_samples`` or
+        exceed ``max_samples``, or if a feature total exceeds what
+        ``max_value`` allows.
+
+    Notes
+    -----
+    The class list and the feature count are public, fixed by the server
+    before the round: pass ``n_classes`` and ``n_features`` (or
+    ``n_levels``) from the plan, never from the messages, so that a
+    message of another shape is refused rather than obeyed.
 
     Examples
     --------
@@ -537,6 +665,17 @@ def chi2_server_marginals(
             client=client,
             field="class_counts",
         )
+    if max_samples is not None and counts.sum() > _check_positive_int(
+        max_samples, "max_samples"
+    ):
+        raise InvalidMessageError(
+            f"{who}: the class counts add up to {counts.sum():.0f} rows, more "
+            f"than the public bound max_samples={max_samples}.",
+            client=client,
+            field="class_counts",
+        )
+    if max_value is not None:
+        _check_row_totals(rows, counts.sum(), max_value, n_levels, who, client)
     if n_levels is not None:
         offsets = _offsets(n_levels.shape[0], n_levels)
         per_feature = np.add.reduceat(rows, offsets[:-1])
@@ -613,7 +752,9 @@ def _marginals_plan(bound, n_clients, *, integer_x, frac_bits=None):
     return plan
 
 
-def chi2_frac_bits(marginals: Chi2Marginals) -> NDArray[np.int64]:
+def chi2_frac_bits(
+    marginals: Chi2Marginals, *, frac_bits: int | None = None
+) -> NDArray[np.int64]:
     """Fixed-point precision of each feature's sketch, from public marginals.
 
     ``f_j = clip(62 - ceil(log2(8 sqrt(2 max(B_j, 1)))), 8, 52)`` where
@@ -625,6 +766,10 @@ def chi2_frac_bits(marginals: Chi2Marginals) -> NDArray[np.int64]:
     Parameters
     ----------
     marginals : Chi2Marginals
+    frac_bits : int, optional
+        A fixed precision chosen by the user for every feature, checked
+        instead: refused (ValueError naming the feature and the largest safe
+        value) if a feature's sum could wrap around the 64-bit ring.
 
     Returns
     -------
@@ -636,7 +781,10 @@ def chi2_frac_bits(marginals: Chi2Marginals) -> NDArray[np.int64]:
     >>> chi2_frac_bits(m)
     array([49, 52])
     """
-    return _frac_bits(_check_marginals(marginals))
+    marginals = _check_marginals(marginals)
+    if frac_bits is not None:
+        return _check_user_frac_bits(frac_bits, marginals)
+    return _frac_bits(marginals)
 
 
 def chi2_client_encode(
@@ -753,6 +901,25 @@ def chi2_server_decode(
         ``chdtrc(dof, score)`` with ``dof = n_classes - 1`` (sklearn's
         statistic) or ``(m_j - 1)(n_classes - 1)`` (contingency).
 
+    Raises
+    ------
+    InvalidMessageError
+        If the sketch is not a finite array of the announced shape, or if it
+        is out of the range honest clients can produce (below).
+
+    Notes
+    -----
+    *Range check.* Each honest coordinate of feature ``j`` is ``N(0, 2
+    s_j)`` with ``s_j <= H_j``, a public bound from the marginals (``H_j =
+    B_j + 2 T_j``: ``B_j`` the bound of :func:`chi2_frac_bits`, ``T_j`` the
+    feature's total, ``F_j`` or ``N``, which covers dropout). A coordinate
+    beyond ``8 sqrt(2 H_j)`` (the headroom of the fixed-point plan), or a
+    squared norm ``||e_j||**2`` beyond ``2 H_j`` times the chi-square
+    quantile of tail ``1.2e-15`` with ``n_projections`` degrees of freedom,
+    is refused, naming the feature. Secure aggregation hides who sent what,
+    so the sum is refused as a whole; what one dishonest client can still do
+    within the range is in the threat-model page of the user guide.
+
     Examples
     --------
     >>> m = chi2_server_marginals([3.0, 4.0, 10.0, 2.0], n_classes=2)
@@ -776,5 +943,6 @@ def chi2_server_decode(
             f"n_features) = ({ell}, {n_feat}); got {sketch.shape}.",
             field="sketch",
         )
+    _check_sketch_range(sketch, marginals)
     scores = estimate_frequency_moment(sketch, alpha=2.0, estimator=estimator, axis=0)
     return _finalize_scores(scores, marginals)

@@ -30,7 +30,7 @@ from ...privacy._ldp_analysis import (
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_alpha
 from .._base import BaseCalibrator, CoverageBounds
-from .._messages import Problem, check_client_sizes
+from .._messages import Problem, _label, check_client_sizes, invalid_message_error
 from ._common import (
     _LDP_CONSTRAINTS,
     _bisection_update,
@@ -96,6 +96,14 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         Public range searched by ``"bisection"``, e.g. ``(0, 1)`` for LAC and
         APS scores (:class:`~skfedcp.classification.PrivateConformalClassifier`
         fills in its score's natural bounds). Unused by ``"exact"``.
+    n_classes : int, default=None
+        Number of classes ``k``, public and fixed by the server before the
+        round: a score matrix of another width is an invalid message (its
+        client is named, or excluded with ``on_invalid="exclude"``). None:
+        :meth:`fit` takes it from the width of ``scores``; the server side
+        (:meth:`fit_from_messages`, :meth:`server_step`) accepts the width
+        only when every client sends the same one, and otherwise refuses the
+        round rather than let the messages vote (see Notes).
 
     Attributes
     ----------
@@ -160,6 +168,14 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
     The guarantee is conditional on the calibration set (PAC-style), not
     the marginal one of split conformal prediction.
 
+    **Dishonest clients.** The number of classes is part of the public plan
+    (``n_classes``), not something the messages decide: with it set, a
+    client sending score matrices of another width or labels outside
+    ``0..k-1`` is named (and left out with ``on_invalid="exclude"``), so
+    hostile clients cannot get honest ones excluded by outnumbering them.
+    Without it, clients that disagree on the width stop the round with an
+    :class:`~skfedcp.exceptions.InvalidMessageError` and nobody is excluded.
+
     References
     ----------
     .. [1] C. Penso, B. Mahpud, J. Goldberger, O. Sheffet. Privacy-Preserving
@@ -186,6 +202,7 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         **_LDP_CONSTRAINTS,
         "search": [StrOptions({"exact", "bisection"})],
         "n_steps": [Interval(Integral, 1, None, closed="left")],
+        "n_classes": [Interval(Integral, 2, None, closed="left"), None],
     }
 
     _randomized = True
@@ -207,12 +224,14 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         search: Literal["exact", "bisection"] = "exact",
         n_steps: int = 20,
         score_bounds: tuple[float, float] | None = None,
+        n_classes: int | None = None,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.search = search
         self.n_steps = n_steps
         self.score_bounds = score_bounds
+        self.n_classes = n_classes
 
     def plan(
         self, n_per_client: ArrayLike, alpha: float, *, n_classes: int | None = None
@@ -226,7 +245,8 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         alpha : float
             Miscoverage level in (0, 1).
         n_classes : int, default=None
-            Number of classes; ``None`` uses the fitted ``n_classes_``.
+            Number of classes; ``None`` uses the ``n_classes`` parameter, or
+            the fitted ``n_classes_`` when that is None too.
 
         Returns
         -------
@@ -237,6 +257,8 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         """
         self._validate_params()
         alpha = check_alpha(alpha)
+        if n_classes is None:
+            n_classes = self.n_classes
         if n_classes is None:
             n_classes = getattr(self, "n_classes_", None)
             if n_classes is None:
@@ -323,13 +345,8 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             ints}``.
         """
         self._validate_params()
-        matrix = _check_score_matrix(scores)
-        labels = np.asarray(labels)
-        if labels.ndim != 1 or labels.shape[0] != matrix.shape[0]:
-            raise ValueError(
-                f"labels must be 1-D with one entry per row of scores "
-                f"({matrix.shape[0]}); got shape {labels.shape}."
-            )
+        matrix = _check_score_matrix(scores, self.n_classes)
+        labels = _check_true_labels(labels, matrix.shape)
         noisy = k_ary_randomized_response(
             labels,
             n_classes=matrix.shape[1],
@@ -373,8 +390,16 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         )
 
     def _server_plan(self, sizes, alpha, stacked):
-        n_classes = _announced_width(stacked["scores"])
+        n_classes = self.n_classes
+        if n_classes is None:
+            n_classes = _announced_width(stacked["scores"])
         return self.plan([int(sizes.sum())], alpha, n_classes=n_classes)
+
+    def _receive(self, messages, *, clients, **options):
+        try:
+            return super()._receive(messages, clients=clients, **options)
+        except _WidthsDisagree as exc:
+            raise exc.error(clients) from None
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
         k = plan["n_classes"]
@@ -390,17 +415,23 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
                 Problem(
                     int(j),
                     "scores",
-                    f"has {width} columns; the other clients send {k} (one per class)",
+                    f"has {width} columns; the plan has {k} (one per class)"
+                    if self.n_classes is not None
+                    else f"has {width} columns; the other clients send {k} "
+                    "(one per class)",
                 )
             )
         if not width_ok:
             return problems
-        # One pass over the pooled labels; per client only if one is out of range.
-        if np.concatenate(list(labels[width_ok])).max() >= k:
+        # One pass over the pooled labels; per client only if one is out of
+        # range. A label below 0 can only be an unsigned one that the generic
+        # check cast to int64 (2**64 - 1 became -1): refused, never wrapped.
+        pooled = np.concatenate(list(labels[width_ok]))
+        if pooled.max() >= k or pooled.min() < 0:
             problems += [
                 Problem(int(j), "noisy_labels", f"must be integers in 0..{k - 1}")
                 for j in width_ok
-                if labels[j].max() >= k
+                if labels[j].max() >= k or labels[j].min() < 0
             ]
         return problems
 
@@ -529,18 +560,13 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         """
         self._validate_params()
         alpha = check_alpha(alpha)
-        matrix = _check_score_matrix(scores)
+        matrix = _check_score_matrix(scores, self.n_classes)
         if labels is None:
             raise ValueError(
                 f"{type(self).__name__}.fit needs labels= (the true labels, "
                 "randomized on the users' side) with the score matrix."
             )
-        labels = np.asarray(labels)
-        if labels.ndim != 1 or labels.shape[0] != matrix.shape[0]:
-            raise ValueError(
-                f"labels must be 1-D with one entry per row of scores "
-                f"({matrix.shape[0]}); got shape {labels.shape}."
-            )
+        labels = _check_true_labels(labels, matrix.shape)
         partition = ClientPartition(client_ids, matrix.shape[0])
         server_rng, users_rng = self._simulation_streams(random_state)
         grouped = partition.grouped(matrix)
@@ -617,7 +643,7 @@ class LDPLabelStarCalibrator(LDPLabelCalibrator):
     _star = True
 
 
-def _check_score_matrix(scores):
+def _check_score_matrix(scores, n_classes=None):
     try:
         matrix = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -633,9 +659,54 @@ def _check_score_matrix(scores):
         raise ValueError(
             f"scores must have n_classes >= 2 columns; got {matrix.shape[1]}."
         )
+    if n_classes is not None and matrix.shape[1] != n_classes:
+        raise ValueError(
+            f"scores must have n_classes={n_classes} columns (one per class, "
+            f"the public plan); got {matrix.shape[1]}."
+        )
     if np.isnan(matrix).any():
         raise ValueError("scores must not contain NaN.")
     return matrix
+
+
+def _check_true_labels(labels, shape):
+    """The true labels, checked as integers in ``[0, k)`` before any cast.
+
+    ``shape`` is the score matrix's ``(n, k)``. The comparison runs on the
+    labels' own dtype, so an unsigned ``2**64 - 1`` (or a float ``2**64``)
+    is refused rather than wrapped by a cast to a class.
+    """
+    n, k = shape
+    arr = np.asarray(labels)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(
+            f"labels must be 1-D with one entry per row of scores ({n}); got "
+            f"shape {arr.shape}."
+        )
+    values = arr.tolist() if arr.dtype == object else None
+    if arr.size and (
+        arr.dtype.kind not in "biufO"
+        or (values is not None and not all(isinstance(v, Integral) for v in values))
+    ):
+        raise TypeError(
+            f"labels must hold integer class codes in 0..{k - 1}; got dtype "
+            f"{arr.dtype}."
+        )
+    if values is not None:
+        arr = np.array(values)  # Python ints (huge ones stay exact objects)
+    if arr.size:
+        if arr.dtype.kind == "f" and not np.all(arr == np.floor(arr)):
+            raise ValueError(
+                f"labels must hold integer class codes in 0..{k - 1}; got "
+                "non-integer values."
+            )
+        low, high = arr.min(), arr.max()
+        if low < 0 or high > k - 1:
+            raise ValueError(
+                f"labels must lie in 0..{k - 1} (integer class codes, the "
+                f"columns of scores); got values in [{low}, {high}]."
+            )
+    return arr
 
 
 def _announced_sizes(messages):
@@ -659,17 +730,47 @@ def _announced_width(matrices: NDArray[Any]) -> int:
     distinct = {m.shape[1] if m.ndim == 2 and m.size else 0 for m in matrices}
     distinct.discard(0)
     if len(distinct) == 1:
-        return int(distinct.pop())
-    widths = [m.shape[1] for m in matrices if m.ndim == 2 and m.size]
-    if not widths:
+        n_classes = int(distinct.pop())
+        if n_classes < 2:
+            raise InvalidMessageError(
+                "LDP-L: score matrices must have n_classes >= 2 columns; got "
+                f"{n_classes}.",
+                field="scores",
+            )
+        return n_classes
+    if not distinct:
         raise InvalidMessageError(
             "LDP-L: no client sent a score matrix with rows.", field="scores"
         )
-    values, counts = np.unique(widths, return_counts=True)
-    n_classes = int(values[np.argmax(counts)])
-    if n_classes < 2:
-        raise InvalidMessageError(
-            f"LDP-L: score matrices must have n_classes >= 2 columns; got {n_classes}.",
+    widths = [m.shape[1] if m.ndim == 2 and m.size else 0 for m in matrices]
+    raise _WidthsDisagree(widths)
+
+
+class _WidthsDisagree(Exception):
+    """Clients sent score matrices of different widths and ``n_classes`` is None.
+
+    Raised by the plan (which sees client indices only) and turned into an
+    :class:`InvalidMessageError` naming the clients by the server step.
+    """
+
+    def __init__(self, widths: list[int]) -> None:
+        super().__init__(widths)
+        self.widths = widths
+
+    def error(self, clients: NDArray[Any]) -> InvalidMessageError:
+        sent = [j for j, w in enumerate(self.widths) if w]
+        first = sent[0]
+        other = next(j for j in sent if self.widths[j] != self.widths[first])
+        reason = (
+            f"has {self.widths[other]} columns, but client "
+            f"{_label(clients[first])} sends {self.widths[first]}. The number of "
+            "classes is not public (n_classes=None), so the server cannot tell "
+            "which width is right and excludes no client by a vote of the "
+            "messages: set n_classes on the calibrator, fixed before the round"
+        )
+        named = invalid_message_error(Problem(other, "scores", reason), clients)
+        # Which of the two is dishonest is unknown: the error blames neither.
+        return InvalidMessageError(
+            str(named).replace("invalid message from", "invalid messages:", 1),
             field="scores",
         )
-    return n_classes

@@ -792,6 +792,109 @@ class TestBadInput:
             FedConformalRegressor(calibrator="ldp-l").fit(X_train, y_train)
 
 
+class TestPublicClassCount:
+    """Issue 22: the number of classes is public, never a vote of the messages."""
+
+    @staticmethod
+    def _messages(n_hostile):
+        proba, labels = _dirichlet_data(400, 3, seed=3)
+        honest = [
+            {
+                "n": 200,
+                "scores": _lac(proba[j::2]),
+                "noisy_labels": k_ary_randomized_response(
+                    labels[j::2], n_classes=3, epsilon=4.0, random_state=j
+                ),
+            }
+            for j in range(2)
+        ]
+        hostile = [
+            {"n": 200, "scores": np.zeros((200, 2)), "noisy_labels": np.zeros(200, int)}
+        ] * n_hostile
+        return honest + hostile
+
+    def test_hostile_majority_cannot_exclude_the_honest_clients(self):
+        # Three hostile 2-column clients against two honest 3-column ones: the
+        # vote excluded the honest clients; the public n_classes=3 excludes
+        # the hostile ones and gives the honest clients' threshold.
+        messages = self._messages(3)
+        cal = LDPLabelCalibrator(epsilon=4.0, n_classes=3)
+        with pytest.warns(UserWarning, match="3 client\\(s\\) sent an invalid"):
+            fitted = clone(cal).fit_from_messages(
+                messages,
+                alpha=0.1,
+                n_per_client=[200] * 5,
+                clients=list("abcde"),
+                on_invalid="exclude",
+            )
+        assert fitted.excluded_clients_.tolist() == ["c", "d", "e"]
+        assert fitted.n_classes_ == 3
+        honest = clone(cal).fit_from_messages(
+            messages[:2], alpha=0.1, n_per_client=[200] * 2
+        )
+        assert fitted.threshold_ == honest.threshold_
+
+    def test_without_public_count_disagreement_excludes_nobody(self):
+        messages = self._messages(3)
+        with pytest.raises(InvalidMessageError, match="set n_classes") as info:
+            LDPLabelCalibrator(epsilon=4.0).fit_from_messages(
+                messages, alpha=0.1, n_per_client=[200] * 5, on_invalid="exclude"
+            )
+        assert info.value.client is None and info.value.field == "scores"
+
+    def test_hostile_clients_all_agreeing_are_refused_by_the_plan(self):
+        # Every client sends 2 columns: without the public count the server
+        # could not notice; with it, nothing is left to calibrate on.
+        messages = self._messages(3)[2:]
+        with pytest.raises(InvalidMessageError, match="every client sent an invalid"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                LDPLabelCalibrator(n_classes=3).fit_from_messages(
+                    messages, alpha=0.1, n_per_client=[200] * 3, on_invalid="exclude"
+                )
+
+    @pytest.mark.parametrize("cls", [LDPLabelCalibrator, LDPLabelStarCalibrator])
+    def test_public_count_changes_nothing_for_honest_data(self, cls):
+        proba, labels = _dirichlet_data(600, 4, seed=5)
+        ids = np.repeat(np.arange(3), 200)
+        free = cls(epsilon=3.0).fit(
+            _lac(proba), ids, labels=labels, alpha=0.1, random_state=0
+        )
+        fixed = cls(epsilon=3.0, n_classes=4).fit(
+            _lac(proba), ids, labels=labels, alpha=0.1, random_state=0
+        )
+        assert fixed.threshold_ == free.threshold_
+        assert fixed.calibration_info_ == free.calibration_info_
+        message = fixed.client_step(_lac(proba[:5]), labels=labels[:5], random_state=0)
+        assert message["scores"].shape == (5, 4)
+        assert cls(epsilon=3.0, n_classes=4).plan([600], 0.1) == free.plan([600], 0.1)
+
+    @pytest.mark.parametrize(
+        "labels",
+        [
+            np.array([0, 1, 2, 2**64 - 1], dtype=np.uint64),
+            np.array([0, 1, 2, 2**63], dtype=np.uint64),
+            np.array([0.0, 1.0, 2.0, 2.0**64]),
+            np.array([0, 1, 2, -1]),
+            np.array([0, 1, 2, 2**70], dtype=object),
+        ],
+    )
+    def test_labels_are_checked_before_any_cast(self, labels):
+        # uint64 2**64 - 1 was cast to -1, the last class.
+        scores = np.full((4, 3), 0.5)
+        cal = LDPLabelCalibrator(epsilon=1.0)
+        with pytest.raises(ValueError, match="labels must lie in 0..2"):
+            cal.fit(scores, labels=labels, alpha=0.1)
+        with pytest.raises(ValueError, match="labels must lie in 0..2"):
+            cal.client_step(scores, labels=labels, random_state=0)
+
+    def test_wrapped_noisy_label_is_refused_by_the_server(self):
+        noisy = np.array([0, 1, 2, 2**64 - 1], dtype=np.uint64)
+        messages = [{"n": 4, "scores": np.full((4, 3), 0.5), "noisy_labels": noisy}]
+        with pytest.raises(InvalidMessageError, match="must be integers in 0..2"):
+            LDPLabelCalibrator(n_classes=3).server_step(messages, alpha=0.1)
+
+
 class TestRegistry:
     def test_aliases(self):
         for alias, cls, star in [
