@@ -21,6 +21,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 __all__ = ["InMemoryGrid", "LoopbackDeployment"]
 
@@ -93,6 +94,9 @@ class InMemoryGrid:
         """Deliver each message to its node's ``ClientApp``; return message ids."""
         from flwr.app import Error, Message
 
+        # Rebuilding a Message around existing metadata, as Flower's own
+        # transport does, is not among its typed constructors.
+        rebuild: Any = Message
         ids = []
         for message in messages:
             message_id = uuid.uuid4().hex
@@ -101,7 +105,7 @@ class InMemoryGrid:
             node = message.metadata.dst_node_id
             if node in self.unresponsive or node not in self.contexts:
                 continue
-            delivered = Message(
+            delivered = rebuild(
                 content=_roundtrip(message.content), metadata=message.metadata
             )
             try:
@@ -110,7 +114,7 @@ class InMemoryGrid:
                 reason = f"{type(exc)}:<'{exc}'>"
                 reply = Message(Error(code=2, reason=reason), reply_to=delivered)
             else:
-                reply = Message(
+                reply = rebuild(
                     content=_roundtrip(reply.content), metadata=reply.metadata
                 )
             self._replies[message_id] = reply
