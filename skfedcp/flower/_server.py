@@ -748,28 +748,8 @@ def calibrate_nodes(
         _check_replies(ok, invalid, fingerprint)
         if failed and calibrator._randomized:
             raise _private_failure(alias, failed)
-        left = len(nodes) - len(failed) - len(invalid)
-        for node, reason in failed.items():
-            session.exclude(
-                node,
-                reason,
-                f" {alias} is recalibrated with the remaining {left} node(s).",
-            )
-        for node, reason in invalid.items():
-            session.exclude(
-                node,
-                reason,
-                " Its message counts as invalid under the round's plan."
-                if calibrator._randomized
-                else f" {alias} is recalibrated with the remaining {left} node(s) "
-                "(a new round with their plan).",
-                invalid=True,
-            )
-        if not calibrator._randomized and (failed or invalid):
-            nodes = [n for n in nodes if n not in failed and n not in invalid]
-            continue
-        # A private round is not repeated: a replayed reply is handed to the
-        # calibrator as an empty (invalid) message, excluded under its plan.
+        # A node that failed or replayed has no message: an empty (invalid)
+        # one stands in for it, so that the plan stays the announced one.
         messages = [_decode_message(ok[n]) if n in ok else {} for n in nodes]
         labels = session.labels(nodes)
         fit = partial(
@@ -781,43 +761,58 @@ def calibrate_nodes(
             random_state=random_state,
         )
         if calibrator._randomized:
-            # No second round: exclude the offenders (the calibrator's own
-            # InvalidMessageWarning says how).
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                fitted = fit(on_invalid="exclude")
-            for w in caught:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-            text = " ".join(
-                str(w.message)
-                for w in caught
-                if issubclass(w.category, InvalidMessageWarning)
-            )
-            excluded = set(fitted.excluded_clients_.tolist())
-            for node, label in zip(nodes, labels.tolist(), strict=True):
-                if label in excluded and node not in invalid:
-                    session.exclude(
-                        node,
-                        f"it sent an invalid message ({_reason_of(label, text)})",
-                        invalid=True,
-                        warn=False,
-                    )
-            return fitted, [
-                n for n in nodes if session.info[n]["label"] not in excluded
-            ]
-        invalid = _invalid_nodes(fit, nodes, labels)
-        if not invalid:
-            return fit(on_invalid="raise"), nodes
+            for node, reason in invalid.items():
+                session.exclude(
+                    node,
+                    reason,
+                    " Its message counts as invalid under the round's plan.",
+                    invalid=True,
+                )
+            return _fit_private_round(session, fit, nodes, labels, set(invalid))
+        if not failed and not invalid:
+            invalid = _invalid_nodes(fit, nodes, labels)
+            if not invalid:
+                return fit(on_invalid="raise"), nodes
+        else:  # the other messages of the round are checked all the same
+            found = _invalid_nodes(fit, nodes, labels)
+            invalid.update((n, r) for n, r in found.items() if n in ok)
+        left = len(nodes) - len(failed) - len(invalid)
+        again = f" {alias} is recalibrated with the remaining {left} node(s)"
+        for node, reason in failed.items():
+            session.exclude(node, reason, again + ".")
         for node, reason in invalid.items():
             session.exclude(
-                node,
-                reason,
-                f" {alias} is recalibrated with the remaining "
-                f"{len(nodes) - len(invalid)} node(s) (a new round with their plan).",
-                invalid=True,
+                node, reason, again + " (a new round with their plan).", invalid=True
             )
-        nodes = [n for n in nodes if n not in invalid]
+        nodes = [n for n in nodes if n not in failed and n not in invalid]
     raise RuntimeError(f"{alias}: nodes kept failing after {max_attempts} attempts.")
+
+
+def _fit_private_round(session, fit, nodes, labels, replayed):
+    """Fit a private one-shot round once, excluding the invalid messages.
+
+    No second round (budget): the calibrator's own
+    :class:`~skfedcp.exceptions.InvalidMessageWarning` says how an offender
+    was counted. Returns the fitted calibrator and the nodes it used.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fitted = fit(on_invalid="exclude")
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    text = " ".join(
+        str(w.message) for w in caught if issubclass(w.category, InvalidMessageWarning)
+    )
+    excluded = set(fitted.excluded_clients_.tolist())
+    for node, label in zip(nodes, labels.tolist(), strict=True):
+        if label in excluded and node not in replayed:
+            session.exclude(
+                node,
+                f"it sent an invalid message ({_reason_of(label, text)})",
+                invalid=True,
+                warn=False,
+            )
+    return fitted, [n for n in nodes if session.info[n]["label"] not in excluded]
 
 
 def _invalid_nodes(fit, nodes, labels):
