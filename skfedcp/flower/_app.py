@@ -598,7 +598,8 @@ def _settings(defaults, run_config, configured):
         settings["random-state"] = None
     if not settings["output"]:
         settings["output"] = None
-    settings["planned-clients"] = _parse_planned_clients(settings["planned-clients"])
+    plan = _parse_planned_clients(run_config.get("planned-clients"))
+    settings["planned-clients"] = defaults["planned-clients"] if plan is None else plan
     return settings
 
 

@@ -256,6 +256,34 @@ class TestHostileNodes:
         )
         assert_same_fit(deployed, reference)
 
+    def test_a_replay_and_a_nan_in_one_round_cost_one_new_round(self, data):
+        def nan(payload):
+            payload["message.quantile"] = math.nan
+
+        def wrap(app):
+            return _tampering(4, nan, kinds=("calibrate",))(
+                _replaying(REPLAYER, 0, ("calibrate",))(app)
+            )
+
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        configs.append(_config(REPLAYER, 7, data))
+        grid = _grid(data, configs, wrap=wrap)
+        with pytest.warns(InvalidMessageWarning):
+            deployed, report = flower.run_calibration(
+                grid, "qq", alpha=0.1, planned_clients=[*range(HONEST), REPLAYER]
+            )
+        names = [r.name for r in report.rounds]
+        assert names == ["hello", "calibrate:qq", "calibrate:qq"]
+        assert deployed.clients_.tolist() == [0, 1, 2, 3]
+        assert "replayed reply" in report.excluded[_node_of(grid, REPLAYER)]
+        assert "invalid message" in report.excluded[_node_of(grid, 4)]
+        scores = np.abs(data["y"] - data["model"].predict(data["X"]))
+        keep = data["ids"] < 4
+        reference = QuantileOfQuantilesCalibrator().fit(
+            scores[keep], data["ids"][keep], alpha=0.1
+        )
+        assert_same_fit(deployed, reference)
+
     def test_a_private_round_goes_on_without_the_replayer(self, data):
         # dp-qq cannot ask again: the replay counts as an invalid message
         # under the round's plan, and the honest nodes are used.
