@@ -542,8 +542,7 @@ class ServerSession:
                 reason = "its client label is not in the planned node set"
             else:
                 continue
-            del self.info[node]
-            self.exclude(node, reason, invalid=True)
+            self._drop(node, reason)
         if self.planned is not None:
             return
         kinds = Counter(type(info["label"]) for info in self.info.values())
@@ -555,16 +554,18 @@ class ServerSession:
                 "client labels mix types in equal numbers (ints and strings) and "
                 "no plan says which is right; pass planned_clients."
             )
-        for node in [
-            n for n, info in self.info.items() if type(info["label"]) is not kind
-        ]:
-            del self.info[node]
-            self.exclude(
-                node,
-                f"its client label is not a{'n int' if kind is int else ' string'} "
-                "as the other nodes' are (pass planned_clients to fix the labels)",
-                invalid=True,
-            )
+        reason = (
+            f"its client label is not a{'n int' if kind is int else ' string'} as "
+            "the other nodes' are (pass planned_clients to fix the labels)"
+        )
+        for node, info in list(self.info.items()):
+            if type(info["label"]) is not kind:
+                self._drop(node, reason)
+
+    def _drop(self, node, reason):
+        """Forget what ``node`` announced and leave it out of the run."""
+        del self.info[node]
+        self.exclude(node, reason, invalid=True)
 
     def _leave_out_duplicates(self, key, what):
         """Leave out every node that shares the value of ``key`` with another.
@@ -581,12 +582,10 @@ class ServerSession:
                 continue
             for node in nodes:
                 others = [n for n in nodes if n != node]
-                del self.info[node]
-                self.exclude(
+                self._drop(
                     node,
                     f"it and node(s) {others} {what.format(value)}; the server "
                     "cannot tell which is genuine and uses none of them",
-                    invalid=True,
                 )
 
     def usable(self, nodes, size_key):
