@@ -106,7 +106,9 @@ def commands(out, n_nodes, *, port=9100, projection_seed="<a secret shared by no
         ]
     run_config = (
         f'calibrators="qq,avg" model-path="{out / "model.joblib"}" '
-        f'output="{out / "result.pkl"}" min-nodes={n_nodes}'
+        f'output="{out / "result.pkl"}" min-nodes={n_nodes} '
+        # The planned clients: a node announcing another label is left out.
+        f'planned-clients="{",".join(str(k) for k in range(n_nodes))}"'
     )
     lines += [
         "# last terminal: submit the run to the 'loopback' SuperLink",

@@ -7,7 +7,7 @@ import os
 import pickle
 import time
 import warnings
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -21,10 +21,13 @@ from ..utils._validation import check_alpha
 from ._fingerprint import model_fingerprint
 from ._protocol import NodeConfig, _alias_of, handle_request
 from ._server import (
+    MAX_CLIENT_SIZE,
+    MAX_CLIENTS,
     DeploymentReport,
     NodeFailure,
     ServerSession,
     calibrate_nodes,
+    check_planned_clients,
     select_chi2_nodes,
 )
 
@@ -78,7 +81,7 @@ def _to_record_dict(payload):
             scalars[key] = value
         else:
             raise TypeError(f"cannot send {key}={type(value).__name__}.")
-    records = {_SCALARS: ConfigRecord(scalars)}
+    records: dict[str, Any] = {_SCALARS: ConfigRecord(scalars)}
     if arrays:
         records[_ARRAYS] = ArrayRecord(arrays)
     return RecordDict(records)
@@ -284,14 +287,17 @@ def make_client_app(
 
     @app.query(MESSAGE_TYPE.split(".", 1)[1])
     def skfedcp_query(message, context):
+        request = _from_record_dict(message.content)
         reply = handle_request(
-            _from_record_dict(message.content),
+            request,
             config=config,
             context=context,
             node_id=context.node_id,
             node_config=context.node_config,
             state=_ContextState(context.state),
         )
+        if "nonce" in request:  # binds the reply to this request (no replays)
+            reply["nonce"] = request["nonce"]
         return Message(_to_record_dict(reply), reply_to=message)
 
     return app
@@ -319,12 +325,17 @@ class DeploymentResult(NamedTuple):
     report: DeploymentReport
 
 
-def _session(grid, timeout, min_rows):
+#: Type of ``planned_clients``: client labels, or Flower node id -> label.
+PlannedClients = Sequence[int | str] | Mapping[int, int | str] | None
+
+
+def _session(grid, timeout, min_rows, **plan):
     return ServerSession(
         _grid_exchange(grid),
         list(grid.get_node_ids()),
         timeout=timeout,
         min_rows=min_rows,
+        **plan,
     )
 
 
@@ -338,6 +349,9 @@ def run_calibration(
     timeout: float = 120.0,
     min_rows: int = 1,
     max_attempts: int = 3,
+    planned_clients: PlannedClients = None,
+    max_client_size: int = MAX_CLIENT_SIZE,
+    max_clients: int = MAX_CLIENTS,
 ) -> tuple[BaseCalibrator, DeploymentReport]:
     """Calibrate a threshold over the nodes of a Flower ``Grid``.
 
@@ -380,6 +394,23 @@ def run_calibration(
         Nodes with fewer calibration rows are left out.
     max_attempts : int, default=3
         How many times a round is repeated when nodes fail.
+    planned_clients : sequence of int or str, or mapping of int to int or str, \
+            default=None
+        The planned node set, fixed before the run. A sequence of client
+        labels: a node whose announced label (node config ``client-id``) is
+        not in it is left out. A mapping ``{Flower node id: client label}``
+        (with SuperNode authentication, see the user guide): only those node
+        ids are asked, each must announce its planned label. ``None``
+        checks nothing and warns. In every case two nodes with one label,
+        one public key or the same rows are all left out (duplicates,
+        Sybils), and a reply must carry its own request's nonce (no
+        replays).
+    max_client_size : int, default=10**9
+        Public bound on the rows a node may announce; above it the node is
+        left out before any plan is made.
+    max_clients : int, default=10**5
+        Public bound on the number of nodes (and planned clients); more
+        connected nodes without a pinned plan is an error.
 
     Returns
     -------
@@ -400,7 +431,14 @@ def run_calibration(
     ...     print(calibrator.threshold_)
     """
     _require_flwr()
-    session = _session(grid, timeout, min_rows)
+    session = _session(
+        grid,
+        timeout,
+        min_rows,
+        planned_clients=planned_clients,
+        max_client_size=max_client_size,
+        max_clients=max_clients,
+    )
     nodes = session.hello(calibration=True)
     nodes = session.usable(nodes, "n")
     nodes, expected = session.check_fingerprints(nodes, model_fingerprint)
@@ -424,6 +462,9 @@ def run_chi2_selection(
     timeout: float = 120.0,
     min_rows: int = 1,
     max_attempts: int = 3,
+    planned_clients: PlannedClients = None,
+    max_client_size: int = MAX_CLIENT_SIZE,
+    max_clients: int = MAX_CLIENTS,
 ) -> tuple[FedChi2Selector, DeploymentReport]:
     """Fit a :class:`~skfedcp.feature_selection.FedChi2Selector` over a ``Grid``.
 
@@ -453,6 +494,8 @@ def run_chi2_selection(
         Nodes with fewer rows are left out.
     max_attempts : int, default=3
         How many times a secure sum is repeated when nodes fail.
+    planned_clients, max_client_size, max_clients
+        The planned node set and public bounds, as in :func:`run_calibration`.
 
     Returns
     -------
@@ -473,7 +516,14 @@ def run_chi2_selection(
     """
     _require_flwr()
     selector = FedChi2Selector() if selector is None else selector
-    session = _session(grid, timeout, min_rows)
+    session = _session(
+        grid,
+        timeout,
+        min_rows,
+        planned_clients=planned_clients,
+        max_client_size=max_client_size,
+        max_clients=max_clients,
+    )
     nodes = session.hello(selection=True, classes=classes is None)
     nodes = session.usable(nodes, "selection_n")
     fitted, used = select_chi2_nodes(
@@ -492,7 +542,43 @@ _RUN_CONFIG_KEYS = (
     "min-nodes",
     "min-rows",
     "model-fingerprint",
+    "planned-clients",
+    "max-client-size",
+    "max-clients",
 )
+
+
+def _parse_planned_clients(text):
+    """Run config ``planned-clients``: ``"0,1,2"`` (labels) or ``"101=0,102=1"``
+    (node id = label). Labels that all read as ints are ints; ``""``: no plan."""
+    if not isinstance(text, str):
+        return text
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        return None
+    pinned = all("=" in item for item in items)
+    pairs = [item.partition("=")[::2] if pinned else ("", item) for item in items]
+    labels: list[int | str] = [label.strip() for _, label in pairs]
+    if all(_is_int(label) for label in labels):
+        labels = [int(label) for label in labels]
+    if not pinned:
+        return labels
+    try:
+        return {
+            int(node): label for (node, _), label in zip(pairs, labels, strict=True)
+        }
+    except ValueError:
+        raise ValueError(
+            f"run config planned-clients: node ids must be ints; got {text!r}."
+        ) from None
+
+
+def _is_int(text):
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _settings(defaults, run_config, configured):
@@ -512,6 +598,8 @@ def _settings(defaults, run_config, configured):
         settings["random-state"] = None
     if not settings["output"]:
         settings["output"] = None
+    plan = _parse_planned_clients(run_config.get("planned-clients"))
+    settings["planned-clients"] = defaults["planned-clients"] if plan is None else plan
     return settings
 
 
@@ -604,6 +692,9 @@ def make_server_app(
     min_nodes: int = 1,
     min_rows: int = 1,
     random_state: int | None = None,
+    planned_clients: PlannedClients = None,
+    max_client_size: int = MAX_CLIENT_SIZE,
+    max_clients: int = MAX_CLIENTS,
 ) -> ServerApp:
     """Build the Flower ``ServerApp`` that calibrates (and selects) over the nodes.
 
@@ -648,6 +739,8 @@ def make_server_app(
         The server's randomness for private strategies (each strategy starts
         from it, as separate in-process fits would). The nodes' noise never
         comes from it: each node draws its own (see :func:`simulation_seeds`).
+    planned_clients, max_client_size, max_clients
+        The planned node set and public bounds, as in :func:`run_calibration`.
 
     Returns
     -------
@@ -657,8 +750,11 @@ def make_server_app(
     -----
     The run config (``flwr run --run-config``) overrides ``alpha``,
     ``calibrators`` (comma-separated aliases), ``random-state`` (negative:
-    None), ``output``, ``timeout``, ``min-nodes``, ``min-rows`` and
-    ``model-fingerprint``; ``feature-selection = false`` skips FED-chi2.
+    None), ``output``, ``timeout``, ``min-nodes``, ``min-rows``,
+    ``model-fingerprint``, ``planned-clients`` (``"0,1,2"``: client labels;
+    ``"101=0,102=1"``: node id = label; labels that all read as ints are
+    ints), ``max-client-size`` and ``max-clients``;
+    ``feature-selection = false`` skips FED-chi2.
 
     Examples
     --------
@@ -684,6 +780,7 @@ def make_server_app(
     for name, value in (("load_model", load_model), ("on_result", on_result)):
         if value is not None and not callable(value):
             raise TypeError(f"{name} must be callable; got {type(value).__name__}.")
+    check_planned_clients(planned_clients, max_clients=max_clients)  # fail early
     defaults = {
         "alpha": alpha,
         "calibrators": list(calibrators),
@@ -694,6 +791,9 @@ def make_server_app(
         "min-nodes": min_nodes,
         "min-rows": min_rows,
         "model-fingerprint": None,
+        "planned-clients": planned_clients,
+        "max-client-size": max_client_size,
+        "max-clients": max_clients,
     }
     app = ServerApp()
 
@@ -734,7 +834,14 @@ def _serve(grid, context, settings, *, selector, load_model, conformity_score, c
         model = load_model(context)
         if model is not None:
             fingerprint = model_fingerprint(model, conformity_score)
-    session = _session(grid, timeout, int(settings["min-rows"]))
+    session = _session(
+        grid,
+        timeout,
+        int(settings["min-rows"]),
+        planned_clients=settings["planned-clients"],
+        max_client_size=settings["max-client-size"],
+        max_clients=settings["max-clients"],
+    )
     nodes = session.hello(
         calibration=bool(cals),
         selection=run_selection,

@@ -6,7 +6,8 @@
   node's ``ClientApp`` exactly as a SuperNode would call it, but without
   processes or network.
 * :class:`LoopbackDeployment`: a real SuperLink and SuperNodes as separate
-  processes on 127.0.0.1, and ``flwr run``.
+  processes on 127.0.0.1, and ``flwr run``; insecure, or with TLS and
+  SuperNode authentication.
 
 Flower is imported inside the methods.
 """
@@ -21,6 +22,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 __all__ = ["InMemoryGrid", "LoopbackDeployment"]
 
@@ -93,6 +95,9 @@ class InMemoryGrid:
         """Deliver each message to its node's ``ClientApp``; return message ids."""
         from flwr.app import Error, Message
 
+        # Rebuilding a Message around existing metadata, as Flower's own
+        # transport does, is not among its typed constructors.
+        rebuild: Any = Message
         ids = []
         for message in messages:
             message_id = uuid.uuid4().hex
@@ -101,7 +106,7 @@ class InMemoryGrid:
             node = message.metadata.dst_node_id
             if node in self.unresponsive or node not in self.contexts:
                 continue
-            delivered = Message(
+            delivered = rebuild(
                 content=_roundtrip(message.content), metadata=message.metadata
             )
             try:
@@ -110,7 +115,7 @@ class InMemoryGrid:
                 reason = f"{type(exc)}:<'{exc}'>"
                 reply = Message(Error(code=2, reason=reason), reply_to=delivered)
             else:
-                reply = Message(
+                reply = rebuild(
                     content=_roundtrip(reply.content), metadata=reply.metadata
                 )
             self._replies[message_id] = reply
@@ -165,7 +170,7 @@ def _is_zombie(pid):
 
 
 class LoopbackDeployment:
-    """A Flower SuperLink and SuperNodes as processes on 127.0.0.1 (insecure).
+    """A Flower SuperLink and SuperNodes as processes on 127.0.0.1.
 
     A context manager: entering starts the SuperLink and one SuperNode per
     node config, each in its own process group, with ``FLWR_HOME`` in
@@ -173,6 +178,15 @@ class LoopbackDeployment:
     leaving stops every process started (and the SuperExec and app processes
     Flower starts in new sessions, found through their parent pids) with
     SIGTERM, then SIGKILL. Nothing listens outside 127.0.0.1. Linux only.
+
+    Without ``tls`` everything runs insecure (``--insecure``). With ``tls``
+    the SuperLink serves TLS; with ``auth_keys`` too it runs
+    ``--enable-supernode-auth``: before the SuperNodes start, the public key
+    of each node marked in ``register`` (``<private key>.pub``, OpenSSH
+    format) is registered with ``flwr supernode register``, and
+    :attr:`node_ids` holds the node id the SuperLink assigned to it (the id
+    to pin in ``planned_clients``); an unregistered SuperNode is refused and
+    exits.
 
     Parameters
     ----------
@@ -188,6 +202,21 @@ class LoopbackDeployment:
         Seconds to wait for the SuperLink to listen.
     stop_timeout : float, default=15.0
         Seconds to wait after SIGTERM before SIGKILL.
+    tls : tuple of path-like, default=None
+        ``(ca_certificate, server_certificate, server_key)`` PEM files: the
+        SuperLink serves TLS for ``127.0.0.1``, the SuperNodes and the CLI
+        trust ``ca_certificate``.
+    auth_keys : sequence of path-like, default=None
+        One SuperNode private key (OpenSSH, NIST EC curve) per node config;
+        enables SuperNode authentication (needs ``tls``).
+    register : sequence of bool, default=None
+        Which nodes' public keys are registered (``None``: all).
+
+    Attributes
+    ----------
+    node_ids : list of int or None
+        With ``auth_keys``: the node id registered for each node config
+        (``None`` for a node not registered).
     """
 
     def __init__(
@@ -199,7 +228,18 @@ class LoopbackDeployment:
         env=None,
         startup_timeout=60.0,
         stop_timeout=15.0,
+        tls=None,
+        auth_keys=None,
+        register=None,
     ):
+        if auth_keys is not None and tls is None:
+            raise ValueError("SuperNode authentication (auth_keys) needs tls.")
+        self.tls = None if tls is None else tuple(Path(p) for p in tls)
+        self.auth_keys = None if auth_keys is None else [Path(p) for p in auth_keys]
+        self.register = (
+            [True] * len(node_configs) if register is None else list(register)
+        )
+        self.node_ids: list[int | None] = [None] * len(node_configs)
         self.app = Path(app)
         self.node_configs = [dict(c) for c in node_configs]
         self.workdir = Path(workdir)
@@ -267,16 +307,36 @@ class LoopbackDeployment:
         home = Path(self.env["FLWR_HOME"])
         home.mkdir(parents=True, exist_ok=True)
         self.port, *node_ports = _free_ports(len(self.node_configs) + 1)
+        security = (
+            "insecure = true"
+            if self.tls is None
+            else f"root-certificates = {json.dumps(str(self.tls[0]))}"
+        )
         (home / "config.toml").write_text(
             '[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\n'
-            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n'
+            f'address = "127.0.0.1:{self.port}"\n{security}\n'
         )
+        if self.tls is None:
+            link_security, node_security = ["--insecure"], ["--insecure"]
+        else:
+            ca, cert, key = (str(p) for p in self.tls)
+            link_security = [
+                "--ssl-ca-certfile",
+                ca,
+                "--ssl-certfile",
+                cert,
+                "--ssl-keyfile",
+                key,
+            ]
+            node_security = ["--root-certificates", ca]
+            if self.auth_keys is not None:
+                link_security.append("--enable-supernode-auth")
         try:
             self._start(
                 "superlink",
                 [
                     str(self.bin / "flower-superlink"),
-                    "--insecure",
+                    *link_security,
                     "--host",
                     "127.0.0.1",
                     "--port",
@@ -285,14 +345,22 @@ class LoopbackDeployment:
                 ],
             )
             self._wait_for_port(self.port)
+            if self.auth_keys is not None:
+                self._register_keys()
             for k, (config, port) in enumerate(
                 zip(self.node_configs, node_ports, strict=True)
             ):
+                auth = (
+                    []
+                    if self.auth_keys is None
+                    else ["--auth-supernode-private-key", str(self.auth_keys[k])]
+                )
                 self._start(
                     f"supernode{k}",
                     [
                         str(self.bin / "flower-supernode"),
-                        "--insecure",
+                        *node_security,
+                        *auth,
                         "--superlink",
                         f"127.0.0.1:{self.port}",
                         "--host",
@@ -314,6 +382,35 @@ class LoopbackDeployment:
             raise RuntimeError(f"processes still alive after SIGKILL: {survivors}")
         return False
 
+    def flwr(self, *args, timeout=120.0):
+        """Run the ``flwr`` CLI against this SuperLink; return its result."""
+        return subprocess.run(
+            [str(self.bin / "flwr"), *args],
+            env=self.env,
+            cwd=self.workdir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def _register_keys(self):
+        """``flwr supernode register`` every marked node's public key."""
+        for k, (key, marked) in enumerate(
+            zip(self.auth_keys or [], self.register, strict=True)
+        ):
+            if not marked:
+                continue
+            public = key.with_name(key.name + ".pub")
+            done = self.flwr(
+                "supernode", "register", str(public), "loopback", "--format", "json"
+            )
+            try:
+                self.node_ids[k] = int(json.loads(done.stdout)["node-id"])
+            except (ValueError, KeyError) as exc:
+                raise RuntimeError(
+                    f"registering node {k}'s key failed:\n{done.stdout}{done.stderr}"
+                ) from exc
+
     def _wait_for_port(self, port):
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
@@ -330,20 +427,13 @@ class LoopbackDeployment:
     def run(self, run_config, *, timeout=300.0):
         """Submit the app (``flwr run --stream``); return the result and seconds."""
         start = time.perf_counter()
-        completed = subprocess.run(
-            [
-                str(self.bin / "flwr"),
-                "run",
-                str(self.app),
-                "loopback",
-                "--stream",
-                "--run-config",
-                _toml_config(run_config),
-            ],
-            env=self.env,
-            cwd=self.workdir,
-            capture_output=True,
-            text=True,
+        completed = self.flwr(
+            "run",
+            str(self.app),
+            "loopback",
+            "--stream",
+            "--run-config",
+            _toml_config(run_config),
             timeout=timeout,
         )
         seconds = time.perf_counter() - start

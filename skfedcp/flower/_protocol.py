@@ -45,7 +45,7 @@ from ..scores import (
     BaseClassificationScore,
 )
 from ..utils._random import check_seed_sequence
-from ._fingerprint import model_fingerprint, resolve_node_score
+from ._fingerprint import data_fingerprint, model_fingerprint, resolve_node_score
 from ._secagg import generate_keypair, mask_vector
 
 __all__ = [
@@ -416,6 +416,9 @@ class _NodeSession:
             if request.get("classes", False):
                 reply["classes"] = np.unique(y)
             reply["public_key"] = self._public_key()
+        rows = (*(self._calibration or (None, None))[:2], *(self._selection or ()))
+        salt = str(request.get("salt", ""))
+        reply["data_fingerprint"] = data_fingerprint(*rows, salt=salt)
         return reply
 
     def _strategy(self, request):

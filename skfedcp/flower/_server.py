@@ -4,6 +4,16 @@ The server talks to the nodes through an ``exchange`` callable that sends one
 request per node and returns, per node, the decoded reply or a
 :class:`NodeFailure`, plus the bytes sent and received. :mod:`.flower`
 builds it on a Flower ``Grid``; tests can build it on anything.
+
+The nodes do not trust each other and may be dishonest; the server is honest
+but curious. What a node announces in the hello round (its label, sizes,
+keys, data fingerprint) is checked before it reaches any plan: against the
+planned node set (``planned_clients``), against public bounds
+(``max_client_size``, ``max_clients``), for duplicates (two nodes with one
+label, one public key or the same rows: Sybils), and every reply must carry
+the nonce the server sent with that node's request of that round (a reply
+replayed from another node or round is refused). A node that fails a check
+is left out with a warning naming it; the others go on.
 """
 
 from __future__ import annotations
@@ -11,7 +21,8 @@ from __future__ import annotations
 import secrets
 import time
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Mapping
 from functools import partial
 from numbers import Integral
 from typing import NamedTuple
@@ -42,13 +53,32 @@ from ._protocol import (
 )
 
 __all__ = [
+    "MAX_CLIENTS",
+    "MAX_CLIENT_SIZE",
     "DeploymentReport",
     "NodeFailure",
     "RoundRecord",
     "ServerSession",
     "calibrate_nodes",
+    "check_planned_clients",
     "select_chi2_nodes",
 ]
+
+#: Default public bound on the rows a node may announce (calibration or
+#: selection): an announcement above it is refused before any plan is made.
+MAX_CLIENT_SIZE = 10**9
+
+#: Default public bound on the number of nodes (and planned clients).
+MAX_CLIENTS = 10**5
+
+#: Longest client label (characters) a node may announce.
+_MAX_LABEL_CHARS = 256
+
+#: Most classes a node may announce for FED-chi2 (without public ``classes``).
+_MAX_CLASSES = 10**4
+
+#: Raw X25519 public keys are 32 bytes.
+_KEY_BYTES = 32
 
 
 class NodeFailure(NamedTuple):
@@ -112,6 +142,156 @@ def _warn(message, category=NodeExcludedWarning):
     warnings.warn(message, category, stacklevel=4)
 
 
+def _check_label(label):
+    """``(label, None)`` for an int or str label (NumPy scalars unwrapped), else
+    ``(None, reason)``: a label is a public identifier, never a container."""
+    if isinstance(label, np.generic):
+        label = label.item()
+    if isinstance(label, bool) or not isinstance(label, int | str):
+        return None, (
+            f"its client label is {type(label).__name__} {_short(label)}, not an "
+            "int or a string"
+        )
+    if isinstance(label, str) and len(label) > _MAX_LABEL_CHARS:
+        return None, f"its client label has more than {_MAX_LABEL_CHARS} characters"
+    return label, None
+
+
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_bound(name, value):
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive int; got {value!r}.")
+    return int(value)
+
+
+def check_planned_clients(planned_clients, *, max_clients=MAX_CLIENTS):
+    """Validate the planned node set; return ``(pinned, labels)``.
+
+    ``planned_clients`` is ``None`` (no plan: ``(None, None)``), a sequence of
+    client labels (``pinned`` is ``None``) or a mapping from Flower node id
+    to client label (``pinned`` is that mapping, with int keys). Labels are
+    ints or strings, all of one type, distinct, at most ``max_clients``.
+    """
+    max_clients = _check_bound("max_clients", max_clients)
+    if planned_clients is None:
+        return None, None
+    pinned = None
+    if isinstance(planned_clients, Mapping):
+        pinned = {}
+        for node, label in planned_clients.items():
+            if isinstance(node, bool) or not isinstance(node, Integral):
+                raise TypeError(
+                    "planned_clients: a mapping's keys are Flower node ids (ints); "
+                    f"got {_short(node)}."
+                )
+            pinned[int(node)] = label
+        labels = list(pinned.values())
+    elif isinstance(planned_clients, str | bytes) or not hasattr(
+        planned_clients, "__iter__"
+    ):
+        raise TypeError(
+            "planned_clients must be a sequence of client labels or a mapping "
+            f"{{node id: client label}}; got {type(planned_clients).__name__}."
+        )
+    else:
+        labels = list(planned_clients)
+    checked = []
+    for label in labels:
+        value, problem = _check_label(label)
+        if problem:
+            raise ValueError(f"planned_clients: {problem.replace('its ', 'a ', 1)}.")
+        checked.append(value)
+    if not checked:
+        raise ValueError("planned_clients is empty: plan at least one client.")
+    if len(checked) > max_clients:
+        raise ValueError(
+            f"planned_clients has {len(checked)} clients > max_clients={max_clients}."
+        )
+    repeated = sorted({repr(v) for v, c in Counter(checked).items() if c > 1})
+    if repeated:
+        raise ValueError(f"planned_clients repeats client label(s) {repeated}.")
+    if len({type(v) for v in checked}) > 1:
+        raise ValueError("planned_clients mixes int and string labels; use one type.")
+    if pinned is not None:
+        pinned = dict(zip(pinned, checked, strict=True))
+    return pinned, frozenset(checked)
+
+
+def _size_problem(reply, key, max_size):
+    """Why ``reply[key]`` is not a row count within ``[0, max_size]``, or None."""
+    n = reply.get(key)
+    if isinstance(n, bool) or not isinstance(n, Integral):
+        return f"its field {key!r} is {_short(n)}, not an integer"
+    if n < 0:
+        return f"its field {key!r} is negative ({n})"
+    if n > max_size:
+        return (
+            f"its field {key!r} announces {n} rows > max_client_size={max_size} "
+            "(the public bound; refused before any plan is made)"
+        )
+    return None
+
+
+def _hello_problem(reply, request, max_size):
+    """Why a hello reply cannot be used (a malformed field), or None."""
+    if request["calibration"]:
+        problem = _size_problem(reply, "n", max_size)
+        if problem:
+            return problem
+        if not isinstance(reply.get("fingerprint"), str):
+            return "its field 'fingerprint' is not a string"
+    if request["selection"]:
+        problem = _size_problem(reply, "selection_n", max_size)
+        if problem:
+            return problem
+        width = reply.get("n_features")
+        if isinstance(width, bool) or not isinstance(width, Integral) or width < 1:
+            return f"its field 'n_features' is {_short(width)}, not a positive int"
+        if not isinstance(reply.get("integer_x"), bool | np.bool_):
+            return "its field 'integer_x' is not a boolean"
+        key = reply.get("public_key")
+        if not isinstance(key, bytes) or len(key) != _KEY_BYTES:
+            return f"its field 'public_key' is not {_KEY_BYTES} bytes"
+        if request["classes"]:
+            classes = reply.get("classes")
+            if (
+                not isinstance(classes, np.ndarray)
+                or classes.ndim != 1
+                or classes.dtype.kind not in "iub" + "U"
+                or classes.shape[0] > _MAX_CLASSES
+            ):
+                return (
+                    "its field 'classes' is not a vector of at most "
+                    f"{_MAX_CLASSES} int or string labels"
+                )
+    if not isinstance(reply.get("data_fingerprint", ""), str):
+        return "its field 'data_fingerprint' is not a string"
+    return None
+
+
+def _replay_reason(nonce, tag, rounds, name):
+    """The warning text for a reply whose nonce is not the one sent."""
+    if not isinstance(nonce, str):
+        return (
+            "its reply carries no nonce binding it to this request (a replayed "
+            "reply, or an older skfedcp on the node)"
+        )
+    parts = nonce.split("/")
+    if len(parts) == 4 and parts[0] == tag and parts[1].isdigit():
+        index = int(parts[1])
+        round_name = rounds[index].name if index < len(rounds) else name
+        return (
+            f"its reply is bound to node {parts[2]}'s request of round {index} "
+            f"({round_name!r}), not to its own request of round {len(rounds)} "
+            f"({name!r}): a replayed reply"
+        )
+    return "its reply carries another run's or a forged nonce: a replayed reply"
+
+
 class ServerSession:
     """A conversation with the nodes: one hello, then any number of tasks.
 
@@ -128,13 +308,37 @@ class ServerSession:
         Seconds to wait for the replies of one round.
     min_rows : int
         Nodes with fewer rows are excluded.
+    planned_clients : sequence of labels, mapping of int to label, or None
+        The planned node set (see :func:`check_planned_clients`). A mapping
+        pins each Flower node id to its client label: other connected nodes
+        are left out without being asked. ``None`` checks nothing (a
+        warning says so).
+    max_client_size : int
+        Largest row count a node may announce.
+    max_clients : int
+        Most nodes the server talks to (without a pinned plan: more connected
+        nodes is an error).
     """
 
-    def __init__(self, exchange, node_ids, *, timeout, min_rows=1):
+    def __init__(
+        self,
+        exchange,
+        node_ids,
+        *,
+        timeout,
+        min_rows=1,
+        planned_clients=None,
+        max_client_size=MAX_CLIENT_SIZE,
+        max_clients=MAX_CLIENTS,
+    ):
         if min_rows < 1:
             raise ValueError(f"min_rows must be >= 1; got {min_rows}.")
+        self.max_client_size = _check_bound("max_client_size", max_client_size)
+        self.max_clients = _check_bound("max_clients", max_clients)
+        self.pinned, self.planned = check_planned_clients(
+            planned_clients, max_clients=self.max_clients
+        )
         self.exchange = exchange
-        self.node_ids = [int(n) for n in node_ids]
         self.timeout = float(timeout)
         self.min_rows = int(min_rows)
         self.rounds = []
@@ -142,28 +346,86 @@ class ServerSession:
         self.failed = set()
         self.invalid = set()
         self.info = {}
+        self.announced = {}  # labels of the nodes left out at hello
         self.tag = secrets.token_hex(8)
-        if not self.node_ids:
+        connected = [int(n) for n in node_ids]
+        if not connected:
             raise RuntimeError("no node is connected to the server.")
+        if self.pinned is not None:
+            self.node_ids = [n for n in connected if n in self.pinned]
+            self._leave_out_unpinned([n for n in connected if n not in self.pinned])
+            if not self.node_ids:
+                raise RuntimeError(
+                    "none of the planned nodes (planned_clients) is connected; "
+                    f"connected: {_short(connected)}."
+                )
+            return
+        if self.planned is None:
+            _warn(
+                "the node set is not checked: any node that connects to the "
+                "SuperLink takes part under the client label it announces. Pass "
+                "planned_clients (the client labels, or {node id: label} with "
+                "SuperNode authentication) to leave unplanned nodes out.",
+                UserWarning,
+            )
+        if len(connected) > self.max_clients:
+            raise ValueError(
+                f"{len(connected)} nodes are connected > max_clients="
+                f"{self.max_clients}; refused before any node is asked (pin the "
+                "planned node ids with planned_clients={node id: label} and "
+                "SuperNode authentication)."
+            )
+        self.node_ids = connected
+
+    def _leave_out_unpinned(self, nodes):
+        """Connected nodes outside the pinned plan: left out, never asked."""
+        if not nodes:
+            return
+        for node in nodes:
+            self.exclude(
+                node, "it is not in the planned node set", invalid=True, warn=False
+            )
+        _warn(
+            f"{len(nodes)} connected node(s) not in the planned node set "
+            f"(planned_clients) are left out without being asked: node(s) "
+            f"{_short(sorted(nodes))}.",
+            InvalidMessageWarning,
+        )
 
     # -- plumbing --------------------------------------------------------------
 
     def query(self, name, requests):
-        """Send one request per node; return ``(replies, failures)``."""
+        """Send one request per node; return ``(replies, failures, replays)``.
+
+        Each request carries a fresh nonce naming the run, the round and the
+        node; a reply must echo its own request's nonce. ``replays`` maps the
+        nodes whose reply does not (a reply bound to another node or another
+        round, or none) to the reason; the caller treats them as invalid.
+        """
+        index = len(self.rounds)
+        nonces = {
+            node: f"{self.tag}/{index}/{node}/{secrets.token_hex(8)}"
+            for node in requests
+        }
         requests = {
-            node: {"protocol": PROTOCOL_VERSION, **req}
+            node: {"protocol": PROTOCOL_VERSION, **req, "nonce": nonces[node]}
             for node, req in requests.items()
         }
         start = time.perf_counter()
         replies, sizes = self.exchange(requests, self.timeout)
         seconds = time.perf_counter() - start
-        ok, failed = {}, {}
+        ok, failed, replays = {}, {}, {}
         for node in requests:
             reply = replies.get(
                 node, NodeFailure(f"no reply within {self.timeout:g} s")
             )
             if isinstance(reply, NodeFailure):
                 failed[node] = reply.reason
+            elif not isinstance(reply, Mapping):
+                replays[node] = f"its reply is a {type(reply).__name__}, not a record"
+            elif reply.get("nonce") != nonces[node]:
+                nonce = reply.get("nonce")
+                replays[node] = _replay_reason(nonce, self.tag, self.rounds, name)
             else:
                 ok[node] = reply
         self.rounds.append(
@@ -175,7 +437,7 @@ class ServerSession:
                 dict(failed),
             )
         )
-        return ok, failed
+        return ok, failed, replays
 
     def exclude(
         self, node, reason, consequence="", *, failed=True, invalid=False, warn=True
@@ -194,7 +456,7 @@ class ServerSession:
         if invalid:
             self.invalid.add(node)
         if warn:
-            label = self.info.get(node, {}).get("label", "?")
+            label = self.info.get(node, {}).get("label", self.announced.get(node, "?"))
             _warn(
                 f"node {node} (client {label!r}) is left out: {reason}.{consequence}",
                 InvalidMessageWarning if invalid else NodeExcludedWarning,
@@ -222,32 +484,109 @@ class ServerSession:
     # -- hello -----------------------------------------------------------------
 
     def hello(self, *, calibration=False, selection=False, classes=False):
-        """Ask every node for its label, sizes, fingerprint and key."""
+        """Ask every node for its label, sizes, fingerprints and key.
+
+        Then keep the nodes that may take part: every field well formed and
+        within the public bounds, the label planned (and, with a pinned plan,
+        the one planned for that node id), no two nodes with one label, one
+        public key or the same rows. The others are left out of the run with
+        an :class:`~skfedcp.exceptions.InvalidMessageWarning` naming them.
+        Returns the kept nodes in client-label order.
+        """
         request = {
             "kind": "hello",
             "calibration": bool(calibration),
             "selection": bool(selection),
             "classes": bool(classes),
+            "salt": self.tag,  # of the data fingerprints: unlinkable across runs
         }
-        ok, failed = self.query("hello", dict.fromkeys(self.node_ids, request))
+        ok, failed, replays = self.query("hello", dict.fromkeys(self.node_ids, request))
         for node, reason in failed.items():
             self.exclude(node, reason)
-        seen: dict[object, int] = {}
+        for node, reason in replays.items():
+            self.exclude(node, reason, invalid=True)
         for node, reply in ok.items():
-            label = reply.get("label")
-            if label in seen:
-                raise ValueError(
-                    f"nodes {seen[label]} and {node} both report client label "
-                    f"{label!r}; give every node a distinct client-id."
-                )
-            seen[label] = node
-            self.info[node] = reply
+            label, problem = _check_label(reply.get("label"))
+            self.announced[node] = label if problem is None else "?"
+            if problem is None:
+                problem = _hello_problem(reply, request, self.max_client_size)
+            if problem is not None:
+                self.exclude(node, problem, invalid=True)
+            else:
+                self.info[node] = {**reply, "label": label}
+        self._check_plan()
+        self._leave_out_duplicates("label", "announce the same client label {!r}")
+        self._leave_out_duplicates(
+            "data_fingerprint",
+            "hold the same rows (one party running several nodes over the same "
+            "data: Sybil nodes)",
+        )
+        self._leave_out_duplicates("public_key", "announce the same public key")
         if not self.info:
-            raise RuntimeError("no node answered the hello round.")
-        kinds = {type(reply["label"]) for reply in self.info.values()}
-        if len(kinds) > 1:
-            raise ValueError("client labels mix types; use all ints or all strings.")
+            raise RuntimeError(
+                "no node is left after the hello round (see the warnings for why "
+                "each node was left out)."
+            )
         return self.ordered(self.info)
+
+    def _check_plan(self):
+        """Leave out the nodes whose label the plan does not hold."""
+        for node in list(self.info):
+            label = self.info[node]["label"]
+            if self.pinned is not None and self.pinned[node] != label:
+                reason = (
+                    f"it announces client label {label!r}, but the plan pins node "
+                    f"{node} to client {self.pinned[node]!r}"
+                )
+            elif self.planned is not None and label not in self.planned:
+                reason = "its client label is not in the planned node set"
+            else:
+                continue
+            self._drop(node, reason)
+        if self.planned is not None:
+            return
+        kinds = Counter(type(info["label"]) for info in self.info.values())
+        if len(kinds) < 2:
+            return
+        (kind, count), (_, second) = kinds.most_common(2)
+        if count == second:
+            raise ValueError(
+                "client labels mix types in equal numbers (ints and strings) and "
+                "no plan says which is right; pass planned_clients."
+            )
+        reason = (
+            f"its client label is not a{'n int' if kind is int else ' string'} as "
+            "the other nodes' are (pass planned_clients to fix the labels)"
+        )
+        for node, info in list(self.info.items()):
+            if type(info["label"]) is not kind:
+                self._drop(node, reason)
+
+    def _drop(self, node, reason):
+        """Forget what ``node`` announced and leave it out of the run."""
+        del self.info[node]
+        self.exclude(node, reason, invalid=True)
+
+    def _leave_out_duplicates(self, key, what):
+        """Leave out every node that shares the value of ``key`` with another.
+
+        The server cannot tell which of them is genuine, so none is used.
+        """
+        groups: defaultdict[Hashable, list[int]] = defaultdict(list)
+        for node, info in self.info.items():
+            value = info.get(key)
+            if value is not None and value != "":
+                groups[value].append(node)
+        for value, nodes in groups.items():
+            if len(nodes) < 2:
+                continue
+            for node in nodes:
+                others = [n for n in nodes if n != node]
+                self._drop(
+                    node,
+                    f"it and node(s) {others} {what.format(value)}; the server "
+                    "cannot tell which is genuine and uses none of them",
+                )
 
     def usable(self, nodes, size_key):
         """Nodes with at least ``min_rows`` rows (others excluded)."""
@@ -315,13 +654,16 @@ def _decode_message(reply):
     }
 
 
-def _check_replies(ok, failed, fingerprint):
-    for node, reply in ok.items():
+def _check_replies(ok, invalid, fingerprint):
+    """Move the replies whose model fingerprint is not the expected one to
+    ``invalid`` (the node announced the expected one in hello)."""
+    for node, reply in list(ok.items()):
         if fingerprint and reply.get("fingerprint") != fingerprint:
-            failed[node] = (
-                f"its message carries model fingerprint {reply.get('fingerprint')}, "
-                f"not {fingerprint}"
+            invalid[node] = (
+                f"its message carries model fingerprint "
+                f"{_short(reply.get('fingerprint'))}, not {fingerprint}"
             )
+            del ok[node]
 
 
 def _private_failure(alias, failed):
@@ -399,21 +741,15 @@ def calibrate_nodes(
             "n_per_client": sizes,
             "fingerprint": fingerprint or "",
         }
-        ok, failed = session.query(f"calibrate:{alias}", dict.fromkeys(nodes, request))
-        _check_replies(ok, failed, fingerprint)
-        if failed:
-            if calibrator._randomized:
-                raise _private_failure(alias, failed)
-            for node, reason in failed.items():
-                session.exclude(
-                    node,
-                    reason,
-                    f" {alias} is recalibrated with the remaining "
-                    f"{len(nodes) - len(failed)} node(s).",
-                )
-            nodes = [n for n in nodes if n not in failed]
-            continue
-        messages = [_decode_message(ok[n]) for n in nodes]
+        ok, failed, invalid = session.query(
+            f"calibrate:{alias}", dict.fromkeys(nodes, request)
+        )
+        _check_replies(ok, invalid, fingerprint)
+        if failed and calibrator._randomized:
+            raise _private_failure(alias, failed)
+        # A node that failed or replayed has no message: an empty (invalid)
+        # one stands in for it, so that the plan stays the announced one.
+        messages = [_decode_message(ok[n]) if n in ok else {} for n in nodes]
         labels = session.labels(nodes)
         fit = partial(
             calibrator.fit_from_messages,
@@ -424,43 +760,58 @@ def calibrate_nodes(
             random_state=random_state,
         )
         if calibrator._randomized:
-            # No second round: exclude the offenders (the calibrator's own
-            # InvalidMessageWarning says how).
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                fitted = fit(on_invalid="exclude")
-            for w in caught:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-            text = " ".join(
-                str(w.message)
-                for w in caught
-                if issubclass(w.category, InvalidMessageWarning)
-            )
-            excluded = set(fitted.excluded_clients_.tolist())
-            for node, label in zip(nodes, labels.tolist(), strict=True):
-                if label in excluded:
-                    session.exclude(
-                        node,
-                        f"it sent an invalid message ({_reason_of(label, text)})",
-                        invalid=True,
-                        warn=False,
-                    )
-            return fitted, [
-                n for n in nodes if session.info[n]["label"] not in excluded
-            ]
-        invalid = _invalid_nodes(fit, nodes, labels)
-        if not invalid:
-            return fit(on_invalid="raise"), nodes
+            for node, reason in invalid.items():
+                session.exclude(
+                    node,
+                    reason,
+                    " Its message counts as invalid under the round's plan.",
+                    invalid=True,
+                )
+            return _fit_private_round(session, fit, nodes, labels, set(invalid))
+        if not failed and not invalid:
+            invalid = _invalid_nodes(fit, nodes, labels)
+            if not invalid:
+                return fit(on_invalid="raise"), nodes
+        else:  # the other messages of the round are checked all the same
+            found = _invalid_nodes(fit, nodes, labels)
+            invalid.update((n, r) for n, r in found.items() if n in ok)
+        left = len(nodes) - len(failed) - len(invalid)
+        again = f" {alias} is recalibrated with the remaining {left} node(s)"
+        for node, reason in failed.items():
+            session.exclude(node, reason, again + ".")
         for node, reason in invalid.items():
             session.exclude(
-                node,
-                reason,
-                f" {alias} is recalibrated with the remaining "
-                f"{len(nodes) - len(invalid)} node(s) (a new round with their plan).",
-                invalid=True,
+                node, reason, again + " (a new round with their plan).", invalid=True
             )
-        nodes = [n for n in nodes if n not in invalid]
+        nodes = [n for n in nodes if n not in failed and n not in invalid]
     raise RuntimeError(f"{alias}: nodes kept failing after {max_attempts} attempts.")
+
+
+def _fit_private_round(session, fit, nodes, labels, replayed):
+    """Fit a private one-shot round once, excluding the invalid messages.
+
+    No second round (budget): the calibrator's own
+    :class:`~skfedcp.exceptions.InvalidMessageWarning` says how an offender
+    was counted. Returns the fitted calibrator and the nodes it used.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fitted = fit(on_invalid="exclude")
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    text = " ".join(
+        str(w.message) for w in caught if issubclass(w.category, InvalidMessageWarning)
+    )
+    excluded = set(fitted.excluded_clients_.tolist())
+    for node, label in zip(nodes, labels.tolist(), strict=True):
+        if label in excluded and node not in replayed:
+            session.exclude(
+                node,
+                f"it sent an invalid message ({_reason_of(label, text)})",
+                invalid=True,
+                warn=False,
+            )
+    return fitted, [n for n in nodes if session.info[n]["label"] not in excluded]
 
 
 def _invalid_nodes(fit, nodes, labels):
@@ -530,10 +881,14 @@ def _calibrate_interactive(
                     "users": users,
                     "fingerprint": fingerprint or "",
                 }
-        ok, failed = session.query(f"{alias}:round{state['round'] + 1}", requests)
-        _check_replies(ok, failed, fingerprint)
+        ok, failed, invalid = session.query(
+            f"{alias}:round{state['round'] + 1}", requests
+        )
+        _check_replies(ok, invalid, fingerprint)
         if failed:
             raise _private_failure(alias, failed)
+        for node, reason in invalid.items():
+            raise _interactive_invalid(session, alias, node, reason, None)
         messages = [
             _decode_message(ok[node]) if node in requests else None for node in nodes
         ]
@@ -543,15 +898,8 @@ def _calibrate_interactive(
             if not isinstance(exc.client, Integral):
                 raise
             node = nodes[int(exc.client)]
-            session.exclude(node, f"it sent an invalid message ({exc})", invalid=True)
-            raise InvalidMessageError(
-                f"{alias}: node {node} (client {labels[int(exc.client)]!r}) sent an "
-                f"invalid answer ({exc}). An interactive private strategy can "
-                "neither exclude it (the correction assumed every group's full "
-                "size) nor ask again (privacy budget): start a new run without "
-                "that node.",
-                client=labels[int(exc.client)].item(),
-                field=exc.field,
+            raise _interactive_invalid(
+                session, alias, node, f"it sent an invalid message ({exc})", exc.field
             ) from None
         rounds.append(messages)
         state = new_state
@@ -563,6 +911,20 @@ def _calibrate_interactive(
         random_state=public,
     )
     return fitted, nodes
+
+
+def _interactive_invalid(session, alias, node, reason, field):
+    """Leave ``node`` out and return the error that stops an interactive run."""
+    session.exclude(node, reason, invalid=True)
+    label = session.info[node]["label"]
+    return InvalidMessageError(
+        f"{alias}: node {node} (client {label!r}) sent an invalid answer "
+        f"({reason}). An interactive private strategy can neither exclude it (the "
+        "correction assumed every group's full size) nor ask again (privacy "
+        "budget): start a new run without that node.",
+        client=label,
+        field=field,
+    )
 
 
 def _node_size(session, node):
@@ -589,24 +951,33 @@ def _secure_sum(session, name, nodes, extra, length, max_attempts):
             "public_keys": keys,
             **extra(nodes),
         }
-        ok, failed = session.query(name, dict.fromkeys(nodes, request))
+        ok, failed, invalid = session.query(name, dict.fromkeys(nodes, request))
         for node, reply in ok.items():
-            masked = np.asarray(reply.get("masked", []))
-            if masked.dtype != np.uint64 or masked.shape != (length,):
-                failed[node] = f"malformed masked vector {masked.dtype}{masked.shape}"
-        if not failed:
+            masked = reply.get("masked")
+            if (
+                not isinstance(masked, np.ndarray)
+                or masked.dtype != np.uint64
+                or masked.shape != (length,)
+            ):
+                invalid[node] = (
+                    f"its field 'masked' is not a vector of {length} uint64 "
+                    f"(got {_short(getattr(masked, 'dtype', type(masked).__name__))}"
+                    f"{getattr(masked, 'shape', '')})"
+                )
+        if not failed and not invalid:
             total = np.zeros(length, dtype=np.uint64)
             for node in nodes:
-                total += np.asarray(ok[node]["masked"])
+                total += ok[node]["masked"]
             return total, nodes
+        consequence = (
+            " The masks no longer cancel: the secure sum is repeated among the "
+            f"remaining {len(nodes) - len(failed) - len(invalid)} node(s)."
+        )
         for node, reason in failed.items():
-            session.exclude(
-                node,
-                reason,
-                " The masks no longer cancel: the secure sum is repeated among "
-                f"the remaining {len(nodes) - len(failed)} node(s).",
-            )
-        nodes = [n for n in nodes if n not in failed]
+            session.exclude(node, reason, consequence)
+        for node, reason in invalid.items():
+            session.exclude(node, reason, consequence, invalid=True)
+        nodes = [n for n in nodes if n not in failed and n not in invalid]
     raise RuntimeError(f"{name}: nodes kept failing after {max_attempts} attempts.")
 
 

@@ -38,6 +38,12 @@ from skfedcp.utils._random import spawn_random_states
 
 flwr = pytest.importorskip("flwr")
 
+# Most tests here check something else than the node plan and give none; the
+# warning that says so is checked in test_node_plan.py.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:the node set is not checked:UserWarning"
+)
+
 from _reference import assert_same_fit, per_node_fit  # noqa: E402
 from flwr.app import Context, RecordDict  # noqa: E402
 
@@ -51,6 +57,7 @@ from skfedcp.flower._secagg import (  # noqa: E402
 )
 
 M = 5  # nodes
+PLANNED = list(range(M))  # the planned client labels
 N = 240  # calibration rows per node
 RS = 3  # random_state of the private strategies
 BOUNDS = (0.0, 5.0)
@@ -513,11 +520,20 @@ class TestBadInput:
         deployed, _ = flower.run_calibration(grid, "central", alpha=0.1)
         assert deployed.n_clients_ == M
 
-    def test_duplicate_client_labels_are_an_error(self, regression):
+    def test_duplicate_client_labels_leave_every_claimant_out(self, regression):
+        # Two nodes both report client label 0: the server cannot tell which
+        # is genuine, so neither takes part (and nothing else is left here).
         configs = [{"client-id": 0} for _ in range(2)]
         grid = _grid(regression, configs=configs)
-        with pytest.raises(ValueError, match="both report client label 0"):
-            flower.run_calibration(grid, "qq", alpha=0.1)
+        with pytest.warns(InvalidMessageWarning) as caught:
+            with pytest.raises(RuntimeError, match="no node is left after the hello"):
+                flower.run_calibration(grid, "qq", alpha=0.1, planned_clients=[0])
+        texts = [str(w.message) for w in caught]
+        assert any(
+            "node 101 (client 0)" in t and "[102] announce the same client label 0" in t
+            for t in texts
+        ), texts
+        assert any("node 102 (client 0)" in t for t in texts), texts
 
     def test_secure_sum_failure_in_round_two_is_dropout(self, regression):
         grid = _grid(regression, wrap=_failing_task(2, "chi2_sketch"))
@@ -839,7 +855,9 @@ class TestInvalidMessages:
         # Announced 240 rows in hello, then claims 7: the old replay accepted it.
         grid = _grid(regression, wrap=_tampering(BAD, _set("n", 7)))
         with pytest.warns(InvalidMessageWarning, match="announced 240 rows") as rec:
-            deployed, report = flower.run_calibration(grid, "qq", alpha=0.1)
+            deployed, report = flower.run_calibration(
+                grid, "qq", alpha=0.1, planned_clients=PLANNED
+            )
         assert "recalibrated with the remaining 4" in str(rec[0].message)
         keep = regression["ids"] != BAD
         reference = QuantileOfQuantilesCalibrator().fit(

@@ -10,7 +10,12 @@ Node 5 holds another model version and must be left out of the calibration
 (but not of FED-chi2). Node 6 is dishonest: its ClientApp sends NaN as its
 QQ message; the server excludes it with an ``InvalidMessageWarning``, asks
 the honest nodes again with their own plan, and leaves node 6 out of every
-later task of the run.
+later task of the run. The server runs with a planned node set (run config
+``planned-clients``) and four more hostile SuperNodes connect: a Sybil party
+running planned clients 7 and 8 over the same rows, an unplanned node 9, and
+a planned node 10 that answers QQ with node 0's reply (a replay). Each is
+left out with a warning naming it, and the honest results stay bit for bit
+the in-process fits.
 
 Run with ``make test-flower`` (``pytest -m flower``).
 """
@@ -45,6 +50,13 @@ N_NODES = 7  # nodes 0-4 share the model; node 5 holds another version
 WRONG = 5
 HOSTILE = 6  # sends a malformed message
 HONEST = 5  # nodes 0..4 calibrate
+# Hostile SuperNodes beyond the first seven: (client label, data partition).
+SYBILS = ((7, 7), (8, 7))  # one party, two planned labels, the same rows
+UNPLANNED = (9, 8)  # not in the plan
+REPLAYER = (10, 9)  # planned; answers QQ with node 0's reply
+N_PARTITIONS = 10
+N_SUPERNODES = N_NODES + len(SYBILS) + 2
+PLANNED = [*range(N_NODES), *(label for label, _ in SYBILS), REPLAYER[0]]
 ROWS_PER_NODE = 300  # enough for DP-QQ (epsilon=1, 100 bins) to be feasible
 RS = 7  # random_state of the in-process references
 # Each round costs every node a fresh ClientApp process (~3 CPU-s of imports):
@@ -59,6 +71,10 @@ STOP_TIMEOUT = 15.0
 # The dishonest node runs the demo's ClientApp with its QQ reply tampered.
 HOSTILE_APP = """
 import math
+import os
+import pickle
+import time
+from pathlib import Path
 
 from flwr.app import Message
 from flwr.clientapp import ClientApp
@@ -73,9 +89,23 @@ app = ClientApp()
 @app.query("skfedcp")
 def query(message, context):
     reply = honest(message, context)
-    if not context.node_config.get("send-invalid", False):
-        return reply
+    config = context.node_config
     if _from_record_dict(message.content)["kind"] != "calibrate":
+        return reply
+    capture = config.get("capture-to", "")
+    if capture and not Path(capture).exists():  # node 0's first QQ reply leaks
+        Path(capture + ".tmp").write_bytes(
+            pickle.dumps(_from_record_dict(reply.content))
+        )
+        os.replace(capture + ".tmp", capture)
+    replay = config.get("replay-from", "")
+    if replay:  # answer with the leaked reply of node 0
+        deadline = time.monotonic() + 100.0
+        while not Path(replay).exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        payload = pickle.loads(Path(replay).read_bytes())
+        return Message(_to_record_dict(payload), reply_to=message)
+    if not config.get("send-invalid", False):
         return reply
     payload = _from_record_dict(reply.content)
     payload["message.quantile"] = math.nan
@@ -106,7 +136,7 @@ def _prepare_module():
 def deployment(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("flower")
     data = _prepare_module()["prepare"](
-        tmp / "data", n_nodes=N_NODES, rows_per_node=ROWS_PER_NODE, n_train=500
+        tmp / "data", n_nodes=N_PARTITIONS, rows_per_node=ROWS_PER_NODE, n_train=500
     )
     other_model = tmp / "data" / "other_model.joblib"
     joblib.dump(
@@ -132,14 +162,28 @@ def deployment(tmp_path_factory):
         if k == HOSTILE:
             config["send-invalid"] = True
         node_configs.append(config)
+    leaked = tmp / "node0-qq-reply.pkl"
+    node_configs[0]["capture-to"] = str(leaked)
+    for label, part in (*SYBILS, UNPLANNED, REPLAYER):
+        config = {
+            "client-id": label,
+            "data-path": str(data["node_paths"][part]),
+            "model-path": str(data["model_path"]),
+            "projection-seed": str(projection_seed),
+            "allow-raw-scores": True,
+        }
+        if label == REPLAYER[0]:
+            config["replay-from"] = str(leaked)
+        node_configs.append(config)
     output = tmp / "result.pkl"
     run_config = {
         "calibrators": STRATEGIES,
         "random-state": RS,
         "output": str(output),
         "model-path": str(data["model_path"]),
-        "min-nodes": N_NODES,
+        "min-nodes": N_SUPERNODES,
         "timeout": 120.0,
+        "planned-clients": ",".join(str(label) for label in PLANNED),
     }
     deployment = LoopbackDeployment(
         _app_with_a_hostile_node(tmp),
@@ -215,7 +259,9 @@ def test_private_strategies_equal_in_process_fit_with_same_seeds(deployment, ali
 
 def test_chi2_selector_equals_in_process_fit(deployment):
     data = deployment["data"]
-    keep = data["select_client_ids"] != HOSTILE  # it sits out after its NaN
+    # Node 6 sits out after its NaN; the Sybils, the unplanned node and the
+    # replayer (partitions 7-9) take part in nothing.
+    keep = data["select_client_ids"] < HOSTILE
     reference = FedChi2Selector(k=10, random_state=RS).fit(
         data["X_select"][keep],
         data["y_select"][keep],
@@ -245,7 +291,11 @@ def test_malformed_node_is_excluded_with_a_warning(deployment):
     # round with the honest nodes' plan, and no later task asks node 6.
     result = deployment["result"]
     report = result.report
-    invalid = [w for w in report.warnings if w.startswith("InvalidMessageWarning")]
+    invalid = [
+        w
+        for w in report.warnings
+        if w.startswith("InvalidMessageWarning") and "(client 6)" in w
+    ]
     assert len(invalid) == 1, report.warnings
     assert "(client 6) is left out: it sent an invalid message" in invalid[0]
     assert "field 'quantile' must be a number, not" in invalid[0]
@@ -272,7 +322,7 @@ def test_report_records_every_round_and_message_size(deployment):
     for r in rounds:
         assert not r.failed
         assert all(b > 0 for b in r.bytes_received.values())
-    assert len(rounds[0].bytes_received) == N_NODES
+    assert len(rounds[0].bytes_received) == N_SUPERNODES
     qq = next(r for r in rounds if r.name == "calibrate:qq")
     sketch = next(r for r in rounds if r.name == "chi2_sketch")
     # QQ sends one float; the sketch 50 x 64 fixed-point words.
@@ -282,6 +332,29 @@ def test_report_records_every_round_and_message_size(deployment):
 
 def test_every_component_is_a_separate_process_on_loopback(deployment):
     running = deployment["deployment"]
-    assert len(running.procs) == N_NODES + 1  # a SuperLink and seven SuperNodes
+    assert len(running.procs) == N_SUPERNODES + 1  # a SuperLink, 11 SuperNodes
     running.check_alive()
-    assert len(set(running.alive())) == N_NODES + 1
+    assert len(set(running.alive())) == N_SUPERNODES + 1
+
+
+def test_sybil_unplanned_and_replaying_nodes_are_left_out(deployment):
+    result = deployment["result"]
+    report = result.report
+    by_label = {}
+    for text in report.warnings:
+        for label in (*(s for s, _ in SYBILS), UNPLANNED[0], REPLAYER[0]):
+            if f"(client {label}) is left out" in text:
+                by_label.setdefault(label, []).append(text)
+    for label, _ in SYBILS:
+        (text,) = by_label[label]
+        assert text.startswith("InvalidMessageWarning") and "Sybil" in text
+    (text,) = by_label[UNPLANNED[0]]
+    assert "not in the planned node set" in text
+    (text,) = by_label[REPLAYER[0]]
+    assert "replayed reply" in text and "('calibrate:qq')" in text
+    assert not any("node set is not checked" in w for w in report.warnings)
+    assert len(report.excluded) == 2 + len(SYBILS) + 2  # + WRONG and HOSTILE
+    outsiders = {label for label, _ in (*SYBILS, UNPLANNED, REPLAYER)}
+    for calibrator in result.calibrators.values():
+        assert not outsiders & set(calibrator.clients_.tolist())
+    assert not outsiders & set(result.selector.clients_.tolist())
