@@ -259,6 +259,16 @@ def _release_logits(scores, level, epsilon, edges, utility="quantile"):
     counts, loss, shifted and scaled logits), on already validated and
     clipped scores, so each row equals what :func:`private_quantile` builds.
     """
+    lower, greater = _release_counts(scores, edges)
+    return _logits_from_counts(lower, greater, scores.shape[1], level, epsilon, utility)
+
+
+def _release_counts(scores, edges):
+    """Strict counts ``L_b``, ``G_b`` of each row of an ``(m, n)`` matrix.
+
+    They do not depend on the level: a search over levels on the same
+    public data sets computes them once (see ``_dp/_tight.py``).
+    """
     m, n = scores.shape
     n_bins = edges.shape[0] - 1
     index = np.clip(np.searchsorted(edges, scores, side="left"), 1, n_bins)
@@ -267,6 +277,11 @@ def _release_logits(scores, level, epsilon, edges, utility="quantile"):
     counts = counts.reshape(m, n_bins + 1)[:, 1:]
     lower = np.cumsum(counts, axis=1) - counts
     greater = n - lower - counts
+    return lower, greater
+
+
+def _logits_from_counts(lower, greater, n, level, epsilon, utility="quantile"):
+    """The logits of :func:`_release_logits` from the counts of each row."""
     loss, sensitivity = _quantile_loss(lower, greater, level, utility, n)
     utility = -loss
     shifted = utility - utility.max(axis=1, keepdims=True)
