@@ -11,8 +11,8 @@ from scipy import special
 
 from ...privacy._quantile import _logits_from_counts, _release_counts
 from ...privacy._tight import _rank_law
-from ._common import _describe
 from .._qq._poisbin import _add_clients
+from ._common import _describe
 from ._laws import _poisbin_at_most, _rank_cdf_on
 
 # --------------------------------------------------------------------------
