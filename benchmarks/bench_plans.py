@@ -12,8 +12,9 @@ Sizes are drawn uniformly from the stated range with a fixed seed per cell.
 
 The grid-search line: ``GridSearchCV`` over 3 values of ``alpha`` x 5 folds
 (``GroupKFold`` on the clients) of ``FedConformalRegressor`` around a frozen
-ridge model, 100 clients of 10-1,000 rows, ``qq`` beside ``central`` in the
-same run (best of ``--repeat`` runs each, every run in a fresh process).
+ridge model, 100 clients of 10-1,000 rows, ``qq`` (``local_rank="auto"`` and
+``"fixed"``) beside ``central`` in the same run (best of ``--repeat`` runs
+each, every run in a fresh process).
 
 Run: ``python benchmarks/bench_plans.py [--quick] [--budget SECONDS]``.
 """
@@ -153,6 +154,7 @@ def run_grid(spec):
     from sklearn.model_selection import GridSearchCV, GroupKFold
 
     from skfedcp import FedConformalRegressor
+    from skfedcp.calibrators import get_calibrator
 
     sizes = _sizes(100, (10, 1000), (), 0)
     rng = np.random.default_rng(1)
@@ -161,8 +163,9 @@ def run_grid(spec):
     y = X @ rng.normal(size=5) + rng.normal(size=n)
     ids = np.repeat(np.arange(sizes.size), sizes)
     model = FrozenEstimator(Ridge().fit(X, y))
+    calibrator = get_calibrator(spec["calibrator"]).set_params(**spec["params"])
     grid = GridSearchCV(
-        FedConformalRegressor(model, calibrator=spec["calibrator"]),
+        FedConformalRegressor(model, calibrator=calibrator),
         {"alpha": [0.05, 0.1, 0.2]},
         cv=GroupKFold(n_splits=5),
     )
@@ -226,19 +229,23 @@ def main(argv=None):
 
     grid = {}
     if not args.quick:
-        for calibrator in ("central", "qq"):
-            runs = [
-                _child("grid", {"calibrator": calibrator}, 20 * args.budget)
-                for _ in range(args.repeat)
-            ]
+        searches = {
+            "central": ("central", {}),
+            "qq (auto)": ("qq", {"local_rank": "auto"}),
+            "qq (fixed)": ("qq", {"local_rank": "fixed"}),
+        }
+        for name, (alias, params) in searches.items():
+            spec = {"calibrator": alias, "params": params}
+            runs = [_child("grid", spec, 20 * args.budget) for _ in range(args.repeat)]
             done = [r["seconds"] for r in runs if r is not None]
-            grid[calibrator] = min(done) if done else float("inf")
-        ratio = grid["qq"] / grid["central"]
+            grid[name] = min(done) if done else float("inf")
         print(
-            f"\nGridSearchCV, 3 alphas x 5 folds, 100 clients of 10-1,000 rows: "
-            f"central {grid['central']:.2f} s, qq {grid['qq']:.2f} s, "
-            f"ratio {ratio:.2f}x (target <= 1.5x)"
+            "\nGridSearchCV, 3 alphas x 5 folds, 100 clients of 10-1,000 rows: "
+            f"central {grid['central']:.2f} s"
         )
+        for name in ("qq (auto)", "qq (fixed)"):
+            ratio = grid[name] / grid["central"]
+            print(f"  {name}: {grid[name]:.2f} s, ratio {ratio:.2f}x (target <= 1.5x)")
     path = _common.save_record("bench_plans", {"cells": rows, "grid_search": grid})
     print(f"record: {path}")
 

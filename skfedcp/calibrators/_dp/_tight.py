@@ -9,8 +9,9 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-from ...privacy._quantile import _release_log_probabilities
+from ...privacy._quantile import _logits_from_counts, _release_counts
 from ...privacy._tight import _rank_law
+from .._qq._poisbin import _add_clients
 from ._common import _describe
 from ._laws import _poisbin_at_most, _rank_cdf_on
 
@@ -95,18 +96,206 @@ def _simulated_coverage(groups, level, k, epsilon, n_bins, utility="quantile"):
     privacy. Clients are independent, so ``P(threshold <= e_b) = P(at least
     k clients release <= e_b)`` follows exactly from one client's marginal
     release law (per size), which is averaged over the simulated data sets.
+    The bin counts of the simulated data sets do not depend on the level:
+    they are drawn and counted once per (sizes, bins) (:func:`_simulation_counts`).
     """
     edges = np.linspace(0.0, 1.0, n_bins + 1)
-    rng = np.random.default_rng(_TIGHT_SEED)
     cdfs = []
-    for n, _ in groups:
-        scores = rng.uniform(size=(_TIGHT_SIMULATIONS, n))
-        log_p = _release_log_probabilities(scores, level, epsilon, edges, utility)
+    for (n, _), (lower, greater) in zip(
+        groups, _simulation_counts(groups, n_bins), strict=True
+    ):
+        logits = _logits_from_counts(lower, greater, n, level, epsilon, utility)
+        log_p = logits - special.logsumexp(logits, axis=1, keepdims=True)
         cdfs.append(np.cumsum(np.exp(log_p).mean(axis=0)))
     counts = [c for _, c in groups]
     above = _poisbin_at_most(np.array(cdfs), counts, k)  # P(T > e_b)
     # E[F(T)] = e_1 + sum_b (e_{b+1} - e_b) P(T > e_b), F(+inf) = 1.
     return float(edges[1] + np.diff(edges[1:]) @ above[:-1])
+
+
+@lru_cache(maxsize=16)
+def _simulation_counts(groups, n_bins):
+    """Bin counts of the public uniform data sets of :func:`_simulated_coverage`.
+
+    One generator from a fixed seed, one ``(simulations, n)`` draw per size in
+    the order of ``groups`` (the draws, hence the plan, are reproducible).
+    """
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    rng = np.random.default_rng(_TIGHT_SEED)
+    out = []
+    for n, _ in groups:
+        scores = rng.uniform(size=(_TIGHT_SIMULATIONS, n))
+        out.append(_release_counts(scores, edges))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------
+# The search's engine: LB(q, k) for every k at once, cached per level
+#
+# The old search called _tight_lower_bound once per (q, k): every call
+# recomputed P(U_(D) <= t) = sum_r P(D = r) I_t(r, n - r + 1) for every rank
+# r of the support of D and every quadrature node, ~100 incomplete beta
+# functions per node and size.  Here the nodes are fixed (they depend on N
+# only), so each row I_t(r, n - r + 1) is computed once per (size, rank) and
+# reused by every level; a level then costs one matrix-vector product per
+# size and one Poisson-binomial DP over the sizes that gives every k at once
+# (the states 0..k-1 of the DP do not depend on the larger states, so the
+# value for k is the one the single-k DP computes, up to the order of the
+# final sum).  Rows are only computed where I_t is not 0 or 1: left of
+# t_lo(r) = I^{-1}(r, n - r + 1; 1e-20) the row is set to 0 (the bound
+# changes by at most m x 1e-20, below the rounding of a value near
+# 1 - alpha and far below _BOUND_MARGIN), right of the level 1 - 1e-20 it
+# is 1 (which float rounds to anyway).
+
+_ROW_CUT = 1e-20
+
+
+class _TightBounds:
+    """``LB(q, k)`` for every ``k``, cached per level ``q`` (see above)."""
+
+    def __init__(self, groups, epsilon, n_bins, utility):
+        self.groups = groups
+        self.counts = [c for _, c in groups]
+        self.m = sum(self.counts)
+        self.N = sum(n * c for n, c in groups)
+        self.law_args = (epsilon, n_bins)
+        self.utility = utility
+        self.exact = self.N <= _GAUSS_EXACT_MAX_N
+        self._nodes = []  # (t, w) of each pass
+        self._rows = []  # per pass: {n: {r: row}}
+        self._values = {}  # q -> list of per-pass arrays over k = 1..m
+        self.evaluations = 0
+
+    def _pass(self, index):
+        while len(self._nodes) <= index:
+            if self.exact:
+                t, w = _gauss_nodes01(-(-(self.N + 1) // 2))
+            else:
+                panels = 64 << len(self._nodes)
+                x, w16 = np.polynomial.legendre.leggauss(16)
+                edges = np.linspace(0.0, 1.0, panels + 1)
+                width = edges[1] - edges[0]
+                t = (edges[:-1, None] + width * (x + 1.0) / 2.0).ravel()
+                w = np.tile(w16 * width / 2.0, panels)
+            self._nodes.append((t, w))
+            self._rows.append({n: {} for n, _ in self.groups})
+        return self._nodes[index]
+
+    def _row_block(self, index, n, ranks):
+        """``I_t(r, n - r + 1)`` on the nodes of pass ``index``, rows ``ranks``."""
+        t, _ = self._pass(index)
+        rows = self._rows[index][n]
+        todo = [r for r in ranks.tolist() if r not in rows]
+        if todo:
+            r = np.asarray(todo, dtype=np.float64)
+            lo = np.searchsorted(t, special.betaincinv(r, n - r + 1.0, _ROW_CUT))
+            hi = np.searchsorted(
+                t, 1.0 - special.betaincinv(n - r + 1.0, r, _ROW_CUT), side="right"
+            )
+            for j, rank in enumerate(todo):
+                row = np.zeros(t.shape[0])
+                row[hi[j] :] = 1.0
+                if hi[j] > lo[j]:
+                    row[lo[j] : hi[j]] = special.betainc(
+                        rank, n - rank + 1, t[lo[j] : hi[j]]
+                    )
+                rows[rank] = row
+        return np.array([rows[r] for r in ranks.tolist()])
+
+    def _compute(self, q, index):
+        t, w = self._pass(index)
+        epsilon, n_bins = self.law_args
+        probs = np.empty((len(self.groups), t.shape[0]))
+        for g, (n, _) in enumerate(self.groups):
+            ranks, pmf = _rank_law(n, q, epsilon, n_bins, utility=self.utility)
+            keep = (pmf != 0.0) & (ranks > 0)
+            base = float(pmf[ranks == 0].sum())
+            p = base + pmf[keep] @ self._row_block(index, n, ranks[keep])
+            probs[g] = np.minimum(p, 1.0)
+        state = np.zeros((self.m, t.shape[0]))
+        state[0] = 1.0
+        for p, count in zip(probs, self.counts, strict=True):
+            state = _add_clients(state, p, count, single_as_block=True)
+        cdf = np.minimum(np.cumsum(state, axis=0), 1.0)
+        self.evaluations += 1
+        return cdf @ w
+
+    def known(self, q, k):
+        """``LB(q, k)`` if already computed (no new work), else None."""
+        passes = self._values.get(q)
+        if passes is None:
+            return None
+        return self._settle(passes, k)
+
+    def _settle(self, passes, k):
+        if not passes:
+            return None
+        if self.exact:
+            return float(passes[0][k - 1])
+        for i in range(1, len(passes)):
+            value, previous = passes[i][k - 1], passes[i - 1][k - 1]
+            if abs(value - previous) < 1e-13:
+                return float(value) - _QUADRATURE_SLACK
+            if (64 << i) >= 8192:
+                return float(min(value, previous)) - 1e-8
+        return None
+
+    def __call__(self, q, k):
+        passes = self._values.setdefault(q, [])
+        while True:
+            value = self._settle(passes, k)
+            if value is not None:
+                return value
+            passes.append(self._compute(q, len(passes)))
+
+
+def _replayed_bisection(bounds, k, q_top, target):
+    """The level the old search's 30-step bisection on [1/2, q_top] returns.
+
+    That bisection keeps ``hi`` with ``LB(hi, k) >= target`` and halves
+    ``[lo, hi]`` 30 times. ``LB`` increases in ``q``, so a midpoint at or
+    above a level known to pass passes, and one at or below a level known to
+    fail fails: the same midpoints are walked and decided, and a level is
+    only evaluated when no known one decides the current midpoint. The
+    known levels come from every earlier evaluation (all k at once) and from
+    Illinois steps (regula falsi with the stalled end's value halved), which
+    close in on the crossing in a few evaluations; a midpoint still inside
+    the bracket once it is narrower than 1e-13 is evaluated itself.
+    """
+    a, fa, b, fb = 0.5, bounds(0.5, k) - target, q_top, bounds(q_top, k) - target
+    for q in list(bounds._values):
+        if a < q < b:
+            value = bounds.known(q, k)
+            if value is None:
+                continue
+            if value >= target:
+                b, fb = q, value - target
+            else:
+                a, fa = q, value - target
+    lo, hi = 0.5, q_top
+    side = 0
+    for _ in range(_TIGHT_LEVEL_STEPS):
+        mid = 0.5 * (lo + hi)
+        while a < mid < b:
+            if b - a <= 1e-13:
+                x = mid
+            else:
+                x = b - fb * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
+                if not a < x < b:
+                    x = 0.5 * (a + b)
+            fx = bounds(x, k) - target
+            if fx >= 0:
+                b, fb = x, fx
+                if side == 1:
+                    fa *= 0.5
+                side = 1
+            else:
+                a, fa = x, fx
+                if side == -1:
+                    fb *= 0.5
+                side = -1
+        lo, hi = (lo, mid) if mid >= b else (mid, hi)
+    return hi
 
 
 @lru_cache(maxsize=256)
@@ -120,28 +309,25 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
     ``q`` with ``LB >= 1 - alpha`` is found by bisection (so every feasible
     ``k`` gives a plan with ``LB`` at ``1 - alpha``), and among these plans
     the one with the smallest expected coverage on public uniform scores is
-    kept (:func:`_simulated_coverage`; ties: the smaller ``k``).
+    kept (:func:`_simulated_coverage`; ties: the smaller ``k``). The
+    bisection is replayed with few evaluations (:func:`_replayed_bisection`,
+    :class:`_TightBounds`).
     """
     m = len(sizes)
     groups = tuple(sorted(Counter(sizes).items()))
     target = 1.0 - alpha + _BOUND_MARGIN
-
-    def bound(q, k):
-        return _tight_lower_bound(groups, q, k, epsilon, n_bins, utility)
+    bounds = _TightBounds(groups, epsilon, n_bins, utility)
 
     candidates = []
     q_hi = 1.0
     for k in range(1, m + 1):
-        if bound(q_hi, k) < target:
+        if bounds(q_hi, k) < target:
             continue
-        lo, hi = 0.5, q_hi
-        if bound(lo, k) >= target:
-            hi = lo
+        if bounds(0.5, k) >= target:
+            hi = 0.5
         else:
-            for _ in range(_TIGHT_LEVEL_STEPS):
-                mid = 0.5 * (lo + hi)
-                lo, hi = (lo, mid) if bound(mid, k) >= target else (mid, hi)
-        candidates.append((hi, k, bound(hi, k)))
+            hi = _replayed_bisection(bounds, k, q_hi, target)
+        candidates.append((hi, k, bounds(hi, k)))
         q_hi = hi  # the smallest level is non-increasing in k
     if not candidates:
         plan = {
