@@ -119,6 +119,7 @@ def _check_limit(name: str, value: Any) -> int:
         )
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be a positive integer; got {value!r}.")
-    if not 1 <= value <= _CEILING:
+    limit = int(value)
+    if not 1 <= limit <= _CEILING:
         raise ValueError(f"{name} must be in [1, 2**62]; got {value!r}.")
-    return int(value)
+    return limit
