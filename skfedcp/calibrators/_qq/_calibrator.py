@@ -37,18 +37,23 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
 
     Parameters
     ----------
-    local_rank : "auto", "fixed", "joint" or int, default="auto"
-        ``"auto"``: with equal client sizes, search all ``(l, k)`` for the
-        smallest exact coverage ``>= 1 - alpha``. With unequal sizes, one
-        common level ``c``, ``l_j = ceil(c (n_j + 1))``, searched with ``k``
-        for the smallest exact coverage ``>= 1 - alpha``: over every ``k``
+    local_rank : "paper", "fixed", "auto", "joint" or int, default="paper"
+        ``"paper"``: the rules of [1]_, with equal client sizes the search
+        of all ``(l, k)`` for the smallest exact coverage ``>= 1 - alpha``
+        (its eq. (6)), with unequal sizes ``"fixed"`` (its Appendix A.1;
+        if that has no valid ``k``, its clipped ranks ``min(l_j, n_j)``,
+        valid whenever any pair is).
+        ``"fixed"``: ``l_j = ceil((1 - alpha)(n_j + 1))`` and the smallest
+        valid ``k`` (Appendix A.1, with any sizes). ``"auto"`` (opt-in):
+        with equal sizes as ``"paper"``; with unequal sizes one common
+        level ``c``, ``l_j = ceil(c (n_j + 1))``, searched with ``k`` for
+        the smallest exact coverage ``>= 1 - alpha`` (over every ``k``
         while ``m x (distinct sizes) <= 400``, over the ``k`` within 4 of
         ``"fixed"``'s while it is ``<= 12,000``, beyond that ``"fixed"``
-        itself; never above
-        ``"fixed"``'s coverage (see :func:`select_qq_ranks` and the user
-        guide, which also shows that heterogeneous clients can get wider
-        intervals). ``"fixed"``: ``l_j = ceil((1 - alpha)(n_j + 1))`` and
-        the smallest valid ``k`` (Appendix A.1 of [1]_, the paper's rule).
+        itself; see :func:`select_qq_ranks`). Its ``k`` is chosen from the
+        sizes alone and often lands on an extreme client (``k = 1`` or
+        ``k = m``), which makes it fragile when the clients differ; it
+        warns when it does (the user guide gives the evidence).
         ``"joint"``: every level jointly with every ``k`` (seconds from
         about 50 clients on). An int: the same ``l`` for every client,
         smallest valid ``k``.
@@ -120,7 +125,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
 
     _parameter_constraints = {
         "local_rank": [
-            StrOptions({"auto", "fixed", "joint"}),
+            StrOptions({"paper", "auto", "fixed", "joint"}),
             Interval(Integral, 1, None, closed="left"),
         ],
         "clip_local_rank": ["boolean"],
@@ -131,7 +136,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     def __init__(
         self,
         *,
-        local_rank: Literal["auto", "fixed", "joint"] | int = "auto",
+        local_rank: Literal["paper", "auto", "fixed", "joint"] | int = "paper",
         clip_local_rank: bool = False,
         conditional: bool | Literal["exact"] = False,
         delta: float = 0.1,
@@ -246,6 +251,28 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
             )
         return {"n": partition.sizes, "quantile": values}
 
+    def _after_fit(self, received, *, alpha, details=None):
+        super()._after_fit(received, alpha=alpha, details=details)
+        plan = received.plan
+        sizes = received.sizes[received.sizes > 0]
+        m = int(sizes.shape[0])
+        if (
+            self.local_rank == "auto"
+            and plan["feasible"]
+            and m > 1
+            and np.any(sizes != sizes[0])
+            and plan["k"] in (1, m)
+        ):
+            warn_user(
+                f"QuantileOfQuantilesCalibrator: local_rank='auto' chose k={plan['k']} "
+                f"of m={m} clients from the sizes alone, so the threshold is the "
+                f"{'smallest' if plan['k'] == 1 else 'largest'} client's value: "
+                "fragile when the clients' score laws differ. The default "
+                "local_rank='paper' (Appendix A.1 for unequal sizes) does not lean "
+                "on one client.",
+                UserWarning,
+            )
+
     def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``(M, M)``: exact for continuous scores, a lower bound otherwise."""
         coverage = self._selection(n_per_client, alpha)[0].coverage
@@ -267,14 +294,23 @@ def _nonempty(n_per_client):
 def _cached_selection(sizes_bytes, alpha, local_rank, clip, conditional, delta):
     """The selection and its local ranks as a read-only intp array (shared)."""
     sizes = np.frombuffer(sizes_bytes, dtype=np.int64)
+    rule = local_rank
+    if rule == "paper":  # eq. (6) with equal sizes, Appendix A.1 otherwise
+        rule = "auto" if np.all(sizes == sizes[0]) else "fixed"
     sel = select_qq_ranks(
         tuple(sizes.tolist()),
         alpha,
-        local_rank=local_rank,
+        local_rank=rule,
         clip_local_rank=clip,
         conditional=conditional,
         delta=delta,
     )
+    if local_rank == "paper" and rule == "fixed" and not sel.feasible and not clip:
+        # A.1 has no valid k (e.g. every l_j > n_j at a tiny alpha): its
+        # clipped ranks min(l_j, n_j) are valid whenever any pair is.
+        sel = select_qq_ranks(
+            tuple(sizes.tolist()), alpha, local_rank="fixed", clip_local_rank=True
+        )
     ranks = np.asarray(sel.local_ranks, dtype=np.intp).reshape(-1)
     ranks.flags.writeable = False
     return sel, ranks
