@@ -26,6 +26,12 @@ from ._ldp._label import (
     ldp_sample_size,
 )
 from ._ldp._score import LDPScoreCalibrator, LDPScoreStarCalibrator
+from ._qq._byzantine import (
+    ByzantineSelection,
+    byzantine_coverage_bounds,
+    max_byzantine,
+    select_byzantine_ranks,
+)
 from ._qq._calibrator import QuantileOfQuantilesCalibrator
 from ._qq._coverage import qq_conditional_tail, qq_coverage, qq_coverage_unequal
 from ._qq._selection import QQSelection, select_qq_ranks
@@ -132,6 +138,7 @@ __all__ = [
     "CLASSIFICATION_ONLY",
     "AveragingCalibrator",
     "BaseCalibrator",
+    "ByzantineSelection",
     "CentralCalibrator",
     "CoverageBounds",
     "LDPCorrection",
@@ -145,12 +152,15 @@ __all__ = [
     "QQSelection",
     "QuantileOfQuantilesCalibrator",
     "ThresholdDistribution",
+    "byzantine_coverage_bounds",
     "get_calibrator",
     "ldp_correction",
     "ldp_sample_size",
+    "max_byzantine",
     "qq_conditional_tail",
     "qq_coverage",
     "qq_coverage_unequal",
+    "select_byzantine_ranks",
     "select_qq_ranks",
     "stack_messages",
 ]

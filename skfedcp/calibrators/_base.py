@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from functools import partial
+from functools import partial, wraps
 from typing import Any, ClassVar, Literal, NamedTuple, overload
 
 import numpy as np
 from joblib import Parallel, delayed
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 
 from .._typing import ClientIds, Messages, SecureRandomStateLike
 from ..exceptions import (
@@ -214,8 +215,23 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         return threshold
 
     def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
-        """Coverage implied by theory (see :class:`CoverageBounds`)."""
+        """Coverage implied by theory (see :class:`CoverageBounds`).
+
+        On a fitted calibrator both arguments may be left out: they default
+        to the fitted ``n_per_client_`` and the ``alpha`` of the fit (every
+        strategy's ``coverage_bounds`` accepts that, see
+        :meth:`__init_subclass__`).
+        """
         return CoverageBounds(np.nan, np.nan)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A strategy's own coverage_bounds(n_per_client, alpha) also answers
+        # coverage_bounds() on a fitted instance, from its fitted sizes and
+        # alpha (issue 24).
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("coverage_bounds")
+        if own is not None and not getattr(own, "_fills_fitted_args", False):
+            cls.coverage_bounds = _fill_fitted_args(own)  # type: ignore[method-assign]
 
     # -- the server's side -------------------------------------------------
 
@@ -344,6 +360,7 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         self.clients_ = received.clients
         self.n_clients_ = int(received.clients.shape[0])
         self.n_per_client_ = received.sizes
+        self._fitted_alpha = alpha  # the default of coverage_bounds()
         self.calibration_info_ = received.plan
         self.excluded_clients_ = received.excluded
         self._after_fit(received, alpha=alpha, details=details)
@@ -650,6 +667,31 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         return None
 
 
+def _fill_fitted_args(method):
+    """``method(self, n_per_client, alpha, ...)`` with both defaulting to the fit."""
+
+    @wraps(method)
+    def coverage_bounds(self, n_per_client=None, alpha=None, *args, **kwargs):
+        if n_per_client is None or alpha is None:
+            if not hasattr(self, "n_per_client_"):
+                raise NotFittedError(
+                    f"{type(self).__name__}.coverage_bounds() needs n_per_client "
+                    "and alpha, or a fitted calibrator."
+                )
+            fitted_alpha = getattr(self, "_fitted_alpha", None)
+            if alpha is None and fitted_alpha is None:
+                raise TypeError(
+                    f"{type(self).__name__} does not record the alpha of its fit: "
+                    "pass coverage_bounds(n_per_client, alpha)."
+                )
+            n_per_client = self.n_per_client_ if n_per_client is None else n_per_client
+            alpha = fitted_alpha if alpha is None else alpha
+        return method(self, n_per_client, alpha, *args, **kwargs)
+
+    coverage_bounds._fills_fitted_args = True  # type: ignore[attr-defined]
+    return coverage_bounds
+
+
 def _simulation_checks_finite(cls):
     """Whether ``fit`` may leave the finiteness check to the simulation."""
     if cls._check_fit_scores is not BaseCalibrator._check_fit_scores:
@@ -679,3 +721,10 @@ def _describe_sizes(sizes):
     if sizes.size <= 6:
         return sizes.tolist()
     return f"{sizes.size} clients, {sizes.min()}..{sizes.max()} rows"
+
+
+# The base's own (nan, nan) answers coverage_bounds() too, for the
+# strategies that inherit it.
+BaseCalibrator.coverage_bounds = _fill_fitted_args(  # type: ignore[method-assign]
+    BaseCalibrator.coverage_bounds
+)

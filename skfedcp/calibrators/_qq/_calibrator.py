@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.utils.validation import check_is_fitted
 
 from ..._typing import SecureRandomStateLike
 from ...exceptions import SmallCalibrationSetWarning
@@ -16,6 +17,7 @@ from ...utils._validation import check_scores
 from ...utils._warnings import warn_user
 from .._base import BaseCalibrator, CoverageBounds
 from .._messages import Problem, check_client_sizes
+from ._byzantine import ByzantineSelection, max_byzantine, select_byzantine_ranks
 from ._order_statistics import local_order_statistics
 from ._selection import select_qq_ranks
 
@@ -37,18 +39,23 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
 
     Parameters
     ----------
-    local_rank : "auto", "fixed", "joint" or int, default="auto"
-        ``"auto"``: with equal client sizes, search all ``(l, k)`` for the
-        smallest exact coverage ``>= 1 - alpha``. With unequal sizes, one
-        common level ``c``, ``l_j = ceil(c (n_j + 1))``, searched with ``k``
-        for the smallest exact coverage ``>= 1 - alpha``: over every ``k``
+    local_rank : "paper", "fixed", "auto", "joint" or int, default="paper"
+        ``"paper"``: the rules of [1]_, with equal client sizes the search
+        of all ``(l, k)`` for the smallest exact coverage ``>= 1 - alpha``
+        (its eq. (6)), with unequal sizes ``"fixed"`` (its Appendix A.1;
+        if that has no valid ``k``, its clipped ranks ``min(l_j, n_j)``,
+        valid whenever any pair is).
+        ``"fixed"``: ``l_j = ceil((1 - alpha)(n_j + 1))`` and the smallest
+        valid ``k`` (Appendix A.1, with any sizes). ``"auto"`` (opt-in):
+        with equal sizes as ``"paper"``; with unequal sizes one common
+        level ``c``, ``l_j = ceil(c (n_j + 1))``, searched with ``k`` for
+        the smallest exact coverage ``>= 1 - alpha`` (over every ``k``
         while ``m x (distinct sizes) <= 400``, over the ``k`` within 4 of
         ``"fixed"``'s while it is ``<= 12,000``, beyond that ``"fixed"``
-        itself; never above
-        ``"fixed"``'s coverage (see :func:`select_qq_ranks` and the user
-        guide, which also shows that heterogeneous clients can get wider
-        intervals). ``"fixed"``: ``l_j = ceil((1 - alpha)(n_j + 1))`` and
-        the smallest valid ``k`` (Appendix A.1 of [1]_, the paper's rule).
+        itself; see :func:`select_qq_ranks`). Its ``k`` is chosen from the
+        sizes alone and often lands on an extreme client (``k = 1`` or
+        ``k = m``), which makes it fragile when the clients differ; it
+        warns when it does (the user guide gives the evidence).
         ``"joint"``: every level jointly with every ``k`` (seconds from
         about 50 clients on). An int: the same ``l`` for every client,
         smallest valid ``k``.
@@ -63,6 +70,16 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         conservative). Both need equal client sizes.
     delta : float, default=0.1
         Failure probability of the training-conditional guarantee.
+    n_byzantine : int, default=0
+        Number ``c`` of dishonest clients to tolerate: clients that may send
+        any value passing validation, even after seeing the others'. With
+        ``c > 0`` the ranks are chosen so that ``k <= m - c`` (``c`` clients
+        sending ``+inf`` cannot make the threshold infinite) and the coverage
+        of the honest clients at rank ``k - c`` is ``>= 1 - alpha`` for every
+        honest set (:func:`select_byzantine_ranks`; exact with equal sizes, a
+        proved lower bound otherwise). ``0``: the usual plan, bit for bit.
+        Not with ``conditional``, nor with ``"auto"`` / ``"joint"`` and
+        unequal sizes.
 
     Attributes
     ----------
@@ -77,13 +94,20 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     n_per_client_ : ndarray of shape (n_clients,)
         Calibration size of each client.
     calibration_info_ : dict
-        ``local_ranks``, ``k``, exact ``coverage`` ``M(l*, k*)`` and
-        ``feasible``.
+        ``local_ranks``, ``k``, exact ``coverage`` ``M(l*, k*)`` (all
+        clients honest) and ``feasible``; with ``n_byzantine > 0`` also
+        ``coverage_lower`` and ``coverage_upper``.
+    coverage_bounds_ : CoverageBounds
+        ``(lower, upper)`` coverage of the fitted plan: ``(M, M)``, or with
+        ``n_byzantine > 0`` the coverage certified against that many
+        dishonest clients and the most they can push it up to
+        (:meth:`coverage_bounds` at the fitted sizes and ``alpha``).
 
     See Also
     --------
     qq_coverage : the exact coverage ``M(l, k)``.
     select_qq_ranks : the rank selection, cached per ``(sizes, alpha)``.
+    max_byzantine : how many dishonest clients a plan tolerates.
 
     Notes
     -----
@@ -120,26 +144,29 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
 
     _parameter_constraints = {
         "local_rank": [
-            StrOptions({"auto", "fixed", "joint"}),
+            StrOptions({"paper", "auto", "fixed", "joint"}),
             Interval(Integral, 1, None, closed="left"),
         ],
         "clip_local_rank": ["boolean"],
         "conditional": ["boolean", StrOptions({"exact"})],
         "delta": [Interval(Real, 0, 1, closed="neither")],
+        "n_byzantine": [Interval(Integral, 0, None, closed="left")],
     }
 
     def __init__(
         self,
         *,
-        local_rank: Literal["auto", "fixed", "joint"] | int = "auto",
+        local_rank: Literal["paper", "auto", "fixed", "joint"] | int = "paper",
         clip_local_rank: bool = False,
         conditional: bool | Literal["exact"] = False,
         delta: float = 0.1,
+        n_byzantine: int = 0,
     ) -> None:
         self.local_rank = local_rank
         self.clip_local_rank = clip_local_rank
         self.conditional = conditional
         self.delta = delta
+        self.n_byzantine = n_byzantine
 
     def _selection(self, n_per_client, alpha):
         """The cached plan ``(selection, local ranks as a read-only array)``.
@@ -155,6 +182,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
             self.clip_local_rank,
             self.conditional,
             self.delta,
+            int(self.n_byzantine),
         )
 
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
@@ -246,10 +274,63 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
             )
         return {"n": partition.sizes, "quantile": values}
 
-    def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
-        """Return ``(M, M)``: exact for continuous scores, a lower bound otherwise."""
-        coverage = self._selection(n_per_client, alpha)[0].coverage
-        return CoverageBounds(coverage, coverage)
+    def _after_fit(self, received, *, alpha, details=None):
+        super()._after_fit(received, alpha=alpha, details=details)
+        self.coverage_bounds_ = self.coverage_bounds(received.sizes, alpha)
+        plan = received.plan
+        sizes = received.sizes[received.sizes > 0]
+        m = int(sizes.shape[0])
+        if (
+            self.local_rank == "auto"
+            and plan["feasible"]
+            and m > 1
+            and np.any(sizes != sizes[0])
+            and plan["k"] in (1, m)
+        ):
+            warn_user(
+                f"QuantileOfQuantilesCalibrator: local_rank='auto' chose k={plan['k']} "
+                f"of m={m} clients from the sizes alone, so the threshold is the "
+                f"{'smallest' if plan['k'] == 1 else 'largest'} client's value: "
+                "fragile when the clients' score laws differ. The default "
+                "local_rank='paper' (Appendix A.1 for unequal sizes) does not lean "
+                "on one client.",
+                UserWarning,
+            )
+
+    def coverage_bounds(
+        self, n_per_client: ArrayLike | None = None, alpha: float | None = None
+    ) -> CoverageBounds:
+        """Return ``(M, M)``: exact for continuous scores, a lower bound otherwise.
+
+        With ``n_byzantine = c > 0``: ``(lower, upper)``, ``lower`` the
+        coverage certified against ``c`` dishonest clients (any score law),
+        ``upper`` the coverage when they push the threshold as high as they
+        can (continuous scores). ``(1, 1)`` when the plan is infeasible. On
+        a fitted calibrator the arguments default to the fitted sizes and
+        ``alpha`` (``coverage_bounds_``).
+        """
+        assert n_per_client is not None and alpha is not None  # filled if fitted
+        sel = self._selection(n_per_client, alpha)[0]
+        if isinstance(sel, ByzantineSelection):
+            return CoverageBounds(sel.lower, sel.upper)
+        return CoverageBounds(sel.coverage, sel.coverage)
+
+    def max_byzantine(self) -> int:
+        """Largest number of dishonest clients the fitted plan tolerates.
+
+        The largest ``c`` for which the coverage of the fitted ranks stays
+        certified ``>= 1 - alpha`` (:func:`~skfedcp.calibrators.max_byzantine`
+        on the fitted sizes, ``alpha`` and plan), whatever ``n_byzantine``
+        the plan was chosen for; ``n_clients_`` when the threshold is
+        ``+inf`` (nothing can lower it), ``-1`` if the plan is not valid even
+        with honest clients.
+        """
+        check_is_fitted(self, "calibration_info_")
+        plan = self.calibration_info_
+        sizes = _nonempty(self.n_per_client_)
+        if not plan["feasible"]:
+            return int(sizes.shape[0])
+        return max_byzantine(sizes, self._fitted_alpha, plan["local_ranks"], plan["k"])
 
 
 def _nonempty(n_per_client):
@@ -264,29 +345,62 @@ def _nonempty(n_per_client):
 
 
 @lru_cache(maxsize=64)
-def _cached_selection(sizes_bytes, alpha, local_rank, clip, conditional, delta):
+def _cached_selection(
+    sizes_bytes, alpha, local_rank, clip, conditional, delta, n_byzantine=0
+):
     """The selection and its local ranks as a read-only intp array (shared)."""
     sizes = np.frombuffer(sizes_bytes, dtype=np.int64)
+    if n_byzantine:
+        if conditional is not False:
+            raise ValueError(
+                "n_byzantine > 0 certifies the marginal coverage only; it cannot "
+                f"be combined with conditional={conditional!r}."
+            )
+        byz = select_byzantine_ranks(
+            tuple(sizes.tolist()),
+            alpha,
+            n_byzantine,
+            local_rank=local_rank,
+            clip_local_rank=clip,
+        )
+        return byz, _read_only_ranks(byz)
+    rule = local_rank
+    if rule == "paper":  # eq. (6) with equal sizes, Appendix A.1 otherwise
+        rule = "auto" if np.all(sizes == sizes[0]) else "fixed"
     sel = select_qq_ranks(
         tuple(sizes.tolist()),
         alpha,
-        local_rank=local_rank,
+        local_rank=rule,
         clip_local_rank=clip,
         conditional=conditional,
         delta=delta,
     )
+    if local_rank == "paper" and rule == "fixed" and not sel.feasible and not clip:
+        # A.1 has no valid k (e.g. every l_j > n_j at a tiny alpha): its
+        # clipped ranks min(l_j, n_j) are valid whenever any pair is.
+        sel = select_qq_ranks(
+            tuple(sizes.tolist()), alpha, local_rank="fixed", clip_local_rank=True
+        )
+    return sel, _read_only_ranks(sel)
+
+
+def _read_only_ranks(sel):
     ranks = np.asarray(sel.local_ranks, dtype=np.intp).reshape(-1)
     ranks.flags.writeable = False
-    return sel, ranks
+    return ranks
 
 
 def _plan_dict(sel, ranks):
-    return {
+    plan = {
         "feasible": sel.feasible,
         "local_ranks": ranks,
         "k": sel.k,
         "coverage": sel.coverage,
     }
+    if isinstance(sel, ByzantineSelection):
+        plan["coverage_lower"] = sel.lower
+        plan["coverage_upper"] = sel.upper
+    return plan
 
 
 _EXCLUDED_AS_INF = (

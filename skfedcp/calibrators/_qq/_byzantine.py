@@ -1,0 +1,488 @@
+"""QQ ranks certified against dishonest clients (issue 23, section 2)."""
+
+# With c of the m clients dishonest (sending anything that passes
+# validation, possibly chosen after seeing every honest message), the k-th
+# smallest message T satisfies h_(k-c) <= T <= h_(k), where h_(1) <= ... are
+# the honest messages (at most c of the k smallest values are dishonest, and
+# the k smallest honest values are among all values).  So, for the honest set
+# H (fixed before the data are drawn) and a test score exchangeable with the
+# honest clients' scores,
+#
+#     M_H(l, k - c) <= P(S <= T) <= M_H(l, k)    (upper: continuous scores),
+#
+# M_H the exact QQ coverage of the clients in H alone.  The rule below
+# certifies min over every H of size m - c of the lower end.  With
+# p_j(t) = I_t(l_j, n_j - l_j + 1), M_H(l, r) = int_0^1 P(sum_{j in H} B_j(t)
+# <= r - 1) dt, B_j(t) ~ Bernoulli(p_j(t)) independent; at each t the count
+# is stochastically largest for the m - c largest p_j(t) (a coupling swap), so
+#
+#     min_H M_H(l, r) >= int_0^1 min_H P(X_H(t) <= r - 1) dt =: L(r),
+#
+# computed with H(t) = the m - c largest p_j(t) at every node.  Equal sizes
+# and ranks: every H is the same, L is exact (the equal-size rule below uses
+# qq_coverage directly).  The upper end is bounded the same way by the m - c
+# smallest p_j(t).  Pairs of Beta CDFs cross at most once in (0, 1) (their
+# density ratio is log-concave-or-convex: at most two sign changes of the
+# density difference), so H(t) changes only at those crossings, which are the
+# panel boundaries of the quadrature: on each piece the integrand is a
+# polynomial, integrated by composite Gauss-Legendre with the panels doubled
+# until two passes agree.
+
+from __future__ import annotations
+
+import functools
+from typing import Literal, NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import brentq
+from scipy.special import betainc, betaincinv
+
+from ...utils._quantile import conformal_rank
+from ...utils._validation import check_alpha
+from ._coverage import _FEASIBILITY_TOL, _check_int, _check_sizes, qq_coverage
+
+__all__ = [
+    "ByzantineSelection",
+    "byzantine_coverage_bounds",
+    "max_byzantine",
+    "select_byzantine_ranks",
+]
+
+# Below / above the window every active p_j is within this of 0 / 1.
+_EDGE = 1e-18
+# Gauss-Legendre nodes per panel; panels doubled until two passes agree.
+_GL_NODES = 16
+_AGREE = 1e-13
+_MAX_PANELS = 1024
+_TIE = 1e-13
+
+
+class ByzantineSelection(NamedTuple):
+    """Ranks certified against ``n_byzantine`` dishonest clients.
+
+    Attributes
+    ----------
+    local_ranks : tuple of int
+        Rank ``l_j`` each client sends (empty when infeasible).
+    k : int or None
+        Rank the server takes among the ``m`` messages.
+    coverage : float
+        Exact coverage ``M(l, k)`` when every client is honest.
+    feasible : bool
+        Whether a pair with ``k <= m - n_byzantine`` is certified.
+    lower : float
+        Certified coverage lower bound with ``n_byzantine`` dishonest
+        clients (any score law), ``>= 1 - alpha`` when feasible.
+    upper : float
+        Coverage upper bound for continuous scores when the dishonest
+        clients push the threshold up (``1.0`` when infeasible).
+    """
+
+    local_ranks: tuple[int, ...]
+    k: int | None
+    coverage: float
+    feasible: bool
+    lower: float
+    upper: float
+
+
+_INFEASIBLE = ByzantineSelection((), None, 1.0, False, 1.0, 1.0)
+
+
+def _types(sizes, ranks):
+    """Distinct active ``(n, l)`` with counts, and the number of inactive clients."""
+    pairs: dict[tuple[int, int], int] = {}
+    inactive = 0
+    for n, l in zip(sizes, ranks, strict=True):
+        if l > n:
+            inactive += 1
+        else:
+            pairs[(n, l)] = pairs.get((n, l), 0) + 1
+    keys = sorted(pairs)
+    a = np.array([l for _, l in keys], dtype=np.float64)
+    b = np.array([n - l + 1 for n, l in keys], dtype=np.float64)
+    counts = np.array([pairs[key] for key in keys], dtype=np.int64)
+    return a, b, counts, inactive
+
+
+def _crossings(a, b, lo, hi):
+    """Interior points of ``(lo, hi)`` where two types' CDFs cross."""
+    if a.size < 2:
+        return []
+    grid = np.linspace(lo, hi, 257)
+    p = betainc(a[None, :], b[None, :], grid[:, None])
+    sign = np.sign(p[:, :, None] - p[:, None, :])
+    steps, rows, cols = np.nonzero(sign[:-1] * sign[1:] < 0)
+    out = []
+    for s, i, j in zip(steps.tolist(), rows.tolist(), cols.tolist(), strict=True):
+        if i < j:
+
+            def f(t, i=i, j=j):
+                return float(betainc(a[i], b[i], t) - betainc(a[j], b[j], t))
+
+            out.append(brentq(f, grid[s], grid[s + 1], xtol=1e-15))
+    return out
+
+
+def _take(p, counts, inactive, n_keep, largest):
+    """How many clients of each type H holds at each node.
+
+    H is the ``n_keep`` clients with the largest (``largest=True``) or
+    smallest ``p`` (``(nodes, types)``), the inactive clients (``p = 0``)
+    counting as the smallest.
+    """
+    order = np.argsort(-p if largest else p, axis=1, kind="stable")
+    sorted_counts = counts[order]
+    room = n_keep if largest else max(n_keep - inactive, 0)
+    before = np.cumsum(sorted_counts, axis=1) - sorted_counts
+    take_sorted = np.clip(room - before, 0, sorted_counts)
+    take = np.empty_like(take_sorted)
+    np.put_along_axis(take, order, take_sorted, axis=1)
+    return take
+
+
+def _cdf_at(p, counts, inactive, n_keep, largest):
+    """``P(X_H(t) <= r)`` for ``r = 0..n_keep`` at each node (see :func:`_take`)."""
+    take = _take(p, counts, inactive, n_keep, largest)
+    pmf = np.zeros((p.shape[0], n_keep + 1))
+    pmf[:, 0] = 1.0
+    for t in range(p.shape[1]):
+        pt = p[:, t]
+        for r in range(int(take[:, t].max(initial=0))):
+            pe = np.where(take[:, t] > r, pt, 0.0)[:, None]
+            new = pmf * (1.0 - pe)
+            new[:, 1:] += pmf[:, :-1] * pe
+            pmf = new
+    return np.minimum(np.cumsum(pmf, axis=1), 1.0)
+
+
+def _pieces(a, b, counts, inactive, n_keep, largest, lo, hi):
+    """``[lo, hi]`` cut where H changes (the crossings that move the boundary)."""
+    cuts = sorted(c for c in _crossings(a, b, lo, hi) if lo < c < hi)
+    edges = np.array([lo, *cuts, hi])
+    mids = (edges[:-1] + edges[1:]) / 2.0
+    take = _take(
+        betainc(a[None, :], b[None, :], mids[:, None]),
+        counts,
+        inactive,
+        n_keep,
+        largest,
+    )
+    moves = np.flatnonzero(np.any(take[1:] != take[:-1], axis=1)) + 1
+    kept = np.r_[lo, edges[moves], hi]
+    return list(zip(kept[:-1].tolist(), kept[1:].tolist(), strict=True))
+
+
+def _gl(n_nodes):
+    x, w = np.polynomial.legendre.leggauss(n_nodes)
+    return (x + 1.0) / 2.0, w / 2.0
+
+
+def _integral(a, b, counts, inactive, n_keep, largest, pieces):
+    """``int P(X_H(t) <= r) dt`` over ``pieces``, composite GL, doubled to agree."""
+    x, w = _gl(_GL_NODES)
+    lows = np.array([lo for lo, _ in pieces])
+    highs = np.array([hi for _, hi in pieces])
+    total = None
+    n_panels = 4
+    while True:
+        frac = np.linspace(0.0, 1.0, n_panels + 1)
+        starts = (lows[:, None] + (highs - lows)[:, None] * frac[None, :-1]).ravel()
+        h = np.repeat((highs - lows) / n_panels, n_panels)
+        t = (starts[:, None] + h[:, None] * x[None, :]).ravel()
+        weights = (h[:, None] * w[None, :]).ravel()
+        p = betainc(a[None, :], b[None, :], t[:, None])
+        acc = weights @ _cdf_at(p, counts, inactive, n_keep, largest)
+        if total is not None and np.max(np.abs(acc - total)) < _AGREE:
+            return acc
+        if n_panels >= _MAX_PANELS:
+            return acc
+        total = acc
+        n_panels *= 2
+
+
+@functools.lru_cache(maxsize=256)
+def _extreme_coverages(sizes, ranks, n_keep, largest):
+    """``E[r] = int_0^1 ext_H P(X_H(t) <= r) dt``, ``r = 0..n_keep``.
+
+    ``largest=True``: the minimum over every honest set of ``n_keep``
+    clients taken pointwise in ``t`` (a lower bound on ``min_H M_H``);
+    ``False``: the maximum (an upper bound on ``max_H M_H``). The coverage
+    of the honest clients' ``r``-th smallest message is bounded by entry
+    ``r - 1``.
+    """
+    a, b, counts, inactive = _types(sizes, ranks)
+    if a.size == 0:  # every client sends +inf
+        return np.ones(n_keep + 1)
+    lo = float(np.min(betaincinv(a, b, _EDGE)))
+    hi = float(np.max(betaincinv(a, b, 1.0 - _EDGE)))
+    # At t = 0 every count is 0; at t = 1 every active client counts.
+    at0 = np.ones(n_keep + 1)
+    at1 = _cdf_at(np.ones((1, a.size)), counts, inactive, n_keep, largest)[0]
+    pieces = _pieces(a, b, counts, inactive, n_keep, largest, lo, hi)
+    middle = _integral(a, b, counts, inactive, n_keep, largest, pieces)
+    return np.clip(lo * at0 + middle + (1.0 - hi) * at1, 0.0, 1.0)
+
+
+def _bounds(sizes, ranks, k, c):
+    """``(lower, upper)`` for the pair ``(ranks, k)`` with ``c`` dishonest clients."""
+    m = len(sizes)
+    h = m - c
+    if len(set(sizes)) == 1 and len(set(ranks)) == 1:  # every honest set alike
+        n, l = sizes[0], ranks[0]
+
+        def honest(r):
+            return 1.0 if l > n else float(qq_coverage(h, n, l, r))
+
+    else:
+
+        def honest(r):
+            largest = r == k - c
+            return float(_extreme_coverages(sizes, ranks, h, largest)[r - 1])
+
+    lower = 0.0 if c >= k else honest(k - c)
+    upper = 1.0 if k > h else honest(k)
+    return lower, upper
+
+
+def byzantine_coverage_bounds(
+    n_per_client: ArrayLike, local_ranks: ArrayLike, k: int, n_byzantine: int
+) -> tuple[float, float]:
+    """Coverage bounds of the QQ pair ``(l_j, k)`` with dishonest clients.
+
+    ``n_byzantine = c`` of the ``m`` clients may send any value that passes
+    validation (chosen after seeing the honest messages); which clients are
+    dishonest is fixed before the scores are drawn. Then the threshold lies
+    between the ``(k - c)``-th and the ``k``-th smallest honest message.
+
+    Parameters
+    ----------
+    n_per_client : array-like of int
+        Calibration size ``n_j >= 1`` of each client.
+    local_ranks : array-like of int
+        Rank ``l_j >= 1`` each client sends (``l_j > n_j``: ``+inf``).
+    k : int
+        Rank in ``1..m`` the server takes.
+    n_byzantine : int
+        Number ``c >= 0`` of dishonest clients.
+
+    Returns
+    -------
+    lower, upper : float
+        ``lower`` (any score law) is at most the exact coverage of the honest
+        clients at rank ``k - c``, for every honest set (``0`` when
+        ``c >= k``); ``upper`` (continuous scores) at least their coverage at
+        rank ``k`` (``1`` when ``k > m - c``: ``c`` clients sending ``+inf``
+        make the threshold infinite). Exact with equal sizes and ranks; with
+        unequal ones the bounds take the worst honest set at every point of
+        the integral (see the user guide).
+
+    Examples
+    --------
+    >>> lo, up = byzantine_coverage_bounds([10] * 20, [9] * 20, 16, 2)
+    >>> round(lo, 6), round(up, 6)
+    (0.900555, 0.929686)
+    """
+    sizes = _check_sizes(n_per_client)
+    ranks = tuple(int(r) for r in np.asarray(local_ranks, dtype=np.int64).ravel())
+    if len(ranks) != len(sizes) or min(ranks) < 1:
+        raise ValueError(
+            "local_ranks must hold one rank >= 1 per client; got "
+            f"{len(ranks)} ranks for {len(sizes)} clients."
+        )
+    m = len(sizes)
+    k = _check_int(k, "k", 1, m)
+    c = _check_int(n_byzantine, "n_byzantine", 0, m - 1)
+    return _bounds(sizes, ranks, k, c)
+
+
+def max_byzantine(
+    n_per_client: ArrayLike, alpha: float, local_ranks: ArrayLike, k: int
+) -> int:
+    """Largest number of dishonest clients under which ``1 - alpha`` still holds.
+
+    The largest ``c`` whose certified lower bound
+    (:func:`byzantine_coverage_bounds`) is ``>= 1 - alpha`` (up to the
+    ``1e-10`` feasibility tolerance of the rank selection). The bound
+    decreases in ``c``, so every smaller number of dishonest clients is
+    covered too. Against clients sending ``+inf`` the threshold stays finite
+    only while ``c <= m - k``.
+
+    Parameters
+    ----------
+    n_per_client : array-like of int
+        Calibration size of each client.
+    alpha : float
+        Target miscoverage in (0, 1).
+    local_ranks : array-like of int
+        The plan's rank ``l_j`` of each client.
+    k : int
+        The plan's server rank.
+
+    Returns
+    -------
+    c : int
+        ``-1`` when the pair is not valid even with honest clients.
+
+    Examples
+    --------
+    >>> max_byzantine([10] * 20, 0.1, [9] * 20, 16)
+    2
+    """
+    alpha = check_alpha(alpha)
+    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+    sizes = _check_sizes(n_per_client)
+    m = len(sizes)
+    k = _check_int(k, "k", 1, m)
+
+    def ok(c):
+        return byzantine_coverage_bounds(sizes, local_ranks, k, c)[0] >= threshold
+
+    if not ok(0):
+        return -1
+    lo, hi = 0, k  # ok(lo); c = k gives a zero bound
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _select_equal(m, n, alpha, c):
+    """Equal sizes: every common ``l`` with its smallest certified ``k``.
+
+    The honest clients' coverage at rank ``r`` is ``qq_coverage(m - c, n, l,
+    r)``, the same for every honest set. The lower bound increases in ``l``
+    and ``r``, so the smallest certified ``r`` is non-increasing in ``l``
+    (a staircase walk); among the first ``l`` of each step, the pair with
+    the smallest all-honest coverage ``M_m(l, r + c)`` wins (ties: the
+    largest ``l``).
+    """
+    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+    h = m - c
+    r_max = m - 2 * c  # k = r + c <= m - c: +inf senders cannot blow it up
+    if r_max < 1:
+        return None
+
+    def lower(l, r):
+        return qq_coverage(h, n, l, r)
+
+    if lower(n, r_max) < threshold:
+        return None
+    candidates: list[tuple[int, int]] = []
+    r = r_max
+    for l in range(1, n + 1):
+        if lower(l, r) < threshold:
+            continue
+        while r > 1 and lower(l, r - 1) >= threshold:
+            r -= 1
+        if not candidates or candidates[-1][1] != r:
+            candidates.append((l, r))
+    best = None
+    for l, r in candidates:
+        benign = qq_coverage(m, n, l, r + c)
+        if best is None or benign < best[0] - _TIE or abs(benign - best[0]) <= _TIE:
+            best = (benign, l, r)
+    assert best is not None
+    benign, l, r = best
+    k = r + c
+    return ByzantineSelection(
+        (l,) * m, k, benign, True, lower(l, r), qq_coverage(h, n, l, k)
+    )
+
+
+def _select_fixed(sizes, ranks, alpha, c):
+    """Fixed ranks: the smallest ``k <= m - c`` whose certified bound is valid."""
+    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+    m = len(sizes)
+    if m - 2 * c < 1:
+        return None
+    lows = _extreme_coverages(sizes, ranks, m - c, True)
+    for r in range(1, m - 2 * c + 1):
+        if lows[r - 1] >= threshold:
+            k = r + c
+            lower, upper = _bounds(sizes, ranks, k, c)
+            benign = _bounds(sizes, ranks, k, 0)[0]
+            return ByzantineSelection(ranks, k, benign, True, lower, upper)
+    return None
+
+
+@functools.lru_cache(maxsize=128)
+def _select_cached(sizes, alpha, c, local_rank, clip):
+    equal = len(set(sizes)) == 1
+    if local_rank in ("paper", "auto", "joint"):
+        if equal:
+            result = _select_equal(len(sizes), sizes[0], alpha, c)
+            return _INFEASIBLE if result is None else result
+        if local_rank != "paper":
+            raise ValueError(
+                f"n_byzantine > 0 with unequal client sizes needs local_rank="
+                f'"paper", "fixed" or an int; got {local_rank!r}.'
+            )
+        local_rank = "fixed"
+    if local_rank == "fixed":
+        ranks = tuple(conformal_rank(n, alpha) for n in sizes)
+    else:
+        ranks = (int(local_rank),) * len(sizes)
+    if clip:
+        ranks = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
+    result = _select_fixed(sizes, ranks, alpha, c)
+    if result is None and not clip and local_rank == "fixed":
+        clipped = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
+        result = _select_fixed(sizes, clipped, alpha, c)
+    return _INFEASIBLE if result is None else result
+
+
+def select_byzantine_ranks(
+    n_per_client: ArrayLike,
+    alpha: float,
+    n_byzantine: int,
+    *,
+    local_rank: Literal["paper", "auto", "fixed", "joint"] | int = "paper",
+    clip_local_rank: bool = False,
+) -> ByzantineSelection:
+    """QQ ranks whose coverage stays ``>= 1 - alpha`` with dishonest clients.
+
+    Chooses ``(l_j, k)`` with ``n_byzantine < k <= m - n_byzantine`` such
+    that the certified lower bound of :func:`byzantine_coverage_bounds` is
+    ``>= 1 - alpha``. Equal sizes (``"paper"``, ``"auto"``, ``"joint"``):
+    every common ``l`` with its smallest certified ``k``, the pair of least
+    all-honest coverage winning. Otherwise the ranks of the rule (Appendix
+    A.1 for ``"paper"`` / ``"fixed"``, an int for all) and the smallest
+    certified ``k`` (A.1's clipped ranks when A.1 has none, with ``"paper"``
+    and ``"fixed"``).
+
+    Parameters
+    ----------
+    n_per_client : array-like of int
+        Calibration size ``n_j >= 1`` of each client.
+    alpha : float
+        Target miscoverage in (0, 1).
+    n_byzantine : int
+        Number ``c >= 1`` of dishonest clients to tolerate.
+    local_rank : "paper", "auto", "fixed", "joint" or int, default="paper"
+        The rank family (see :class:`QuantileOfQuantilesCalibrator`);
+        ``"auto"`` and ``"joint"`` need equal sizes here.
+    clip_local_rank : bool, default=False
+        Use ``min(l_j, n_j)``.
+
+    Returns
+    -------
+    selection : ByzantineSelection
+        Infeasible (threshold ``+inf``) when no pair is certified.
+
+    Examples
+    --------
+    >>> sel = select_byzantine_ranks([10] * 20, 0.1, 2)
+    >>> sel.local_ranks[0], sel.k, round(sel.lower, 4), round(sel.coverage, 4)
+    (9, 16, 0.9006, 0.9072)
+    """
+    sizes = _check_sizes(n_per_client)
+    alpha = check_alpha(alpha)
+    c = _check_int(n_byzantine, "n_byzantine", 1)
+    if not isinstance(local_rank, str):
+        local_rank = _check_int(local_rank, "local_rank")
+    return _select_cached(sizes, alpha, c, local_rank, bool(clip_local_rank))
