@@ -61,8 +61,10 @@ def fixed_point_encode(x: ArrayLike, frac_bits: ArrayLike) -> NDArray[np.uint64]
     """
     x = _as_float_array(x, "x")
     frac_bits = _check_frac_bits(frac_bits)
-    # Scaling by a power of two is exact; rounding is half to even.
-    scaled = np.asarray(np.multiply(x, np.exp2(frac_bits.astype(np.float64))))
+    # Scaling by a power of two is exact; rounding is half to even. A finite
+    # x whose scaling overflows to inf is handled below (reduced first).
+    with np.errstate(over="ignore"):
+        scaled = np.asarray(np.multiply(x, np.exp2(frac_bits.astype(np.float64))))
     np.rint(scaled, out=scaled)
     top = max(np.max(scaled, initial=0.0), -np.min(scaled, initial=0.0))
     if top < _TWO63:  # common case (NaN fails the test): no wrap-around
