@@ -9,6 +9,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from ..federated import ClientPartition
+from ..utils._docstrings import fill_doc
 from ..utils._validation import check_alpha
 
 __all__ = [
@@ -134,6 +135,7 @@ def mean_width_score(y_intervals: ArrayLike) -> float:
     return float(np.mean(_widths(_check_y_intervals(y_intervals))))
 
 
+@fill_doc
 def interval_score(y_true: ArrayLike, y_intervals: ArrayLike, *, alpha: float) -> float:
     """Mean interval (Winkler) score; lower is better.
 
@@ -144,10 +146,8 @@ def interval_score(y_true: ArrayLike, y_intervals: ArrayLike, *, alpha: float) -
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True targets.
-    y_intervals : array-like of shape (n_samples, 2)
-        Lower and upper bounds.
+    %(y_true_targets)s
+    %(y_intervals)s
     alpha : float
         Miscoverage level the intervals target.
 
@@ -252,6 +252,7 @@ def _per_client(hits: NDArray, client_ids: ArrayLike) -> PerClientCoverage:
     return PerClientCoverage(part.clients, covered / part.sizes, part.sizes)
 
 
+@fill_doc
 def per_client_coverage(
     y_true: ArrayLike, y_intervals: ArrayLike, client_ids: ArrayLike
 ) -> PerClientCoverage:
@@ -259,18 +260,11 @@ def per_client_coverage(
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True targets.
-    y_intervals : array-like of shape (n_samples, 2)
-        Lower and upper bounds.
-    client_ids : array-like of shape (n_samples,)
-        Client of each row.
+    %(y_true_targets)s
+    %(y_intervals)s
+    %(client_of_each_row)s
 
-    Returns
-    -------
-    result : PerClientCoverage
-        Sorted client labels, their coverage and their number of rows; a
-        named tuple that prints as a short table and has ``to_frame()``.
+    %(returns_per_client_coverage)s
 
     Examples
     --------
@@ -282,6 +276,7 @@ def per_client_coverage(
     return _per_client(_covered(y_true, y_intervals), client_ids)
 
 
+@fill_doc
 def max_coverage_gap(
     y_true: ArrayLike,
     y_intervals: ArrayLike,
@@ -293,12 +288,9 @@ def max_coverage_gap(
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True targets.
-    y_intervals : array-like of shape (n_samples, 2)
-        Lower and upper bounds.
-    client_ids : array-like of shape (n_samples,)
-        Client of each row.
+    %(y_true_targets)s
+    %(y_intervals)s
+    %(client_of_each_row)s
     alpha : float, default=None
         Target is ``1 - alpha``; ``None`` uses the overall coverage instead.
 

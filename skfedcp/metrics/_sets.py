@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from ..utils._docstrings import fill_doc
 from ._intervals import PerClientCoverage, _per_client
 
 __all__ = [
@@ -144,6 +145,7 @@ class SizeStratifiedCoverage(NamedTuple):
     n_samples: np.ndarray
 
 
+@fill_doc
 def size_stratified_coverage(
     y_true: ArrayLike, y_sets: ArrayLike, *, classes: ArrayLike | None = None
 ) -> SizeStratifiedCoverage:
@@ -155,10 +157,8 @@ def size_stratified_coverage(
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels (see :func:`set_coverage_score`).
-    y_sets : array-like of bool, shape (n_samples, n_classes)
-        Prediction sets.
+    %(y_true_labels)s
+    %(y_sets)s
     classes : array-like of shape (n_classes,), default=None
         Label of each column.
 
@@ -182,6 +182,7 @@ def size_stratified_coverage(
     return SizeStratifiedCoverage(values, covered / counts, counts)
 
 
+@fill_doc
 def per_client_set_coverage(
     y_true: ArrayLike,
     y_sets: ArrayLike,
@@ -193,20 +194,13 @@ def per_client_set_coverage(
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels (see :func:`set_coverage_score`).
-    y_sets : array-like of bool, shape (n_samples, n_classes)
-        Prediction sets.
-    client_ids : array-like of shape (n_samples,)
-        Client of each row.
+    %(y_true_labels)s
+    %(y_sets)s
+    %(client_of_each_row)s
     classes : array-like of shape (n_classes,), default=None
         Label of each column.
 
-    Returns
-    -------
-    result : PerClientCoverage
-        Sorted client labels, their coverage and their number of rows; a
-        named tuple that prints as a short table and has ``to_frame()``.
+    %(returns_per_client_coverage)s
 
     Examples
     --------
