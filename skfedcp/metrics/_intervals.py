@@ -135,7 +135,6 @@ def mean_width_score(y_intervals: ArrayLike) -> float:
     return float(np.mean(_widths(_check_y_intervals(y_intervals))))
 
 
-@fill_doc
 def interval_score(y_true: ArrayLike, y_intervals: ArrayLike, *, alpha: float) -> float:
     """Mean interval (Winkler) score; lower is better.
 
@@ -146,8 +145,8 @@ def interval_score(y_true: ArrayLike, y_intervals: ArrayLike, *, alpha: float) -
 
     Parameters
     ----------
-    %(y_true_targets)s
-    %(y_intervals)s
+    y_true, y_intervals
+        As in :func:`coverage_score`.
     alpha : float
         Miscoverage level the intervals target.
 
@@ -260,9 +259,12 @@ def per_client_coverage(
 
     Parameters
     ----------
-    %(y_true_targets)s
-    %(y_intervals)s
-    %(client_of_each_row)s
+    y_true : array-like of shape (n_samples,)
+        True targets.
+    y_intervals : array-like of shape (n_samples, 2)
+        Lower and upper bounds.
+    client_ids : array-like of shape (n_samples,)
+        Client of each row.
 
     %(returns_per_client_coverage)s
 
@@ -276,7 +278,6 @@ def per_client_coverage(
     return _per_client(_covered(y_true, y_intervals), client_ids)
 
 
-@fill_doc
 def max_coverage_gap(
     y_true: ArrayLike,
     y_intervals: ArrayLike,
@@ -288,9 +289,8 @@ def max_coverage_gap(
 
     Parameters
     ----------
-    %(y_true_targets)s
-    %(y_intervals)s
-    %(client_of_each_row)s
+    y_true, y_intervals, client_ids
+        As in :func:`per_client_coverage`.
     alpha : float, default=None
         Target is ``1 - alpha``; ``None`` uses the overall coverage instead.
 

@@ -145,7 +145,6 @@ class SizeStratifiedCoverage(NamedTuple):
     n_samples: np.ndarray
 
 
-@fill_doc
 def size_stratified_coverage(
     y_true: ArrayLike, y_sets: ArrayLike, *, classes: ArrayLike | None = None
 ) -> SizeStratifiedCoverage:
@@ -157,10 +156,8 @@ def size_stratified_coverage(
 
     Parameters
     ----------
-    %(y_true_labels)s
-    %(y_sets)s
-    classes : array-like of shape (n_classes,), default=None
-        Label of each column.
+    y_true, y_sets, classes
+        As in :func:`set_coverage_score`.
 
     Returns
     -------
@@ -194,9 +191,12 @@ def per_client_set_coverage(
 
     Parameters
     ----------
-    %(y_true_labels)s
-    %(y_sets)s
-    %(client_of_each_row)s
+    y_true : array-like of shape (n_samples,)
+        True labels (see :func:`set_coverage_score`).
+    y_sets : array-like of bool, shape (n_samples, n_classes)
+        Prediction sets.
+    client_ids : array-like of shape (n_samples,)
+        Client of each row.
     classes : array-like of shape (n_classes,), default=None
         Label of each column.
 

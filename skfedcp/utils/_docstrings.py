@@ -120,26 +120,6 @@ References
 
 # -- metrics ------------------------------------------------------------------
 
-docdict["y_true_targets"] = """\
-y_true : array-like of shape (n_samples,)
-    True targets."""
-
-docdict["y_intervals"] = """\
-y_intervals : array-like of shape (n_samples, 2)
-    Lower and upper bounds."""
-
-docdict["y_true_labels"] = """\
-y_true : array-like of shape (n_samples,)
-    True labels (see :func:`~skfedcp.metrics.set_coverage_score`)."""
-
-docdict["y_sets"] = """\
-y_sets : array-like of bool, shape (n_samples, n_classes)
-    Prediction sets."""
-
-docdict["client_of_each_row"] = """\
-client_ids : array-like of shape (n_samples,)
-    Client of each row."""
-
 docdict["returns_per_client_coverage"] = """\
 Returns
 -------
