@@ -19,7 +19,7 @@ from ...utils._sklearn_compat import StrOptions
 from ...utils._validation import check_alpha, check_scores
 from .._base import CoverageBounds
 from .._messages import Problem
-from .._qq._calibrator import _QuantileOfQuantilesProtocol
+from .._qq._calibrator import _client_of_size, _QuantileOfQuantilesProtocol
 from ._common import (
     _PRIVACY_CONSTRAINTS,
     ThresholdDistribution,
@@ -209,16 +209,6 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         plan["score_bounds"] = bounds
         return plan
 
-    def _level_of(self, n, plan, n_per_client):
-        sizes = np.asarray(n_per_client)
-        matches = np.flatnonzero(sizes == n)
-        if matches.size == 0:
-            raise ValueError(
-                f"this client holds {n} scores but n_per_client lists no client of "
-                "that size; pass the sizes the server announced."
-            )
-        return plan["levels"][matches[0]]
-
     def _mechanism_args(self, plan, level):
         return {
             "level": level,
@@ -246,7 +236,9 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         )
         n = scores.shape[0]
         plan = self.plan(n_per_client, alpha)
-        level = self._level_of(n, plan, n_per_client) if plan["feasible"] else None
+        level = None
+        if plan["feasible"]:
+            level = plan["levels"][_client_of_size(n, n_per_client)]
         if level is None or not np.isfinite(level):
             return {"n": n, "quantile": math.inf}
         scores = _clip_scores(scores, plan["score_bounds"])

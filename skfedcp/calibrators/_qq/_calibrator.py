@@ -226,14 +226,7 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         sel, ranks = self._selection(n_per_client, alpha)
         if not sel.feasible:
             return None
-        sizes = _nonempty(n_per_client)
-        matches = np.flatnonzero(sizes == n)
-        if matches.size == 0:
-            raise ValueError(
-                f"this client holds {n} scores but n_per_client lists no client of "
-                "that size; pass the sizes the server announced."
-            )
-        return int(ranks[matches[0]])
+        return int(ranks[_client_of_size(n, _nonempty(n_per_client))])
 
     def client_step(
         self,
@@ -344,6 +337,21 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         if not plan["feasible"]:
             return int(sizes.shape[0])
         return max_byzantine(sizes, self._fitted_alpha, plan["local_ranks"], plan["k"])
+
+
+def _client_of_size(n, sizes):
+    """Index of the first announced client of ``n`` rows: a client's own plan entry.
+
+    Clients of one size get the same ranks, so a client finds its entry from
+    its size alone.
+    """
+    matches = np.flatnonzero(np.asarray(sizes) == n)
+    if matches.size == 0:
+        raise ValueError(
+            f"this client holds {n} scores but n_per_client lists no client of "
+            "that size; pass the sizes the server announced."
+        )
+    return matches[0]
 
 
 def _nonempty(n_per_client):
