@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._typing import SecureRandomStateLike
+from ..utils._docstrings import fill_doc
 from ..utils._quantile import conformal_rank
 from ..utils._sklearn_compat import StrOptions
 from ._base import BaseCalibrator
@@ -17,6 +18,7 @@ from ._qq._order_statistics import local_order_statistics
 __all__ = ["AveragingCalibrator"]
 
 
+@fill_doc
 class AveragingCalibrator(BaseCalibrator):
     """Average of the clients' local split-conformal quantiles (FedCP-Avg).
 
@@ -42,12 +44,7 @@ class AveragingCalibrator(BaseCalibrator):
         Mean of the local quantiles.
     messages_ : dict of ndarray
         ``client``, ``n`` and ``quantile`` of each client.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration size of each client.
+    %(fitted_clients)s
     calibration_info_ : dict
         ``feasible`` is False when some client would send ``+inf``.
 
@@ -63,10 +60,7 @@ class AveragingCalibrator(BaseCalibrator):
     huge finite value: with ``c`` dishonest clients the threshold is
     unbounded. Use ``"qq"`` when clients may be dishonest.
 
-    References
-    ----------
-    .. [1] P. Humbert, B. Le Bars, A. Bellet, S. Arlot. One-Shot Federated
-       Conformal Prediction. ICML 2023.
+    %(references_humbert)s
 
     Examples
     --------

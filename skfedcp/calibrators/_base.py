@@ -20,6 +20,7 @@ from ..exceptions import (
     SingleClientWarning,
 )
 from ..federated import ClientPartition
+from ..utils._docstrings import fill_doc
 from ..utils._random import spawn_random_states
 from ..utils._sklearn_compat import ParamNamesCacheMixin
 from ..utils._validation import check_alpha, check_scores
@@ -48,6 +49,7 @@ class CoverageBounds(NamedTuple):
     upper: float
 
 
+@fill_doc
 class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
     """Turn per-client conformity scores into a calibrated threshold.
 
@@ -125,10 +127,8 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
 
         Parameters
         ----------
-        n_per_client : array-like of int
-            Calibration size of each client.
-        alpha : float
-            Miscoverage level in (0, 1).
+        %(n_per_client)s
+        %(alpha)s
 
         Returns
         -------
@@ -603,12 +603,9 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
 
         Parameters
         ----------
-        scores : array-like of shape (n_samples,)
-            Conformity scores of all calibration rows.
-        client_ids : array-like of shape (n_samples,) or None, default=None
-            Client label of each row; ``None`` means one client.
-        alpha : float
-            Miscoverage level in (0, 1).
+        %(scores)s
+        %(client_ids)s
+        %(alpha)s
         random_state : int, Generator, RandomState, SeedSequence, "secure" \
                 or None, default=None
             Root of the clients' and the server's randomness (independent

@@ -9,6 +9,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from ..federated import ClientPartition
+from ..utils._docstrings import fill_doc
 from ..utils._validation import check_alpha
 
 __all__ = [
@@ -144,10 +145,8 @@ def interval_score(y_true: ArrayLike, y_intervals: ArrayLike, *, alpha: float) -
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True targets.
-    y_intervals : array-like of shape (n_samples, 2)
-        Lower and upper bounds.
+    y_true, y_intervals
+        As in :func:`coverage_score`.
     alpha : float
         Miscoverage level the intervals target.
 
@@ -252,6 +251,7 @@ def _per_client(hits: NDArray, client_ids: ArrayLike) -> PerClientCoverage:
     return PerClientCoverage(part.clients, covered / part.sizes, part.sizes)
 
 
+@fill_doc
 def per_client_coverage(
     y_true: ArrayLike, y_intervals: ArrayLike, client_ids: ArrayLike
 ) -> PerClientCoverage:
@@ -266,11 +266,7 @@ def per_client_coverage(
     client_ids : array-like of shape (n_samples,)
         Client of each row.
 
-    Returns
-    -------
-    result : PerClientCoverage
-        Sorted client labels, their coverage and their number of rows; a
-        named tuple that prints as a short table and has ``to_frame()``.
+    %(returns_per_client_coverage)s
 
     Examples
     --------
@@ -293,12 +289,8 @@ def max_coverage_gap(
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True targets.
-    y_intervals : array-like of shape (n_samples, 2)
-        Lower and upper bounds.
-    client_ids : array-like of shape (n_samples,)
-        Client of each row.
+    y_true, y_intervals, client_ids
+        As in :func:`per_client_coverage`.
     alpha : float, default=None
         Target is ``1 - alpha``; ``None`` uses the overall coverage instead.
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from ..utils._docstrings import fill_doc
 from ._intervals import PerClientCoverage, _per_client
 
 __all__ = [
@@ -155,12 +156,8 @@ def size_stratified_coverage(
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels (see :func:`set_coverage_score`).
-    y_sets : array-like of bool, shape (n_samples, n_classes)
-        Prediction sets.
-    classes : array-like of shape (n_classes,), default=None
-        Label of each column.
+    y_true, y_sets, classes
+        As in :func:`set_coverage_score`.
 
     Returns
     -------
@@ -182,6 +179,7 @@ def size_stratified_coverage(
     return SizeStratifiedCoverage(values, covered / counts, counts)
 
 
+@fill_doc
 def per_client_set_coverage(
     y_true: ArrayLike,
     y_sets: ArrayLike,
@@ -202,11 +200,7 @@ def per_client_set_coverage(
     classes : array-like of shape (n_classes,), default=None
         Label of each column.
 
-    Returns
-    -------
-    result : PerClientCoverage
-        Sorted client labels, their coverage and their number of rows; a
-        named tuple that prints as a short table and has ``to_frame()``.
+    %(returns_per_client_coverage)s
 
     Examples
     --------

@@ -445,9 +445,7 @@ def private_conformal_level(
     ...                               gamma=0.01), 6)
     0.929433
     """
-    n = _check_int(n, "n", low=0)
-    alpha = _check_alpha_half(alpha)
-    epsilon = _check_epsilon(epsilon)
+    n, alpha, epsilon = _check_conformal_args(n, alpha, epsilon)
     n_bins = _check_int(n_bins, "n_bins", low=2, high=_MAX_BINS)
     if isinstance(gamma, str) and gamma == "auto":
         gamma = private_conformal_gamma(n, alpha, epsilon=epsilon)
@@ -495,9 +493,7 @@ def private_conformal_gamma(n: int, alpha: float, *, epsilon: float) -> float:
     >>> float(f"{private_conformal_gamma(1000, 0.1, epsilon=1):.6e}")
     0.022102
     """
-    n = _check_int(n, "n", low=0)
-    alpha = _check_alpha_half(alpha)
-    epsilon = _check_epsilon(epsilon)
+    n, alpha, epsilon = _check_conformal_args(n, alpha, epsilon)
     return _gamma(n, alpha, epsilon)
 
 
@@ -557,9 +553,7 @@ def private_conformal_n_bins(
     >>> private_conformal_n_bins(1000, 0.1, epsilon=1)
     120
     """
-    n = _check_int(n, "n", low=0)
-    alpha = _check_alpha_half(alpha)
-    epsilon = _check_epsilon(epsilon)
+    n, alpha, epsilon = _check_conformal_args(n, alpha, epsilon)
     if strategy not in ("expected", "paper"):
         raise ValueError(f'strategy must be "expected" or "paper"; got {strategy!r}.')
     grid = _default_grid() if grid is None else _check_grid(grid)
@@ -755,6 +749,11 @@ def _n_bins_paper(n, alpha, epsilon, grid, source):
         if value < best_value:
             best, best_value = m, value
     return best
+
+
+def _check_conformal_args(n, alpha, epsilon):
+    """Check the public ``n >= 0``, ``alpha`` in (0, 0.5] and ``epsilon > 0``."""
+    return _check_int(n, "n", low=0), _check_alpha_half(alpha), _check_epsilon(epsilon)
 
 
 def _check_alpha_half(alpha):

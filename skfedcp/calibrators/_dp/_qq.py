@@ -14,11 +14,12 @@ from ...exceptions import ClippedScoresWarning
 from ...privacy import private_quantile
 from ...privacy._exponential import _check_epsilon
 from ...privacy._quantile import _release_many
+from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import StrOptions
 from ...utils._validation import check_alpha, check_scores
-from .._base import BaseCalibrator, CoverageBounds
+from .._base import CoverageBounds
 from .._messages import Problem
-from .._qq._calibrator import _EXCLUDED_AS_INF, _exclude_as_inf
+from .._qq._calibrator import _client_of_size, _QuantileOfQuantilesProtocol
 from ._common import (
     _PRIVACY_CONSTRAINTS,
     ThresholdDistribution,
@@ -36,7 +37,8 @@ from ._plan import _PLAN_MEMO, _copy_plan, _dpqq_plan
 __all__ = ["PrivateQuantileOfQuantilesCalibrator"]
 
 
-class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
+@fill_doc
+class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
     """Locally private quantile of quantiles (FedCP²-QQ), one round.
 
     Each client releases an ``epsilon``-DP quantile of its own scores (the
@@ -107,12 +109,7 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         when the clients sent nothing data-dependent.
     messages_ : dict of ndarray
         ``client``, ``n`` and ``quantile`` of each client: all the server saw.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration size of each client.
+    %(fitted_clients)s
     calibration_info_ : dict
         The public plan: ``gamma``, ``local_ranks`` (``l_gamma`` per
         client), ``k``, ``correction`` (``l_cor``), ``levels`` (each client's
@@ -148,10 +145,7 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
     exceeds its size sends ``+inf`` without reading its data, which keeps the
     bound. When no ``gamma`` is feasible the threshold is ``+inf``.
 
-    References
-    ----------
-    .. [1] P. Humbert, B. Le Bars, A. Bellet, S. Arlot. One-Shot Federated
-       Conformal Prediction. ICML 2023.
+    %(references_humbert)s
 
     Examples
     --------
@@ -175,8 +169,6 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         "utility": [StrOptions({"quantile", "rank"})],
     }
     _randomized = True
-    _message_fields = {"n": "size", "quantile": "value"}
-    _federated = True
 
     def __init__(
         self,
@@ -198,17 +190,7 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the public plan: ``gamma``, ranks, correction and levels.
 
-        Parameters
-        ----------
-        n_per_client : array-like of int
-            Calibration size of each client.
-        alpha : float
-            Miscoverage level in (0, 1).
-
-        Returns
-        -------
-        plan : dict
-            See ``calibration_info_``.
+        Its keys are those listed under ``calibration_info_``.
         """
         epsilon = _check_epsilon(self.epsilon)
         bounds = _check_bounds(self.score_bounds, type(self).__name__)
@@ -226,16 +208,6 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         plan = _copy_plan(plan)
         plan["score_bounds"] = bounds
         return plan
-
-    def _level_of(self, n, plan, n_per_client):
-        sizes = np.asarray(n_per_client)
-        matches = np.flatnonzero(sizes == n)
-        if matches.size == 0:
-            raise ValueError(
-                f"this client holds {n} scores but n_per_client lists no client of "
-                "that size; pass the sizes the server announced."
-            )
-        return plan["levels"][matches[0]]
 
     def _mechanism_args(self, plan, level):
         return {
@@ -264,7 +236,9 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
         )
         n = scores.shape[0]
         plan = self.plan(n_per_client, alpha)
-        level = self._level_of(n, plan, n_per_client) if plan["feasible"] else None
+        level = None
+        if plan["feasible"]:
+            level = plan["levels"][_client_of_size(n, n_per_client)]
         if level is None or not np.isfinite(level):
             return {"n": n, "quantile": math.inf}
         scores = _clip_scores(scores, plan["score_bounds"])
@@ -305,12 +279,6 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
             problems.append(Problem(int(j), "quantile", reason))
         return problems
 
-    def _exclude(self, stacked, *, clients, sizes, plan, bad, alpha):
-        return _exclude_as_inf(stacked, clients, sizes, plan, bad)
-
-    def _exclusion_note(self):
-        return _EXCLUDED_AS_INF
-
     def _aggregate(self, received, *, alpha, random_state):
         """Return the ``k_gamma``-th smallest released value."""
         plan = received.plan
@@ -338,12 +306,9 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
 
         Parameters
         ----------
-        scores : array-like of shape (n_samples,)
-            Calibration scores.
-        client_ids : array-like of shape (n_samples,), default=None
-            Client label of each row; ``None`` means one client.
-        alpha : float
-            Miscoverage level in (0, 1).
+        %(scores)s
+        %(client_ids)s
+        %(alpha)s
         log : bool, default=False
             Return natural-log probabilities, computed in log space from the
             clients' log-laws: finite where the probabilities underflow to 0
@@ -459,12 +424,9 @@ class PrivateQuantileOfQuantilesCalibrator(BaseCalibrator):
 
         Parameters
         ----------
-        scores : array-like of shape (n_samples,)
-            Conformity scores of all calibration rows.
-        client_ids : array-like of shape (n_samples,) or None, default=None
-            Client label of each row; ``None`` means one client.
-        alpha : float
-            Miscoverage level in (0, 1).
+        %(scores)s
+        %(client_ids)s
+        %(alpha)s
         random_state : int, Generator, RandomState, SeedSequence, "secure" \
                 or None, default=None
             Root of one independent stream per client (spawned from one

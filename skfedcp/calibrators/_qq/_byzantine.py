@@ -30,6 +30,7 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 from typing import Literal, NamedTuple
 
@@ -38,6 +39,7 @@ from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 from scipy.special import betainc, betaincinv
 
+from ...utils._docstrings import fill_doc
 from ...utils._quantile import conformal_rank
 from ...utils._validation import check_alpha
 from ._coverage import _FEASIBILITY_TOL, _check_int, _check_sizes, qq_coverage
@@ -297,6 +299,7 @@ def byzantine_coverage_bounds(
     return _bounds(sizes, ranks, k, c)
 
 
+@fill_doc
 def max_byzantine(
     n_per_client: ArrayLike, alpha: float, local_ranks: ArrayLike, k: int
 ) -> int:
@@ -311,10 +314,8 @@ def max_byzantine(
 
     Parameters
     ----------
-    n_per_client : array-like of int
-        Calibration size of each client.
-    alpha : float
-        Target miscoverage in (0, 1).
+    %(n_per_client)s
+    %(alpha)s
     local_ranks : array-like of int
         The plan's rank ``l_j`` of each client.
     k : int
@@ -341,14 +342,9 @@ def max_byzantine(
 
     if not ok(0):
         return -1
-    lo, hi = 0, k  # ok(lo); c = k gives a zero bound
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    # ok(c) fails from some c on (c = k gives a zero bound): the answer is the
+    # number of c in 1..k-1 before the first failure, found by bisection.
+    return bisect.bisect_left(range(1, k), True, key=lambda c: not ok(c))
 
 
 def _select_equal(m, n, alpha, c):

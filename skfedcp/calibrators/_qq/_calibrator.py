@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._typing import SecureRandomStateLike
 from ...exceptions import SmallCalibrationSetWarning
+from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_scores
 from ...utils._warnings import warn_user
@@ -24,7 +25,35 @@ from ._selection import select_qq_ranks
 __all__ = ["QuantileOfQuantilesCalibrator"]
 
 
-class QuantileOfQuantilesCalibrator(BaseCalibrator):
+class _QuantileOfQuantilesProtocol(BaseCalibrator):
+    """The message and exclusion rule of QQ and DP-QQ (private base).
+
+    Each client sends its size and one quantile of its scores; the ranks it
+    used were computed for every announced client, so a client whose message
+    is invalid is not dropped (that would change the others' plan): with
+    ``on_invalid="exclude"`` it counts as having sent ``+inf``.
+    """
+
+    _federated = True
+    _message_fields = {"n": "size", "quantile": "value"}
+
+    def _exclude(self, stacked, *, clients, sizes, plan, bad, alpha):
+        """Keep the announced plan; an excluded client's value becomes ``+inf``."""
+        stacked = dict(stacked)
+        stacked["quantile"] = np.where(bad, np.inf, stacked["quantile"])
+        stacked["n"] = np.where(bad, sizes, stacked["n"])
+        return stacked, clients, sizes, plan, clients[bad]
+
+    def _exclusion_note(self):
+        return (
+            "Each excluded client counts as having sent +inf under the announced "
+            "plan: the threshold can only rise, and the announced coverage still "
+            "holds for the other clients' data."
+        )
+
+
+@fill_doc
+class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
     """Quantile-of-quantiles calibration (FedCP-QQ), one round, exact coverage.
 
     Each client sends one order statistic of its scores, the ``l``-th
@@ -87,12 +116,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         The calibrated threshold ``Q_k*(Q_l*(S_1), ..., Q_l*(S_m))``.
     messages_ : dict of ndarray
         ``client``, ``n`` and ``quantile`` of each client: all the server saw.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration size of each client.
+    %(fitted_clients)s
     calibration_info_ : dict
         ``local_ranks``, ``k``, exact ``coverage`` ``M(l*, k*)`` (all
         clients honest) and ``feasible``; with ``n_byzantine > 0`` also
@@ -120,10 +144,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     of [1]_). When no pair is valid (``alpha < 1/(N+1)``) the threshold is
     ``+inf``. With one client, this is exactly split conformal prediction.
 
-    References
-    ----------
-    .. [1] P. Humbert, B. Le Bars, A. Bellet, S. Arlot. One-Shot Federated
-       Conformal Prediction. ICML 2023.
+    %(references_humbert)s
 
     Examples
     --------
@@ -138,8 +159,6 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
     0.925626
     """
 
-    _federated = True
-    _message_fields = {"n": "size", "quantile": "value"}
     _simulation_checks_finite = True
 
     _parameter_constraints = {
@@ -207,14 +226,7 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         sel, ranks = self._selection(n_per_client, alpha)
         if not sel.feasible:
             return None
-        sizes = _nonempty(n_per_client)
-        matches = np.flatnonzero(sizes == n)
-        if matches.size == 0:
-            raise ValueError(
-                f"this client holds {n} scores but n_per_client lists no client of "
-                "that size; pass the sizes the server announced."
-            )
-        return int(ranks[matches[0]])
+        return int(ranks[_client_of_size(n, _nonempty(n_per_client))])
 
     def client_step(
         self,
@@ -237,12 +249,6 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
         return _check_rank_values(stacked, sizes, plan, valid)
-
-    def _exclude(self, stacked, *, clients, sizes, plan, bad, alpha):
-        return _exclude_as_inf(stacked, clients, sizes, plan, bad)
-
-    def _exclusion_note(self):
-        return _EXCLUDED_AS_INF
 
     def _aggregate(self, received, *, alpha, random_state):
         """Return the ``k*``-th smallest of the non-empty clients' quantiles."""
@@ -333,6 +339,21 @@ class QuantileOfQuantilesCalibrator(BaseCalibrator):
         return max_byzantine(sizes, self._fitted_alpha, plan["local_ranks"], plan["k"])
 
 
+def _client_of_size(n, sizes):
+    """Index of the first announced client of ``n`` rows: a client's own plan entry.
+
+    Clients of one size get the same ranks, so a client finds its entry from
+    its size alone.
+    """
+    matches = np.flatnonzero(np.asarray(sizes) == n)
+    if matches.size == 0:
+        raise ValueError(
+            f"this client holds {n} scores but n_per_client lists no client of "
+            "that size; pass the sizes the server announced."
+        )
+    return matches[0]
+
+
 def _nonempty(n_per_client):
     """Client sizes without the clients that hold no rows (spec section 2.6)."""
     sizes = check_client_sizes(n_per_client)  # the public plan policy first
@@ -403,13 +424,6 @@ def _plan_dict(sel, ranks):
     return plan
 
 
-_EXCLUDED_AS_INF = (
-    "Each excluded client counts as having sent +inf under the announced plan: "
-    "the threshold can only rise, and the announced coverage still holds for "
-    "the other clients' data."
-)
-
-
 def _check_rank_values(stacked, sizes, plan, valid):
     """QQ-type rule: ``+inf`` exactly where the client's rank exceeds its size.
 
@@ -441,11 +455,3 @@ def _check_rank_values(stacked, sizes, plan, valid):
             )
         problems.append(Problem(int(j), "quantile", reason))
     return problems
-
-
-def _exclude_as_inf(stacked, clients, sizes, plan, bad):
-    """Keep the announced plan; an excluded client's value becomes ``+inf``."""
-    stacked = dict(stacked)
-    stacked["quantile"] = np.where(bad, np.inf, stacked["quantile"])
-    stacked["n"] = np.where(bad, sizes, stacked["n"])
-    return stacked, clients, sizes, plan, clients[bad]
