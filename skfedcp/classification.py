@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.multiclass import check_classification_targets
 
 from ._typing import MatrixLike, RandomStateLike, SecureRandomStateLike
 from .base import BaseFedConformal
+from .base._groups import group_thresholds, row_groups
 from .base._streams import _SCORE
 from .calibrators import BaseCalibrator, get_calibrator
 from .scores import (
@@ -103,6 +105,31 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
     n_jobs : int, default=None
         Run the clients' steps of strategies without a vectorised simulation
         in parallel.
+    group_by : None, "class", str, int or callable, default=None
+        Group-conditional (Mondrian) calibration: one threshold per group,
+        each calibrated across clients on that group's rows only, so that
+        coverage holds within every group, and for every client whose rows
+        differ from the others' only in their mix of groups (see
+        :ref:`heterogeneity`). ``None``: one marginal threshold.
+        ``"class"``: class-conditional sets (the group of a calibration row
+        is its label; label ``c`` enters a set when its score is at most
+        class ``c``'s threshold, so every class covers). A column name that
+        is literally ``"class"`` must be given by its index.
+        A column of ``X`` (its name in a DataFrame, or its integer index) or
+        a callable ``X -> labels`` gives each row's group, at fit and
+        predict time alike (so pipelines, searches and scorers work
+        unchanged). Needs ``calibrator`` in ``"qq"``, ``"central"``,
+        ``"avg"``, ``"dp-qq"``. Each client sends one message per group it
+        holds, which reveals its group counts to the server. A group too
+        small for a finite threshold gets ``+inf`` (warned); rows of a group
+        unseen in calibration get ``fallback_threshold_`` (warned at
+        predict).
+    min_group_size : int, default=None
+        With ``group_by``: groups with fewer calibration rows are calibrated
+        together as one merged group, whose threshold they share (as do
+        unseen groups); their guarantee holds for the merged groups
+        together, not each (see :ref:`heterogeneity`). ``None``: every group
+        on its own.
 
     Attributes
     ----------
@@ -142,6 +169,14 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
     epsilon_spent_per_level_ : ndarray of shape (n_levels,)
         Privacy loss of each level's release (sequence ``alpha`` only); its
         sum is ``epsilon_spent_``.
+    groups_ : ndarray of shape (n_groups,)
+        The groups of ``group_by``, sorted (absent without ``group_by``);
+        ``threshold_`` then has a group axis aligned with it (after the
+        level axis of a sequence ``alpha``).
+    fallback_threshold_ : float or ndarray
+        With ``group_by``: the threshold of groups unseen in calibration,
+        ``+inf`` unless ``min_group_size`` merged some groups (per level for
+        a sequence ``alpha``).
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -229,6 +264,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
     }
     _score_resolver = staticmethod(resolve_classification_score)
     _y_numeric = False
+    _groups_by_class = True
 
     def __init__(
         self,
@@ -242,6 +278,8 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         calibration_size: float = 0.5,
         random_state: SecureRandomStateLike = None,
         n_jobs: int | None = None,
+        group_by: str | int | Callable[[Any], ArrayLike] | None = None,
+        min_group_size: int | None = None,
     ) -> None:
         self.estimator = estimator
         self.alpha = alpha
@@ -252,6 +290,8 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         self.calibration_size = calibration_size
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.group_by = group_by
+        self.min_group_size = min_group_size
 
     def _default_estimator(self):
         return LogisticRegression()
@@ -349,9 +389,25 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
             score serves every level).
         """
         proba = self._checked_output(X)
+        threshold = self.threshold_
+        if self.group_by is not None:
+            threshold = self._group_threshold(X)
         return self.conformity_score_.predict_set(
-            proba, self.threshold_, random_state=random_state
+            proba, threshold, random_state=random_state
         )
+
+    def _group_threshold(self, X):
+        """Thresholds broadcasting against the scores: per label or per row.
+
+        ``(1, n_classes)`` for class groups (each label its class's), ``(n,
+        1)`` for row groups; a sequence ``alpha`` adds the level axis last.
+        """
+        by_class = self.group_by == "class"
+        labels = self.classes_ if by_class else row_groups(self.group_by, X)
+        thresholds = group_thresholds(self, labels)  # (n_levels,) + (n_groups,)
+        if by_class:
+            return thresholds.T[np.newaxis]  # (1, n_classes[, n_levels])
+        return thresholds.T[:, np.newaxis]  # (n, 1[, n_levels])
 
 
 def _check_class_labels(y):

@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "check_alpha_levels",
+    "forward_privacy_params",
     "monotone_thresholds",
     "nested_intervals",
     "spawn_seeds",
@@ -175,7 +176,9 @@ def summarize_level(entry: Any) -> tuple[Any, float, dict[str, Any]]:
         getattr(lower, "epsilon_spent_", np.inf)
         + getattr(upper, "epsilon_spent_", np.inf)
     )
-    return np.array([lower.threshold_, upper.threshold_]), spent, messages
+    # (2,), or (n_groups, 2) for group-conditional calibrators.
+    thresholds = np.stack([lower.threshold_, upper.threshold_], axis=-1)
+    return thresholds, spent, messages
 
 
 def spawn_seeds(seed: Any, n: int) -> list[Any]:
@@ -187,3 +190,28 @@ def spawn_seeds(seed: Any, n: int) -> list[Any]:
     if seed is None or isinstance(seed, str):
         return [seed] * n
     return seed.spawn(n)
+
+
+def forward_privacy_params(
+    calibrator, *, epsilon, score_bounds, natural_bounds, n_levels=1
+):
+    """Set a wrapper's privacy parameters on a (freshly cloned) calibrator.
+
+    With ``n_levels`` releases the budget (the wrapper's ``epsilon``, or the
+    calibrator's own when that is None) is split equally among them.
+    """
+    params = calibrator.get_params(deep=False)
+    updates = {}
+    if "epsilon" in params:
+        total = params["epsilon"] if epsilon is None else epsilon
+        if n_levels > 1 and total is not None:
+            updates["epsilon"] = total / n_levels
+        elif epsilon is not None:
+            updates["epsilon"] = epsilon
+    if "score_bounds" in params:
+        if score_bounds is not None:
+            updates["score_bounds"] = score_bounds
+        elif params["score_bounds"] is None and natural_bounds is not None:
+            updates["score_bounds"] = natural_bounds
+    if updates:
+        calibrator.set_params(**updates)

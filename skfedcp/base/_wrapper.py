@@ -22,6 +22,7 @@ from ..calibrators import (
     CALIBRATORS,
     CLASSIFICATION_ONLY,
     BaseCalibrator,
+    GroupedCalibrator,
     get_calibrator,
 )
 from ..exceptions import PrefitEstimatorWarning, PrivacyLeakWarning, SingleClientWarning
@@ -46,8 +47,16 @@ from ._data import (
     _plain_arrays,
     _split_fit_params,
 )
+from ._groups import (
+    calibration_groups,
+    check_group_by,
+    fallback_thresholds,
+    group_thresholds,
+    row_groups,
+)
 from ._levels import (
     check_alpha_levels,
+    forward_privacy_params,
     monotone_thresholds,
     nested_intervals,
     spawn_seeds,
@@ -194,6 +203,10 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         # Given to a private calibrator (see _fit_calibrator).
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "score_bounds": ["array-like", None],
+        # None, "class" (classifiers), a column name or index, or a callable
+        # (checked by check_group_by at the start of fit).
+        "group_by": [None, str, Integral, callable],
+        "min_group_size": [None, Interval(Integral, 1, None, closed="left")],
     }
 
     #: Calibrator aliases this wrapper accepts (``None``: every alias).
@@ -202,6 +215,8 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     _y_numeric = True
     #: What the training rows train, for the privacy warning.
     _trained = "the estimator"
+    #: Whether ``group_by="class"`` (the candidate label's group) is accepted.
+    _groups_by_class = False
 
     # -- hooks (see the class docstring) ------------------------------------
 
@@ -310,6 +325,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         """The body of :meth:`fit`, run on a copy without fitted attributes."""
         self._alpha_levels()
         self._check_params()
+        check_group_by(self)
         X_use, y, client_ids = self._validate_fit_data(X, y, client_ids)
         fit_params = _check_fit_params(fit_params, y.shape[0])
         calibrator_seed, streams = self._fit_randomness()
@@ -344,12 +360,13 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         self.conformity_score_ = score
         # A prefit model calibrates on every row: X, y and client_ids are used
         # as validated, without indexing (cal_idx is None).
-        X_cal = self._rows(X_use, cal_idx)
+        X_cal, y_cal = self._rows(X_use, cal_idx), self._rows(y, cal_idx)
+        self._cal_groups = calibration_groups(self, X_cal, y_cal)
         self._calibrate(
             score,
             self._predict_checked(self._model_output, X_cal),
             X_cal,
-            self._rows(y, cal_idx),
+            y_cal,
             self._rows(client_ids, cal_idx),
             calibrator_seed,
             streams,
@@ -645,8 +662,10 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         ``requires_score_matrix`` (then ``scores`` is the score matrix of
         every label). ``rng`` is the calibrator's SeedSequence or
         ``"secure"`` (see :func:`fit_streams`); the levels draw from its
-        independent children. Returns the list of fitted calibrators, one
-        per level (one for a scalar ``alpha``).
+        independent children. With ``group_by`` each level's calibrator runs
+        per group (:class:`~skfedcp.calibrators.GroupedCalibrator`). Returns
+        the list of fitted calibrators, one per level (one for a scalar
+        ``alpha``).
         """
         levels = self._alpha_levels()
         if levels is None:
@@ -657,20 +676,27 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         fitted = []
         for alpha, seed in zip(alphas, seeds, strict=True):
             calibrator = self._get_calibrator()
-            _forward_privacy_params(
+            forward_privacy_params(
                 calibrator,
                 epsilon=getattr(self, "epsilon", None),
                 score_bounds=getattr(self, "score_bounds", None),
                 natural_bounds=natural_bounds,
                 n_levels=len(alphas),
             )
+            extra = {} if labels is None else {"labels": labels}
+            groups = getattr(self, "_cal_groups", None)
+            if groups is not None:
+                calibrator = GroupedCalibrator(
+                    calibrator, min_group_size=self.min_group_size
+                )
+                extra = {"group_ids": groups[0], "known_groups": groups[1]}
             calibrator.fit(
                 scores,
                 client_ids,
                 alpha=alpha / alpha_divisor,
                 random_state=calibrator_random_state(seed),
                 n_jobs=getattr(self, "n_jobs", None),
-                **({} if labels is None else {"labels": labels}),
+                **extra,
             )
             fitted.append(calibrator)
         return fitted
@@ -688,13 +714,18 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         axis, and ``epsilon_spent_per_level_``, whose sum is
         ``epsilon_spent_`` (sequential composition). ``epsilon_spent_`` is
         the calibrators' privacy loss of the calibration rows, ``inf`` for a
-        non-private calibrator.
+        non-private calibrator. With ``group_by``, ``threshold_`` gains a
+        group axis (after the level axis), aligned with ``groups_``, and
+        ``fallback_threshold_`` is the threshold of unseen groups.
         """
         units = [summarize_level(entry) for entry in fitted]
         first = fitted[0][0] if isinstance(fitted[0], tuple) else fitted[0]
         self.clients_ = first.clients_
         self.n_clients_ = first.n_clients_
         levels = self._alpha_levels()
+        if isinstance(first, GroupedCalibrator):
+            self.groups_ = first.groups_
+            self.fallback_threshold_ = fallback_thresholds(fitted, levels)
         if levels is None:
             self.calibrator_ = fitted[0]
             self.threshold_, self.epsilon_spent_, self.messages_ = units[0]
@@ -747,34 +778,12 @@ class ConformalIntervalMixin(BaseFedConformal):
             only adds coverage, so each level keeps its guarantee).
         """
         output = self._checked_output(X)
+        thresholds = self.threshold_
+        if self.group_by is not None:  # each row's group's threshold(s)
+            thresholds = group_thresholds(self, row_groups(self.group_by, X))
         if not hasattr(self, "alphas_"):
-            return self.conformity_score_.interval(output, self.threshold_, X)
+            return self.conformity_score_.interval(output, thresholds, X)
         return nested_intervals(
-            [self.conformity_score_.interval(output, t, X) for t in self.threshold_],
+            [self.conformity_score_.interval(output, t, X) for t in thresholds],
             self.alphas_,
         )
-
-
-def _forward_privacy_params(
-    calibrator, *, epsilon, score_bounds, natural_bounds, n_levels=1
-):
-    """Set a wrapper's privacy parameters on a (freshly cloned) calibrator.
-
-    With ``n_levels`` releases the budget (the wrapper's ``epsilon``, or the
-    calibrator's own when that is None) is split equally among them.
-    """
-    params = calibrator.get_params(deep=False)
-    updates = {}
-    if "epsilon" in params:
-        total = params["epsilon"] if epsilon is None else epsilon
-        if n_levels > 1 and total is not None:
-            updates["epsilon"] = total / n_levels
-        elif epsilon is not None:
-            updates["epsilon"] = epsilon
-    if "score_bounds" in params:
-        if score_bounds is not None:
-            updates["score_bounds"] = score_bounds
-        elif params["score_bounds"] is None and natural_bounds is not None:
-            updates["score_bounds"] = natural_bounds
-    if updates:
-        calibrator.set_params(**updates)

@@ -17,6 +17,7 @@ from ._central import CentralCalibrator
 from ._dp._central import PrivateCentralCalibrator
 from ._dp._common import ThresholdDistribution
 from ._dp._qq import PrivateQuantileOfQuantilesCalibrator
+from ._grouped import GroupCoverageBounds, GroupedCalibrator
 from ._ldp._label import (
     LDPCorrection,
     LDPLabelCalibrator,
@@ -141,6 +142,8 @@ __all__ = [
     "ByzantineSelection",
     "CentralCalibrator",
     "CoverageBounds",
+    "GroupCoverageBounds",
+    "GroupedCalibrator",
     "LDPCorrection",
     "LDPLabelCalibrator",
     "LDPLabelStarCalibrator",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -211,6 +212,27 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
     n_jobs : int, default=None
         Passed to the default quantile forest and to the calibrator (which
         may use it to simulate clients in parallel).
+    group_by : None, str, int or callable, default=None
+        Group-conditional (Mondrian) calibration: one threshold per group,
+        each calibrated across clients on that group's rows only, so that
+        coverage holds within every group, and for every client whose rows
+        differ from the others' only in their mix of groups (see
+        :ref:`heterogeneity`). ``None``: one marginal threshold.
+        A column of ``X`` (its name in a DataFrame, or its integer index) or
+        a callable ``X -> labels`` gives each row's group, at fit and
+        predict time alike (so pipelines, searches and scorers work
+        unchanged). Needs ``calibrator`` in ``"qq"``, ``"central"``,
+        ``"avg"``, ``"dp-qq"``. Each client sends one message per group it
+        holds, which reveals its group counts to the server. A group too
+        small for a finite threshold gets ``+inf`` (warned); rows of a group
+        unseen in calibration get ``fallback_threshold_`` (warned at
+        predict).
+    min_group_size : int, default=None
+        With ``group_by``: groups with fewer calibration rows are calibrated
+        together as one merged group, whose threshold they share (as do
+        unseen groups); their guarantee holds for the merged groups
+        together, not each (see :ref:`heterogeneity`). ``None``: every group
+        on its own.
 
     Attributes
     ----------
@@ -261,6 +283,14 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
         warns with :class:`~skfedcp.exceptions.CrossingQuantilesWarning` (a
         diagnostic of the simulation; in a deployment each client would
         compute its own share).
+    groups_ : ndarray of shape (n_groups,)
+        The groups of ``group_by``, sorted (absent without ``group_by``);
+        ``threshold_`` then has a group axis aligned with it (after the
+        level axis of a sequence ``alpha``).
+    fallback_threshold_ : float or ndarray
+        With ``group_by``: the threshold of groups unseen in calibration,
+        ``+inf`` unless ``min_group_size`` merged some groups (per level for
+        a sequence ``alpha``).
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -371,6 +401,8 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
         calibration_size: float = 0.5,
         random_state: SecureRandomStateLike = None,
         n_jobs: int | None = None,
+        group_by: str | int | Callable[[Any], ArrayLike] | None = None,
+        min_group_size: int | None = None,
     ) -> None:
         self.estimator = estimator
         self.estimator_lower = estimator_lower
@@ -384,6 +416,8 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
         self.calibration_size = calibration_size
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.group_by = group_by
+        self.min_group_size = min_group_size
 
     # -- model resolution --------------------------------------------------
 

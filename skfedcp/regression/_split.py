@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
@@ -88,6 +90,27 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
     n_jobs : int, default=None
         Reserved for parallel client simulation; the built-in strategies are
         vectorised and ignore it.
+    group_by : None, str, int or callable, default=None
+        Group-conditional (Mondrian) calibration: one threshold per group,
+        each calibrated across clients on that group's rows only, so that
+        coverage holds within every group, and for every client whose rows
+        differ from the others' only in their mix of groups (see
+        :ref:`heterogeneity`). ``None``: one marginal threshold.
+        A column of ``X`` (its name in a DataFrame, or its integer index) or
+        a callable ``X -> labels`` gives each row's group, at fit and
+        predict time alike (so pipelines, searches and scorers work
+        unchanged). Needs ``calibrator`` in ``"qq"``, ``"central"``,
+        ``"avg"``, ``"dp-qq"``. Each client sends one message per group it
+        holds, which reveals its group counts to the server. A group too
+        small for a finite threshold gets ``+inf`` (warned); rows of a group
+        unseen in calibration get ``fallback_threshold_`` (warned at
+        predict).
+    min_group_size : int, default=None
+        With ``group_by``: groups with fewer calibration rows are calibrated
+        together as one merged group, whose threshold they share (as do
+        unseen groups); their guarantee holds for the merged groups
+        together, not each (see :ref:`heterogeneity`). ``None``: every group
+        on its own.
 
     Attributes
     ----------
@@ -123,6 +146,14 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
     epsilon_spent_per_level_ : ndarray of shape (n_levels,)
         Privacy loss of each level's release (sequence ``alpha`` only); its
         sum is ``epsilon_spent_``.
+    groups_ : ndarray of shape (n_groups,)
+        The groups of ``group_by``, sorted (absent without ``group_by``);
+        ``threshold_`` then has a group axis aligned with it (after the
+        level axis of a sequence ``alpha``).
+    fallback_threshold_ : float or ndarray
+        With ``group_by``: the threshold of groups unseen in calibration,
+        ``+inf`` unless ``min_group_size`` merged some groups (per level for
+        a sequence ``alpha``).
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -200,6 +231,8 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
         calibration_size: float = 0.5,
         random_state: SecureRandomStateLike = None,
         n_jobs: int | None = None,
+        group_by: str | int | Callable[[Any], ArrayLike] | None = None,
+        min_group_size: int | None = None,
     ) -> None:
         self.estimator = estimator
         self.alpha = alpha
@@ -210,6 +243,8 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
         self.calibration_size = calibration_size
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.group_by = group_by
+        self.min_group_size = min_group_size
 
     def _default_estimator(self):
         return LinearRegression()

@@ -49,9 +49,12 @@ def _label_sets(scores, threshold):
     """``scores <= threshold``; a 1-D ``threshold`` adds a last axis, one per level.
 
     Every level compares the same scores (one draw of a randomized score), so
-    thresholds that grow as ``alpha`` shrinks give nested sets.
+    thresholds that grow as ``alpha`` shrinks give nested sets. A 2-D
+    ``threshold`` broadcasts against the ``(n_samples, n_classes)`` scores
+    (one per row ``(n, 1)`` or per label ``(1, n_classes)``: group-conditional
+    sets); 3-D adds the level axis last.
     """
-    if np.ndim(threshold) == 0:
+    if np.ndim(threshold) in (0, 2):
         return scores <= threshold
     return scores[..., np.newaxis] <= np.asarray(threshold, dtype=np.float64)
 

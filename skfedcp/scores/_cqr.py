@@ -128,13 +128,14 @@ class AsymmetricCQRScore(BaseCQRScore):
 
 
 def _check_pair(threshold):
+    """``(lower, upper)`` of a pair, or of one pair per row (shape (n, 2))."""
     threshold = np.asarray(threshold, dtype=np.float64)
-    if threshold.shape != (2,):
+    if threshold.ndim not in (1, 2) or threshold.shape[-1] != 2:
         raise ValueError(
             "threshold must be a pair (lower, upper) for the asymmetric CQR "
-            f"score; got shape {threshold.shape}."
+            f"score, or one pair per row; got shape {threshold.shape}."
         )
-    return threshold[0], threshold[1]
+    return threshold[..., 0], threshold[..., 1]
 
 
 class NormalizedCQRScore(BaseCQRScore):

@@ -1,10 +1,25 @@
-"""Input checks of TwoStudentsRegressor.fit (client models, rounds, trusted models)."""
+"""Input checks of TwoStudentsRegressor.fit (client models, rounds, seeds, alpha)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from numbers import Integral
+from typing import Any
 
-__all__ = ["check_client_models", "check_round_setup", "check_trusted_models"]
+import numpy as np
+from numpy.typing import NDArray
+
+from ..base._levels import check_alpha_levels
+from ..utils._random import check_seed_sequence
+from ..utils._validation import check_alpha
+
+__all__ = [
+    "check_alpha_levels_or_float",
+    "check_client_models",
+    "check_rng",
+    "check_round_setup",
+    "check_trusted_models",
+]
 
 
 def check_trusted_models(trusted_models):
@@ -80,3 +95,24 @@ def check_client_models(client_models, clients):
                 f"{type(model).__name__}."
             )
     return models
+
+
+def check_rng(random_state):
+    """The fit's RandomState; never NumPy's global one.
+
+    An int or a RandomState is used as scikit-learn would (so seeded fits are
+    unchanged); anything else goes through a SeedSequence, ``None`` drawing
+    fresh operating-system entropy instead of the global state.
+    """
+    if isinstance(random_state, np.random.RandomState):
+        return random_state
+    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        return np.random.RandomState(int(random_state))
+    seed = check_seed_sequence(random_state, allow_secure=False)
+    return np.random.RandomState(np.random.MT19937(seed))
+
+
+def check_alpha_levels_or_float(alpha: Any) -> float | NDArray[np.float64]:
+    """``alpha`` checked: a float in (0, 1), or an array of distinct levels."""
+    levels = check_alpha_levels(alpha)
+    return check_alpha(alpha) if levels is None else levels

@@ -18,14 +18,19 @@ from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._typing import ClientIds, MatrixLike, RandomStateLike
-from ..base._levels import check_alpha_levels, nested_intervals
+from ..base._levels import nested_intervals
 from ..base._search_warnings import warn_user_once_in_search
 from ..exceptions import DistillationWarning, PrivacyLeakWarning, TeacherFilterWarning
-from ..utils._random import check_seed_sequence
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
-from ..utils._validation import check_alpha, check_client_ids
+from ..utils._validation import check_client_ids
 from ..utils._warnings import warn_user
-from ._checks import check_client_models, check_round_setup, check_trusted_models
+from ._checks import (
+    check_alpha_levels_or_float,
+    check_client_models,
+    check_rng,
+    check_round_setup,
+    check_trusted_models,
+)
 from ._filter import _in_band, ensemble_stats, truncation_filter
 
 __all__ = ["TwoStudentsRegressor"]
@@ -42,27 +47,6 @@ def _seeded(estimator, rng):
     if keys:
         estimator.set_params(**{k: int(s) for k, s in zip(keys, seeds, strict=True)})
     return estimator
-
-
-def _check_rng(random_state):
-    """The fit's RandomState; never NumPy's global one.
-
-    An int or a RandomState is used as scikit-learn would (so seeded fits are
-    unchanged); anything else goes through a SeedSequence, ``None`` drawing
-    fresh operating-system entropy instead of the global state.
-    """
-    if isinstance(random_state, np.random.RandomState):
-        return random_state
-    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
-        return np.random.RandomState(int(random_state))
-    seed = check_seed_sequence(random_state, allow_secure=False)
-    return np.random.RandomState(np.random.MT19937(seed))
-
-
-def _check_alpha(alpha: Any) -> float | NDArray[np.float64]:
-    """``alpha`` checked: a float in (0, 1), or an array of distinct levels."""
-    levels = check_alpha_levels(alpha)
-    return check_alpha(alpha) if levels is None else levels
 
 
 def _fit(estimator, X, y):
@@ -429,7 +413,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         check_round_setup(
             self.filter_reference, multi_round, teacher, mean_template, client_models
         )
-        rng = _check_rng(self.random_state)
+        rng = check_rng(self.random_state)
 
         if single_holder:
             n = X.shape[0]
@@ -741,7 +725,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
             ``alpha``, which matters only where the quantile target's
             student band replaces the Gaussian reading).
         """
-        checked = _check_alpha(alpha)
+        checked = check_alpha_levels_or_float(alpha)
         X = self._check_X(X)
         return self._raw_levels(self._students(), X, checked)
 
@@ -797,7 +781,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         intervals : ndarray of shape (n_samples, 2) or (n_samples, 2, n_levels)
             One array per entry of ``history_``.
         """
-        checked = _check_alpha(alpha)
+        checked = check_alpha_levels_or_float(alpha)
         X = self._check_X(X)
         for entry in self.history_:
             yield self._raw_levels(entry, X, checked)
