@@ -22,11 +22,13 @@ from .scores import (
     BaseClassificationScore,
     resolve_classification_score,
 )
+from .utils._docstrings import fill_doc
 from .utils._sklearn_compat import HasMethods, StrOptions
 
 __all__ = ["PrivateConformalClassifier"]
 
 
+@fill_doc
 class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
     """Conformal prediction sets for any classifier, with private calibration.
 
@@ -124,12 +126,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         small for a finite threshold gets ``+inf`` (warned); rows of a group
         unseen in calibration get ``fallback_threshold_`` (warned at
         predict).
-    min_group_size : int, default=None
-        With ``group_by``: groups with fewer calibration rows are calibrated
-        together as one merged group, whose threshold they share (as do
-        unseen groups); their guarantee holds for the merged groups
-        together, not each (see :ref:`heterogeneity`). ``None``: every group
-        on its own.
+    %(wrapper_min_group_size)s
 
     Attributes
     ----------
@@ -154,33 +151,9 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         :class:`~skfedcp.exceptions.PrivacyLeakWarning`).
     messages_ : dict of ndarray
         What the server received from each client.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels seen in calibration.
-    n_clients_ : int
-        Number of calibrating clients.
-    alphas_ : ndarray of shape (n_levels,)
-        The levels of a sequence ``alpha``, as given (absent for a float).
-    calibrators_ : list of BaseCalibrator
-        One fitted calibrator per level (sequence ``alpha`` only; a float
-        ``alpha`` sets ``calibrator_`` instead).
-    raw_thresholds_ : ndarray of shape (n_levels)
-        The calibrators' own thresholds, before the running maximum that
-        makes ``threshold_`` monotone (sequence ``alpha`` only).
-    epsilon_spent_per_level_ : ndarray of shape (n_levels,)
-        Privacy loss of each level's release (sequence ``alpha`` only); its
-        sum is ``epsilon_spent_``.
-    groups_ : ndarray of shape (n_groups,)
-        The groups of ``group_by``, sorted (absent without ``group_by``);
-        ``threshold_`` then has a group axis aligned with it (after the
-        level axis of a sequence ``alpha``).
-    fallback_threshold_ : float or ndarray
-        With ``group_by``: the threshold of groups unseen in calibration,
-        ``+inf`` unless ``min_group_size`` merged some groups (per level for
-        a sequence ``alpha``).
-    n_features_in_ : int
-        Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features,)
-        Names of features seen in ``fit``, when ``X`` has string column names.
+    %(wrapper_clients_attrs)s
+    %(wrapper_level_attrs)s
+    %(wrapper_group_attrs)s
 
     See Also
     --------

@@ -22,6 +22,7 @@ from ..base._streams import _MODEL
 from ..calibrators import BaseCalibrator
 from ..exceptions import CrossingQuantilesWarning
 from ..scores import CQR_SCORES, BaseCQRScore, resolve_cqr_score
+from ..utils._docstrings import fill_doc
 from ..utils._sklearn_compat import HasMethods, StrOptions
 from ..utils._warnings import warn_user
 
@@ -116,6 +117,7 @@ def _accepts_quantiles(estimator):
     )
 
 
+@fill_doc
 class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
     """Conformalized quantile regression (CQR) calibrated across clients.
 
@@ -157,14 +159,7 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
         Model of the lower quantile (pair form, with ``estimator_upper``).
     estimator_upper : regressor, default=None
         Model of the upper quantile (pair form, with ``estimator_lower``).
-    alpha : float or array-like of float, default=0.1
-        Target miscoverage: intervals cover with probability ``>= 1 - alpha``.
-        A sequence of distinct levels (e.g. ``[0.2, 0.1, 0.05]``) calibrates
-        them all in one fit: one split, one model, one round in which each
-        client sends one message per level. ``predict_interval`` then gains a
-        last axis, one entry per level in the order given, nested across
-        levels (see Notes); a private calibrator splits ``epsilon`` equally
-        among them.
+    %(wrapper_alpha)s
     quantile_levels : array-like of shape (2,), default=None
         Levels ``(lo, hi)`` of the quantile models, ``0 < lo < hi < 1``.
         ``None`` means ``(alpha / 2, 1 - alpha / 2)``, with the median level
@@ -212,27 +207,7 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
     n_jobs : int, default=None
         Passed to the default quantile forest and to the calibrator (which
         may use it to simulate clients in parallel).
-    group_by : None, str, int or callable, default=None
-        Group-conditional (Mondrian) calibration: one threshold per group,
-        each calibrated across clients on that group's rows only, so that
-        coverage holds within every group, and for every client whose rows
-        differ from the others' only in their mix of groups (see
-        :ref:`heterogeneity`). ``None``: one marginal threshold.
-        A column of ``X`` (its name in a DataFrame, or its integer index) or
-        a callable ``X -> labels`` gives each row's group, at fit and
-        predict time alike (so pipelines, searches and scorers work
-        unchanged). Needs ``calibrator`` in ``"qq"``, ``"central"``,
-        ``"avg"``, ``"dp-qq"``. Each client sends one message per group it
-        holds, which reveals its group counts to the server. A group too
-        small for a finite threshold gets ``+inf`` (warned); rows of a group
-        unseen in calibration get ``fallback_threshold_`` (warned at
-        predict).
-    min_group_size : int, default=None
-        With ``group_by``: groups with fewer calibration rows are calibrated
-        together as one merged group, whose threshold they share (as do
-        unseen groups); their guarantee holds for the merged groups
-        together, not each (see :ref:`heterogeneity`). ``None``: every group
-        on its own.
+    %(wrapper_group_by)s
 
     Attributes
     ----------
@@ -257,10 +232,7 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
         What the server received from each client (one entry per client);
         the asymmetric variant prefixes each field with ``lower_`` or
         ``upper_``.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels seen in calibration.
-    n_clients_ : int
-        Number of calibrating clients.
+    %(wrapper_clients_attrs)s
     epsilon_spent_ : float
         Privacy loss of the calibration rows from this fit, ``2 * epsilon``
         for the asymmetric variant; ``inf`` for non-private calibrators. It
@@ -283,18 +255,7 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
         warns with :class:`~skfedcp.exceptions.CrossingQuantilesWarning` (a
         diagnostic of the simulation; in a deployment each client would
         compute its own share).
-    groups_ : ndarray of shape (n_groups,)
-        The groups of ``group_by``, sorted (absent without ``group_by``);
-        ``threshold_`` then has a group axis aligned with it (after the
-        level axis of a sequence ``alpha``).
-    fallback_threshold_ : float or ndarray
-        With ``group_by``: the threshold of groups unseen in calibration,
-        ``+inf`` unless ``min_group_size`` merged some groups (per level for
-        a sequence ``alpha``).
-    n_features_in_ : int
-        Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features,)
-        Names of features seen in ``fit``, when ``X`` has string column names.
+    %(wrapper_group_attrs)s
 
     See Also
     --------

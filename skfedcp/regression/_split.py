@@ -14,11 +14,13 @@ from .._typing import SecureRandomStateLike
 from ..base import BaseFedConformal, ConformalIntervalMixin
 from ..calibrators import BaseCalibrator
 from ..scores import REGRESSION_SCORES, BaseRegressionScore, resolve_regression_score
+from ..utils._docstrings import fill_doc
 from ..utils._sklearn_compat import HasMethods, StrOptions
 
 __all__ = ["FedConformalRegressor"]
 
 
+@fill_doc
 class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
     """Conformal prediction intervals for any regressor, calibrated across clients.
 
@@ -40,14 +42,7 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
         is cloned and fitted on a random split made within each client (see
         ``calibration_size``). ``None`` means
         :class:`~sklearn.linear_model.LinearRegression`.
-    alpha : float or array-like of float, default=0.1
-        Target miscoverage: intervals cover with probability ``>= 1 - alpha``.
-        A sequence of distinct levels (e.g. ``[0.2, 0.1, 0.05]``) calibrates
-        them all in one fit: one split, one model, one round in which each
-        client sends one message per level. ``predict_interval`` then gains a
-        last axis, one entry per level in the order given, nested across
-        levels (see Notes); a private calibrator splits ``epsilon`` equally
-        among them.
+    %(wrapper_alpha)s
     calibrator : str or BaseCalibrator, default="qq"
         Calibration strategy: ``"qq"`` (quantile of quantiles, exact
         coverage), ``"central"`` (pooled split CP, the reference; clients send
@@ -90,27 +85,7 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
     n_jobs : int, default=None
         Reserved for parallel client simulation; the built-in strategies are
         vectorised and ignore it.
-    group_by : None, str, int or callable, default=None
-        Group-conditional (Mondrian) calibration: one threshold per group,
-        each calibrated across clients on that group's rows only, so that
-        coverage holds within every group, and for every client whose rows
-        differ from the others' only in their mix of groups (see
-        :ref:`heterogeneity`). ``None``: one marginal threshold.
-        A column of ``X`` (its name in a DataFrame, or its integer index) or
-        a callable ``X -> labels`` gives each row's group, at fit and
-        predict time alike (so pipelines, searches and scorers work
-        unchanged). Needs ``calibrator`` in ``"qq"``, ``"central"``,
-        ``"avg"``, ``"dp-qq"``. Each client sends one message per group it
-        holds, which reveals its group counts to the server. A group too
-        small for a finite threshold gets ``+inf`` (warned); rows of a group
-        unseen in calibration get ``fallback_threshold_`` (warned at
-        predict).
-    min_group_size : int, default=None
-        With ``group_by``: groups with fewer calibration rows are calibrated
-        together as one merged group, whose threshold they share (as do
-        unseen groups); their guarantee holds for the merged groups
-        together, not each (see :ref:`heterogeneity`). ``None``: every group
-        on its own.
+    %(wrapper_group_by)s
 
     Attributes
     ----------
@@ -125,39 +100,15 @@ class FedConformalRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConfo
         One per level for a sequence ``alpha``, non-increasing in ``alpha``.
     messages_ : dict of ndarray
         What the server received from each client (one entry per client).
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels seen in calibration.
-    n_clients_ : int
-        Number of calibrating clients.
+    %(wrapper_clients_attrs)s
     epsilon_spent_ : float
         Privacy loss of the calibration rows from this fit (per client for
         ``"dp-qq"``); ``inf`` for non-private calibrators. It covers the
         calibration only: rows that train an unfitted model or scale model
         are not protected (fit then warns with
         :class:`~skfedcp.exceptions.PrivacyLeakWarning`).
-    alphas_ : ndarray of shape (n_levels,)
-        The levels of a sequence ``alpha``, as given (absent for a float).
-    calibrators_ : list of BaseCalibrator
-        One fitted calibrator per level (sequence ``alpha`` only; a float
-        ``alpha`` sets ``calibrator_`` instead).
-    raw_thresholds_ : ndarray of shape (n_levels)
-        The calibrators' own thresholds, before the running maximum that
-        makes ``threshold_`` monotone (sequence ``alpha`` only).
-    epsilon_spent_per_level_ : ndarray of shape (n_levels,)
-        Privacy loss of each level's release (sequence ``alpha`` only); its
-        sum is ``epsilon_spent_``.
-    groups_ : ndarray of shape (n_groups,)
-        The groups of ``group_by``, sorted (absent without ``group_by``);
-        ``threshold_`` then has a group axis aligned with it (after the
-        level axis of a sequence ``alpha``).
-    fallback_threshold_ : float or ndarray
-        With ``group_by``: the threshold of groups unseen in calibration,
-        ``+inf`` unless ``min_group_size`` merged some groups (per level for
-        a sequence ``alpha``).
-    n_features_in_ : int
-        Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features,)
-        Names of features seen in ``fit``, when ``X`` has string column names.
+    %(wrapper_level_attrs)s
+    %(wrapper_group_attrs)s
 
     See Also
     --------

@@ -127,4 +127,81 @@ result : PerClientCoverage
     Sorted client labels, their coverage and their number of rows; a
     named tuple that prints as a short table and has ``to_frame()``."""
 
+
+# -- wrappers (regressors and the classifier) -------------------------------
+
+docdict["wrapper_alpha"] = """\
+alpha : float or array-like of float, default=0.1
+    Target miscoverage: intervals cover with probability ``>= 1 - alpha``.
+    A sequence of distinct levels (e.g. ``[0.2, 0.1, 0.05]``) calibrates
+    them all in one fit: one split, one model, one round in which each
+    client sends one message per level. ``predict_interval`` then gains a
+    last axis, one entry per level in the order given, nested across
+    levels (see Notes); a private calibrator splits ``epsilon`` equally
+    among them."""
+
+docdict["wrapper_group_by"] = """\
+group_by : None, str, int or callable, default=None
+    Group-conditional (Mondrian) calibration: one threshold per group,
+    each calibrated across clients on that group's rows only, so that
+    coverage holds within every group, and for every client whose rows
+    differ from the others' only in their mix of groups (see
+    :ref:`heterogeneity`). ``None``: one marginal threshold.
+    A column of ``X`` (its name in a DataFrame, or its integer index) or
+    a callable ``X -> labels`` gives each row's group, at fit and
+    predict time alike (so pipelines, searches and scorers work
+    unchanged). Needs ``calibrator`` in ``"qq"``, ``"central"``,
+    ``"avg"``, ``"dp-qq"``. Each client sends one message per group it
+    holds, which reveals its group counts to the server. A group too
+    small for a finite threshold gets ``+inf`` (warned); rows of a group
+    unseen in calibration get ``fallback_threshold_`` (warned at
+    predict).
+min_group_size : int, default=None
+    With ``group_by``: groups with fewer calibration rows are calibrated
+    together as one merged group, whose threshold they share (as do
+    unseen groups); their guarantee holds for the merged groups
+    together, not each (see :ref:`heterogeneity`). ``None``: every group
+    on its own."""
+
+docdict["wrapper_min_group_size"] = """\
+min_group_size : int, default=None
+    With ``group_by``: groups with fewer calibration rows are calibrated
+    together as one merged group, whose threshold they share (as do
+    unseen groups); their guarantee holds for the merged groups
+    together, not each (see :ref:`heterogeneity`). ``None``: every group
+    on its own."""
+
+docdict["wrapper_clients_attrs"] = """\
+clients_ : ndarray of shape (n_clients,)
+    Sorted client labels seen in calibration.
+n_clients_ : int
+    Number of calibrating clients."""
+
+docdict["wrapper_level_attrs"] = """\
+alphas_ : ndarray of shape (n_levels,)
+    The levels of a sequence ``alpha``, as given (absent for a float).
+calibrators_ : list of BaseCalibrator
+    One fitted calibrator per level (sequence ``alpha`` only; a float
+    ``alpha`` sets ``calibrator_`` instead).
+raw_thresholds_ : ndarray of shape (n_levels)
+    The calibrators' own thresholds, before the running maximum that
+    makes ``threshold_`` monotone (sequence ``alpha`` only).
+epsilon_spent_per_level_ : ndarray of shape (n_levels,)
+    Privacy loss of each level's release (sequence ``alpha`` only); its
+    sum is ``epsilon_spent_``."""
+
+docdict["wrapper_group_attrs"] = """\
+groups_ : ndarray of shape (n_groups,)
+    The groups of ``group_by``, sorted (absent without ``group_by``);
+    ``threshold_`` then has a group axis aligned with it (after the
+    level axis of a sequence ``alpha``).
+fallback_threshold_ : float or ndarray
+    With ``group_by``: the threshold of groups unseen in calibration,
+    ``+inf`` unless ``min_group_size`` merged some groups (per level for
+    a sequence ``alpha``).
+n_features_in_ : int
+    Number of features seen in ``fit``.
+feature_names_in_ : ndarray of shape (n_features,)
+    Names of features seen in ``fit``, when ``X`` has string column names."""
+
 fill_doc = docfiller(docdict)
