@@ -20,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._config import get_config
 from ..exceptions import InvalidMessageError, InvalidMessageWarning
 from ..federated._fixed_point import FixedPointPlan
 from ..utils._warnings import warn_user
@@ -30,11 +31,6 @@ __all__ = [
     "Chi2RoundOnePlan",
     "chi2_server_plan",
 ]
-
-# Default public bound on the rows one client may announce.
-_MAX_CLIENT_SIZE = 10**9
-# Default public bound on the number of clients of a round.
-_MAX_CLIENTS = 10**4
 
 
 class Chi2RoundOnePlan(NamedTuple):
@@ -72,8 +68,8 @@ def chi2_server_plan(
     *,
     n_classes: int,
     n_features: int,
-    max_client_size: int = _MAX_CLIENT_SIZE,
-    max_clients: int = _MAX_CLIENTS,
+    max_client_size: int | None = None,
+    max_clients: int | None = None,
     max_value: float | ArrayLike | None = None,
     integer_x: bool = False,
     frac_bits: int | None = None,
@@ -92,15 +88,20 @@ def chi2_server_plan(
         :func:`chi2_client_marginals` message).
     n_classes : int
         Number of classes of the public class list, fixed by the server
-        before the round (never taken from the messages).
+        before the round (never taken from the messages); at most the
+        plan policy's ``max_classes`` (:func:`skfedcp.get_config`).
     n_features : int
         Public number of features, fixed by the server before the round.
-        A client announcing bounds for another number is invalid.
-    max_client_size : int, default=10**9
-        Largest number of rows a client may announce.
-    max_clients : int, default=10**4
-        Most clients a round accepts; more announcements
-        are refused before any of them is read.
+        A client announcing bounds for another number is invalid. At most
+        the plan policy's ``max_features``.
+    max_client_size : int, default=None
+        Largest number of rows a client may announce; None: the plan
+        policy's ``max_client_size`` (:func:`skfedcp.get_config`, 10**9
+        unless the server changed it).
+    max_clients : int, default=None
+        Most clients a round accepts; more announcements are refused before
+        any of them is read. None: the plan policy's ``max_clients``
+        (10**5 by default).
     max_value : float or array-like of shape (n_features,), optional
         Public upper bound on one row's value of each feature. Given, a
         client's bound may not exceed the smallest power of two at least its
@@ -152,10 +153,16 @@ def chi2_server_plan(
     ...
     skfedcp.exceptions.InvalidMessageError: client 1: field 'bound' must hold n_features=2 values; got shape (3,).
     """  # noqa: E501
-    n_classes = _check_positive_int(n_classes, "n_classes")
-    n_features = _check_positive_int(n_features, "n_features")
-    max_client_size = _check_positive_int(max_client_size, "max_client_size")
-    max_clients = _check_positive_int(max_clients, "max_clients")
+    policy = get_config()
+    n_classes = _check_policy_int(n_classes, "n_classes", policy["max_classes"])
+    n_features = _check_policy_int(n_features, "n_features", policy["max_features"])
+    max_client_size = _check_positive_int(
+        policy["max_client_size"] if max_client_size is None else max_client_size,
+        "max_client_size",
+    )
+    max_clients = _check_positive_int(
+        policy["max_clients"] if max_clients is None else max_clients, "max_clients"
+    )
     if on_invalid not in ("raise", "exclude"):
         raise ValueError(
             f'on_invalid must be "raise" or "exclude"; got {on_invalid!r}.'
@@ -229,6 +236,17 @@ def chi2_server_plan(
         labels[bad],
         int(sum(kept_sizes)),
     )
+
+
+def _check_policy_int(value, name, limit):
+    """A positive int parameter of the round, at most the policy's limit."""
+    value = _check_positive_int(value, name)
+    if value > limit:
+        raise ValueError(
+            f"{name}={value} is above the plan policy's max_{name[2:]}={limit} "
+            "(raise it with skfedcp.config_context for a larger round)."
+        )
+    return value
 
 
 class _Invalid(Exception):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._config import config_context, get_config
 from .._typing import ConformityScoreLike, SecureRandomStateLike
 from ..calibrators import BaseCalibrator, get_calibrator
 from ..feature_selection import FedChi2Selector
@@ -21,8 +22,6 @@ from ..utils._validation import check_alpha
 from ._fingerprint import model_fingerprint
 from ._protocol import NodeConfig, _alias_of, handle_request
 from ._server import (
-    MAX_CLIENT_SIZE,
-    MAX_CLIENTS,
     DeploymentReport,
     NodeFailure,
     ServerSession,
@@ -350,8 +349,8 @@ def run_calibration(
     min_rows: int = 1,
     max_attempts: int = 3,
     planned_clients: PlannedClients = None,
-    max_client_size: int = MAX_CLIENT_SIZE,
-    max_clients: int = MAX_CLIENTS,
+    max_client_size: int | None = None,
+    max_clients: int | None = None,
 ) -> tuple[BaseCalibrator, DeploymentReport]:
     """Calibrate a threshold over the nodes of a Flower ``Grid``.
 
@@ -405,12 +404,15 @@ def run_calibration(
         one public key or the same rows are all left out (duplicates,
         Sybils), and a reply must carry its own request's nonce (no
         replays).
-    max_client_size : int, default=10**9
+    max_client_size : int, default=None
         Public bound on the rows a node may announce; above it the node is
-        left out before any plan is made.
-    max_clients : int, default=10**5
+        left out before any plan is made. None: the plan policy's
+        (:func:`skfedcp.get_config`, ``10**9`` unless changed), so that a
+        server sets its bounds in one place (:func:`skfedcp.config_context`).
+    max_clients : int, default=None
         Public bound on the number of nodes (and planned clients); more
-        connected nodes without a pinned plan is an error.
+        connected nodes without a pinned plan is an error. None: the plan
+        policy's (``10**5`` by default).
 
     Returns
     -------
@@ -459,12 +461,14 @@ def run_chi2_selection(
     selector: FedChi2Selector | None = None,
     *,
     classes: ArrayLike | None = None,
+    n_features: int | None = None,
+    max_value: float | ArrayLike | None = None,
     timeout: float = 120.0,
     min_rows: int = 1,
     max_attempts: int = 3,
     planned_clients: PlannedClients = None,
-    max_client_size: int = MAX_CLIENT_SIZE,
-    max_clients: int = MAX_CLIENTS,
+    max_client_size: int | None = None,
+    max_clients: int | None = None,
 ) -> tuple[FedChi2Selector, DeploymentReport]:
     """Fit a :class:`~skfedcp.feature_selection.FedChi2Selector` over a ``Grid``.
 
@@ -486,8 +490,21 @@ def run_chi2_selection(
         ``estimator``, ...); ``None`` means ``FedChi2Selector()``. Only
         ``method="sketch"`` and ``statistic="sklearn"`` are deployed.
     classes : array-like, default=None
-        The public label set. ``None`` asks every node for the labels it
-        holds (the server then learns which classes each node has).
+        The public label set, fixed before the round (at most the plan
+        policy's ``max_classes``). ``None`` asks every node for the labels
+        it holds and takes their union (the server then learns which
+        classes each node has, and every node can add labels): pass it.
+    n_features : int, default=None
+        The public feature count, fixed before the round (at most the
+        policy's ``max_features``): a node announcing another count is left
+        out. ``None``: the nodes must all announce one count (a node
+        announcing another stops the run with an error naming it; never a
+        vote).
+    max_value : float or array-like of shape (n_features,), default=None
+        Public bound on one row's value of each feature (1 for binary or
+        min-max scaled features): a node's announced column bounds, and the
+        decoded feature totals, above what its rows could reach are refused
+        (see :func:`~skfedcp.feature_selection.chi2_server_plan`).
     timeout : float, default=120.0
         Seconds to wait for the replies of one round.
     min_rows : int, default=1
@@ -527,7 +544,13 @@ def run_chi2_selection(
     nodes = session.hello(selection=True, classes=classes is None)
     nodes = session.usable(nodes, "selection_n")
     fitted, used = select_chi2_nodes(
-        session, nodes, selector, classes=classes, max_attempts=max_attempts
+        session,
+        nodes,
+        selector,
+        classes=classes,
+        n_features=n_features,
+        max_value=max_value,
+        max_attempts=max_attempts,
     )
     return fitted, session.report(used)
 
@@ -686,6 +709,8 @@ def make_server_app(
     load_model: Callable[[Context], Any] | None = None,
     conformity_score: ConformityScoreLike = "absolute",
     classes: ArrayLike | None = None,
+    n_features: int | None = None,
+    max_value: float | ArrayLike | None = None,
     output: str | os.PathLike[str] | None = None,
     on_result: Callable[[DeploymentResult, Context], Any] | None = None,
     timeout: float = 120.0,
@@ -693,8 +718,8 @@ def make_server_app(
     min_rows: int = 1,
     random_state: int | None = None,
     planned_clients: PlannedClients = None,
-    max_client_size: int = MAX_CLIENT_SIZE,
-    max_clients: int = MAX_CLIENTS,
+    max_client_size: int | None = None,
+    max_clients: int | None = None,
 ) -> ServerApp:
     """Build the Flower ``ServerApp`` that calibrates (and selects) over the nodes.
 
@@ -722,7 +747,13 @@ def make_server_app(
     conformity_score : str, score object or callable, default="absolute"
         The nodes' score (part of the fingerprint).
     classes : array-like, default=None
-        Public label set for FED-chi2 (``None``: nodes report theirs).
+        Public label set for FED-chi2 (``None``: nodes report theirs, see
+        :func:`run_chi2_selection`). With ``load_model``, LDP-L's number of
+        classes is the model's (``len(model.classes_)``), fixed before the
+        round.
+    n_features, max_value
+        FED-chi2's public feature count and value bound, as in
+        :func:`run_chi2_selection`.
     output : str or path-like, default=None
         Where to pickle the :class:`DeploymentResult` (and a ``.json``
         summary), see :func:`save_result`.
@@ -741,6 +772,9 @@ def make_server_app(
         comes from it: each node draws its own (see :func:`simulation_seeds`).
     planned_clients, max_client_size, max_clients
         The planned node set and public bounds, as in :func:`run_calibration`.
+        The plan policy (:func:`skfedcp.get_config`) in force when the app
+        is built is the run's: the app's main function runs under it, in
+        whichever thread Flower calls it.
 
     Returns
     -------
@@ -780,7 +814,12 @@ def make_server_app(
     for name, value in (("load_model", load_model), ("on_result", on_result)):
         if value is not None and not callable(value):
             raise TypeError(f"{name} must be callable; got {type(value).__name__}.")
-    check_planned_clients(planned_clients, max_clients=max_clients)  # fail early
+    policy = get_config()  # the policy in force now is the run's
+    if max_client_size is not None:
+        policy["max_client_size"] = max_client_size
+    if max_clients is not None:
+        policy["max_clients"] = max_clients
+    check_planned_clients(planned_clients, max_clients=policy["max_clients"])
     defaults = {
         "alpha": alpha,
         "calibrators": list(calibrators),
@@ -792,15 +831,20 @@ def make_server_app(
         "min-rows": min_rows,
         "model-fingerprint": None,
         "planned-clients": planned_clients,
-        "max-client-size": max_client_size,
-        "max-clients": max_clients,
+        "max-client-size": policy["max_client_size"],
+        "max-clients": policy["max_clients"],
     }
     app = ServerApp()
 
     @app.main()
     def main(grid, context):
         settings = _settings(defaults, context.run_config, configured)
-        with warnings.catch_warnings(record=True) as caught:
+        limits = {
+            **policy,
+            "max_client_size": int(settings["max-client-size"]),
+            "max_clients": int(settings["max-clients"]),
+        }
+        with config_context(**limits), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = _serve(
                 grid,
@@ -810,6 +854,8 @@ def make_server_app(
                 load_model=load_model,
                 conformity_score=conformity_score,
                 classes=classes,
+                n_features=n_features,
+                max_value=max_value,
             )
         for w in caught:  # shown as usual, and kept in the report
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -823,17 +869,31 @@ def make_server_app(
     return app
 
 
-def _serve(grid, context, settings, *, selector, load_model, conformity_score, classes):
+def _serve(
+    grid,
+    context,
+    settings,
+    *,
+    selector,
+    load_model,
+    conformity_score,
+    classes,
+    n_features,
+    max_value,
+):
     """The ServerApp's work: hello, every strategy, then FED-chi2."""
     timeout = float(settings["timeout"])
     _wait_for_nodes(grid, int(settings["min-nodes"]), timeout)
     run_selection = selector is not None and bool(settings["feature-selection"])
     cals = settings["calibrators"]
     fingerprint = settings["model-fingerprint"] or None
+    n_classes = None  # LDP-L's public class count: the shared model's
     if load_model is not None and cals:
         model = load_model(context)
         if model is not None:
             fingerprint = model_fingerprint(model, conformity_score)
+            if getattr(model, "classes_", None) is not None:
+                n_classes = len(model.classes_)
     session = _session(
         grid,
         timeout,
@@ -859,6 +919,7 @@ def _serve(grid, context, settings, *, selector, load_model, conformity_score, c
                 alpha=float(settings["alpha"]),
                 fingerprint=fingerprint,
                 random_state=settings["random-state"],
+                n_classes=n_classes,
             )
             fitted[_alias_of(estimator)] = estimator
             used.update(nodes_used)
@@ -868,7 +929,12 @@ def _serve(grid, context, settings, *, selector, load_model, conformity_score, c
             [n for n in nodes if n not in session.failed], "selection_n"
         )
         fitted_selector, nodes_used = select_chi2_nodes(
-            session, sel_nodes, selector, classes=classes
+            session,
+            sel_nodes,
+            selector,
+            classes=classes,
+            n_features=n_features,
+            max_value=max_value,
         )
         used.update(nodes_used)
     return DeploymentResult(

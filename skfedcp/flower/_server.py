@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.base import clone
 
+from .._config import _DEFAULTS, get_config
 from ..calibrators import get_calibrator
 from ..exceptions import (
     InvalidMessageError,
@@ -40,9 +41,10 @@ from ..feature_selection import (
     chi2_frac_bits,
     chi2_server_decode,
     chi2_server_marginals,
+    chi2_server_plan,
 )
 from ..feature_selection._chi2 import FedChi2Selector
-from ..feature_selection._protocol import _dof, _marginals_bound, _marginals_plan
+from ..feature_selection._protocol import _dof
 from ..federated import fixed_point_decode
 from ..utils._random import check_seed_sequence, spawn_random_states
 from ..utils._validation import check_alpha
@@ -64,18 +66,17 @@ __all__ = [
     "select_chi2_nodes",
 ]
 
-#: Default public bound on the rows a node may announce (calibration or
-#: selection): an announcement above it is refused before any plan is made.
-MAX_CLIENT_SIZE = 10**9
+#: The plan policy's default bound on the rows a node may announce
+#: (calibration or selection); the server's bound is the policy in force
+#: (:func:`skfedcp.get_config`) unless a run passes its own.
+MAX_CLIENT_SIZE = _DEFAULTS["max_client_size"]
 
-#: Default public bound on the number of nodes (and planned clients).
-MAX_CLIENTS = 10**5
+#: The plan policy's default bound on the number of nodes (and planned
+#: clients).
+MAX_CLIENTS = _DEFAULTS["max_clients"]
 
 #: Longest client label (characters) a node may announce.
 _MAX_LABEL_CHARS = 256
-
-#: Most classes a node may announce for FED-chi2 (without public ``classes``).
-_MAX_CLASSES = 10**4
 
 #: Raw X25519 public keys are 32 bytes.
 _KEY_BYTES = 32
@@ -163,18 +164,22 @@ def _short(value, limit=60):
 
 
 def _check_bound(name, value):
+    """A public bound of the run; None: the plan policy's (``get_config()``)."""
+    if value is None:
+        return get_config()[name]
     if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
         raise ValueError(f"{name} must be a positive int; got {value!r}.")
     return int(value)
 
 
-def check_planned_clients(planned_clients, *, max_clients=MAX_CLIENTS):
+def check_planned_clients(planned_clients, *, max_clients=None):
     """Validate the planned node set; return ``(pinned, labels)``.
 
     ``planned_clients`` is ``None`` (no plan: ``(None, None)``), a sequence of
     client labels (``pinned`` is ``None``) or a mapping from Flower node id
     to client label (``pinned`` is that mapping, with int keys). Labels are
-    ints or strings, all of one type, distinct, at most ``max_clients``.
+    ints or strings, all of one type, distinct, at most ``max_clients``
+    (None: the plan policy's).
     """
     max_clients = _check_bound("max_clients", max_clients)
     if planned_clients is None:
@@ -236,7 +241,7 @@ def _size_problem(reply, key, max_size):
     return None
 
 
-def _hello_problem(reply, request, max_size):
+def _hello_problem(reply, request, max_size, max_classes):
     """Why a hello reply cannot be used (a malformed field), or None."""
     if request["calibration"]:
         problem = _size_problem(reply, "n", max_size)
@@ -262,11 +267,11 @@ def _hello_problem(reply, request, max_size):
                 not isinstance(classes, np.ndarray)
                 or classes.ndim != 1
                 or classes.dtype.kind not in "iub" + "U"
-                or classes.shape[0] > _MAX_CLASSES
+                or classes.shape[0] > max_classes
             ):
                 return (
                     "its field 'classes' is not a vector of at most "
-                    f"{_MAX_CLASSES} int or string labels"
+                    f"max_classes={max_classes} int or string labels"
                 )
     if not isinstance(reply.get("data_fingerprint", ""), str):
         return "its field 'data_fingerprint' is not a string"
@@ -313,11 +318,16 @@ class ServerSession:
         pins each Flower node id to its client label: other connected nodes
         are left out without being asked. ``None`` checks nothing (a
         warning says so).
-    max_client_size : int
-        Largest row count a node may announce.
-    max_clients : int
+    max_client_size : int or None
+        Largest row count a node may announce; None: the plan policy's
+        (:func:`skfedcp.get_config`).
+    max_clients : int or None
         Most nodes the server talks to (without a pinned plan: more connected
-        nodes is an error).
+        nodes is an error); None: the plan policy's.
+
+    The most classes a node may announce (FED-chi2 without public
+    ``classes``) and the widest FED-chi2 round are the plan policy's
+    ``max_classes`` and ``max_features``.
     """
 
     def __init__(
@@ -328,13 +338,14 @@ class ServerSession:
         timeout,
         min_rows=1,
         planned_clients=None,
-        max_client_size=MAX_CLIENT_SIZE,
-        max_clients=MAX_CLIENTS,
+        max_client_size=None,
+        max_clients=None,
     ):
         if min_rows < 1:
             raise ValueError(f"min_rows must be >= 1; got {min_rows}.")
         self.max_client_size = _check_bound("max_client_size", max_client_size)
         self.max_clients = _check_bound("max_clients", max_clients)
+        self.max_classes = _check_bound("max_classes", None)
         self.pinned, self.planned = check_planned_clients(
             planned_clients, max_clients=self.max_clients
         )
@@ -509,7 +520,9 @@ class ServerSession:
             label, problem = _check_label(reply.get("label"))
             self.announced[node] = label if problem is None else "?"
             if problem is None:
-                problem = _hello_problem(reply, request, self.max_client_size)
+                problem = _hello_problem(
+                    reply, request, self.max_client_size, self.max_classes
+                )
             if problem is not None:
                 self.exclude(node, problem, invalid=True)
             else:
@@ -694,8 +707,14 @@ def calibrate_nodes(
     fingerprint,
     random_state=None,
     max_attempts=3,
+    n_classes=None,
 ):
     """Run one calibration over ``nodes`` (already checked by hello).
+
+    ``n_classes`` (the shared model's class count, public) fixes LDP-L's
+    number of classes before the round when the calibrator leaves it None:
+    a node sending score matrices of another width is then excluded, never
+    voted on.
 
     The server's side is the calibrator's own
     :meth:`~skfedcp.calibrators.BaseCalibrator.fit_from_messages`: every
@@ -714,6 +733,9 @@ def calibrate_nodes(
     Returns the fitted calibrator and the nodes whose messages it used.
     """
     calibrator = get_calibrator(calibrator)
+    params = calibrator.get_params(deep=False)
+    if n_classes is not None and "n_classes" in params and params["n_classes"] is None:
+        calibrator.set_params(n_classes=int(n_classes))
     calibrator._validate_params()
     alpha = check_alpha(alpha)
     alias = _alias_of(calibrator)
@@ -981,8 +1003,26 @@ def _secure_sum(session, name, nodes, extra, length, max_attempts):
     raise RuntimeError(f"{name}: nodes kept failing after {max_attempts} attempts.")
 
 
-def select_chi2_nodes(session, nodes, selector, *, classes=None, max_attempts=3):
-    """Run FED-chi2 (two secure sums) over ``nodes``; return the fitted selector."""
+def select_chi2_nodes(
+    session,
+    nodes,
+    selector,
+    *,
+    classes=None,
+    n_features=None,
+    max_value=None,
+    max_attempts=3,
+):
+    """Run FED-chi2 (two secure sums) over ``nodes``; return the fitted selector.
+
+    The shape of the round is public and fixed before it starts: the class
+    list ``classes`` and the feature count ``n_features`` (see
+    :func:`_public_shape`); what each node announced (its rows and column
+    bounds) is checked by :func:`~skfedcp.feature_selection.chi2_server_plan`
+    against the round's public bounds, and the decoded sums by
+    :func:`~skfedcp.feature_selection.chi2_server_marginals` and
+    :func:`~skfedcp.feature_selection.chi2_server_decode`.
+    """
     if not isinstance(selector, FedChi2Selector):
         raise TypeError(
             f"selector must be a FedChi2Selector; got {type(selector).__name__}."
@@ -996,42 +1036,9 @@ def select_chi2_nodes(session, nodes, selector, *, classes=None, max_attempts=3)
             f"statistic={selector.statistic!r}."
         )
     ell = selector._resolve_n_projections()
-    n_features = Counter(session.info[n]["n_features"] for n in nodes).most_common()
-    width = n_features[0][0]
-    kept = []
-    for node in nodes:
-        if session.info[node]["n_features"] != width:
-            session.exclude(
-                node,
-                f"it has {session.info[node]['n_features']} features, the others "
-                f"{width}",
-                failed=False,
-            )
-        else:
-            kept.append(node)
-    nodes = kept
-    if classes is None:
-        classes = np.unique(np.concatenate([session.info[n]["classes"] for n in nodes]))
-    classes = np.asarray(classes)
+    classes, width, nodes = _public_shape(session, nodes, classes, n_features)
     n_classes = classes.shape[0]
-    integer_x = all(bool(session.info[n]["integer_x"]) for n in nodes)
-    nodes = _check_column_bounds(session, nodes, width)
-    # Round one's public plan, as in the simulation: class counts are at most
-    # a node's rows (integers: exact at any precision), column totals within
-    # the largest power-of-two bound the nodes announced.
-    count_bound = _marginals_bound(
-        np.array([max(float(session.info[n]["selection_n"]) for n in nodes)])
-    )
-    bound = np.concatenate(
-        [
-            np.full(n_classes, count_bound[0]),
-            np.max([session.info[n]["column_bound"] for n in nodes], axis=0),
-        ]
-    )
-    plan = _marginals_plan(
-        bound, len(nodes), integer_x=integer_x, frac_bits=selector.frac_bits
-    )
-
+    plan, nodes = _round_one_plan(session, nodes, n_classes, width, selector, max_value)
     total, round1 = _secure_sum(
         session,
         "chi2_marginals",
@@ -1045,12 +1052,14 @@ def select_chi2_nodes(session, nodes, selector, *, classes=None, max_attempts=3)
         n_classes + width,
         max_attempts,
     )
-    marginals = chi2_server_marginals(plan.decode(total), n_classes=n_classes)
-    bits = (
-        chi2_frac_bits(marginals)
-        if selector.frac_bits is None
-        else np.full(width, selector.frac_bits, dtype=np.int64)
+    marginals = chi2_server_marginals(
+        plan.decode(total),
+        n_classes=n_classes,
+        n_features=width,
+        n_samples=sum(int(session.info[n]["selection_n"]) for n in round1),
+        max_value=max_value,
     )
+    bits = chi2_frac_bits(marginals, frac_bits=selector.frac_bits)
     sketch_request = {
         "classes": classes,
         "class_counts": marginals.class_counts,
@@ -1070,7 +1079,7 @@ def select_chi2_nodes(session, nodes, selector, *, classes=None, max_attempts=3)
     )
     sketch = fixed_point_decode(total.reshape(width, ell), bits[:, None]).T.copy()
     selector.scores_, selector.pvalues_ = chi2_server_decode(
-        sketch, marginals, estimator=selector.estimator
+        sketch, marginals, estimator=selector.estimator, n_projections=ell
     )
     labels = session.labels(round1)
     selector.dof_ = _dof(marginals)
@@ -1086,32 +1095,128 @@ def select_chi2_nodes(session, nodes, selector, *, classes=None, max_attempts=3)
     return selector, round1
 
 
-def _check_column_bounds(session, nodes, width):
-    """The nodes whose announced column bounds fit the public plan.
+def _public_shape(session, nodes, classes, n_features):
+    """The round's class list and feature count, and the nodes that match.
 
-    A bound must be a vector of ``width`` non-negative finite numbers; a node
-    that sends anything else is left out with a warning (a dishonest node
-    cannot turn the plan's scale into NaN).
+    Both are public parameters of the server, fixed before the round and
+    never voted: a node announcing another feature count is left out. Without
+    ``n_features`` the nodes must agree (one node announcing another count
+    stops the run, naming it, instead of a majority deciding who is right).
+    Without ``classes`` the class list is the union of the nodes' announced
+    lists (each checked against the policy's ``max_classes`` at hello, and
+    their union too): a convenience that lets every node add labels, so a
+    server that knows its classes passes them.
     """
+    policy = get_config()
+    counts = {n: session.info[n]["n_features"] for n in nodes}
+    if n_features is None:
+        widths = sorted(set(counts.values()))
+        if len(widths) > 1:
+            detail = ", ".join(
+                f"node {n} (client {session.info[n]['label']!r}): {w}"
+                for n, w in counts.items()
+            )
+            raise ValueError(
+                f"the nodes announce different feature counts ({detail}) and the "
+                "round has no public n_features to tell which is right: pass "
+                "n_features (fixed before the round) to leave the others out."
+            )
+        if not widths:
+            raise RuntimeError("FED-chi2: no node is left to run the selection.")
+        width = int(widths[0])
+    else:
+        width = _check_public_int(n_features, "n_features", policy["max_features"])
     kept = []
     for node in nodes:
-        try:
-            value = np.asarray(session.info[node].get("column_bound"), dtype=np.float64)
-        except (TypeError, ValueError):
-            value = None
-        if (
-            value is None
-            or value.shape != (width,)
-            or not np.all(np.isfinite(value))
-            or np.any(value < 0)
-        ):
+        if counts[node] != width:
             session.exclude(
                 node,
-                f"its field 'column_bound' is not {width} non-negative finite numbers",
+                f"it announces {counts[node]} features; the round's public "
+                f"n_features is {width}",
                 invalid=True,
             )
-            session.info[node]["column_bound"] = None
         else:
-            session.info[node]["column_bound"] = value
             kept.append(node)
-    return kept
+    from_nodes = classes is None
+    if from_nodes:
+        if not kept:
+            raise RuntimeError("FED-chi2: no node is left to run the selection.")
+        classes = np.unique(np.concatenate([session.info[n]["classes"] for n in kept]))
+    classes = np.asarray(classes)
+    if classes.ndim != 1 or classes.shape[0] < 1:
+        raise ValueError(f"classes must be a non-empty 1-D array; got {classes!r}.")
+    if classes.shape[0] > policy["max_classes"]:
+        raise ValueError(
+            f"the round's class list has {classes.shape[0]} classes > the plan "
+            f"policy's max_classes={policy['max_classes']}"
+            + (" (the union of the nodes' lists)." if from_nodes else ".")
+        )
+    if width > policy["max_features"]:
+        raise ValueError(
+            f"n_features={width} is above the plan policy's max_features="
+            f"{policy['max_features']}."
+        )
+    return classes, width, kept
+
+
+def _check_public_int(value, name, limit):
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive int; got {value!r}.")
+    if value > limit:
+        raise ValueError(
+            f"{name}={value} is above the plan policy's max_{name[2:]}={limit}."
+        )
+    return int(value)
+
+
+def _round_one_plan(session, nodes, n_classes, width, selector, max_value):
+    """Round one's public plan from the nodes' announcements (chi2_server_plan).
+
+    A node whose announced rows or column bounds are out of the round's
+    public bounds is left out with an
+    :class:`~skfedcp.exceptions.InvalidMessageWarning` naming it (a
+    dishonest node cannot turn the plan's scale into NaN, nor make it wrap).
+    Returns the plan and the kept nodes.
+    """
+    labels = session.labels(nodes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = chi2_server_plan(
+                [session.info[n]["selection_n"] for n in nodes],
+                [session.info[n].get("column_bound") for n in nodes],
+                n_classes=n_classes,
+                n_features=width,
+                max_client_size=session.max_client_size,
+                max_clients=session.max_clients,
+                max_value=max_value,
+                integer_x=all(bool(session.info[n]["integer_x"]) for n in nodes),
+                frac_bits=selector.frac_bits,
+                clients=labels,
+                on_invalid="exclude",
+            )
+        except InvalidMessageError:
+            if not nodes:
+                raise RuntimeError(
+                    "FED-chi2: no node is left to run the selection."
+                ) from None
+            raise
+    texts = []
+    for w in caught:
+        if issubclass(w.category, InvalidMessageWarning):
+            texts.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    excluded = set(result.excluded.tolist())
+    for node, label in zip(nodes, labels.tolist(), strict=True):
+        if label in excluded:
+            marker = f"client {label!r}: "
+            reason = next((t for t in texts if marker in t), marker)
+            reason = reason[reason.find(marker) :].split(". The client", 1)[0]
+            session.exclude(
+                node,
+                "its announced size or field 'column_bound' is out of the "
+                f"round's public plan ({reason})",
+                invalid=True,
+            )
+    return result.plan, [nodes[i] for i in result.kept]
