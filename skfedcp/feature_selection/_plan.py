@@ -24,7 +24,7 @@ from .._config import get_config
 from ..exceptions import InvalidMessageError, InvalidMessageWarning
 from ..federated._fixed_point import FixedPointPlan
 from ..utils._warnings import warn_user
-from ._protocol import _marginals_bound, _marginals_plan
+from ._ranges import _marginals_bound, _marginals_plan
 from ._sketch import _check_positive_int
 
 __all__ = [

@@ -44,7 +44,7 @@ from ..feature_selection import (
     chi2_server_plan,
 )
 from ..feature_selection._chi2 import FedChi2Selector
-from ..feature_selection._protocol import _dof
+from ..feature_selection._tables import _dof
 from ..federated import fixed_point_decode
 from ..utils._random import check_seed_sequence, spawn_random_states
 from ..utils._validation import check_alpha

@@ -25,7 +25,7 @@ from skfedcp.feature_selection import (
     chi2_server_plan,
 )
 from skfedcp.feature_selection._chi2 import FedChi2Selector as _Selector
-from skfedcp.feature_selection._protocol import _marginals_bound, _sketch_limits
+from skfedcp.feature_selection._ranges import _marginals_bound, _sketch_limits
 
 RNG = np.random.default_rng(0)
 N = 2000
