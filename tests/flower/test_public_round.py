@@ -32,9 +32,9 @@ from _reference import assert_same_fit  # noqa: E402
 from flwr.app import Context, Message, RecordDict  # noqa: E402
 
 from skfedcp import flower  # noqa: E402
-from skfedcp.flower import _app  # noqa: E402
+from skfedcp.flower import _wire  # noqa: E402
 from skfedcp.flower._local import InMemoryGrid  # noqa: E402
-from skfedcp.flower._server import ServerSession, check_planned_clients  # noqa: E402
+from skfedcp.flower._session import ServerSession, check_planned_clients  # noqa: E402
 
 M = 5
 PLANNED = list(range(M))
@@ -68,15 +68,15 @@ def _hello_edit(labels, edit):
     def wrap(app):
         def call(message, context):
             reply = app(message, context)
-            request = _app._from_record_dict(message.content)
+            request = _wire._from_record_dict(message.content)
             if (
                 request["kind"] != "hello"
                 or context.node_config["client-id"] not in labels
             ):
                 return reply
-            payload = _app._from_record_dict(reply.content)
+            payload = _wire._from_record_dict(reply.content)
             edit(payload)
-            return Message(_app._to_record_dict(payload), reply_to=message)
+            return Message(_wire._to_record_dict(payload), reply_to=message)
 
         return call
 
@@ -235,7 +235,7 @@ class TestChi2PublicShape:
         assert "(client 0): 3" in str(info.value)
 
     def test_bad_n_features_is_refused(self, data):
-        with pytest.raises(ValueError, match="n_features must be a positive int"):
+        with pytest.raises(ValueError, match="n_features must be >= 1"):
             flower.run_chi2_selection(
                 _grid(data), FedChi2Selector(k=3), n_features=0, planned_clients=PLANNED
             )
@@ -299,14 +299,14 @@ def test_ldp_l_class_count_is_the_models():
     def wrap(app):
         def call(message, context):
             reply = app(message, context)
-            request = _app._from_record_dict(message.content)
+            request = _wire._from_record_dict(message.content)
             if request["kind"] != "calibrate" or context.node_config[
                 "client-id"
             ] not in (0, 1):
                 return reply
-            payload = _app._from_record_dict(reply.content)
+            payload = _wire._from_record_dict(reply.content)
             two_columns(payload)
-            return Message(_app._to_record_dict(payload), reply_to=message)
+            return Message(_wire._to_record_dict(payload), reply_to=message)
 
         return call
 
