@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._config import get_config
 from .._typing import Messages
 from ..exceptions import InvalidMessageError
+from ..utils._validation import as_real_array
 
 __all__ = [
     "Problem",
@@ -467,9 +468,14 @@ def _check_rows(column, sizes, present, trusted, *, ndim):
         if value is None or not present[j]:
             continue
         try:
-            arr = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            bad.append((j, "must be an array of real numbers"))
+            arr = as_real_array(value)
+        except TypeError:
+            kind = (
+                "a masked array"
+                if isinstance(value, np.ma.MaskedArray)
+                else f"dtype {np.asarray(value).dtype}"
+            )
+            bad.append((j, f"must be an array of real numbers; got {kind}"))
             continue
         if arr.ndim != ndim or arr.shape[0] != sizes[j]:
             want = f"({sizes[j]},)" if ndim == 1 else f"({sizes[j]}, n_classes)"
@@ -501,16 +507,28 @@ def _check_labels(column, sizes, present, trusted):
         out[j] = np.empty(0, dtype=np.int64)
         if not present[j]:
             continue
+        if isinstance(column[j], np.ma.MaskedArray):
+            bad.append((j, "must not be a masked array (its mask would be ignored)"))
+            continue
         arr = np.asarray(column[j])
         if arr.ndim != 1 or arr.shape[0] != sizes[j]:
             bad.append((j, f"must have shape ({sizes[j]},); got {arr.shape}"))
             continue
+        # Compared in the labels' own dtype before the int64 cast: a uint64
+        # label of 2**64 - 1 must not wrap to -1 (or to any class).
         if arr.dtype.kind not in "iu" or (arr.size and arr.min() < 0):
             bad.append((j, "must hold non-negative integers"))
+            continue
+        if arr.size and arr.max() > _INT64_MAX:
+            bad.append(
+                (j, f"holds a label of {int(arr.max())}, beyond any class index")
+            )
             continue
         out[j] = arr.astype(np.int64)
     return out, bad
 
+
+_INT64_MAX = np.iinfo(np.int64).max
 
 _CHECKS = {
     "size": _check_size,

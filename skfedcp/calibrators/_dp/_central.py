@@ -19,7 +19,6 @@ from ...privacy import (
     private_quantile,
     private_quantile_probabilities,
 )
-from ...privacy._exponential import _check_epsilon
 from ...privacy._tight import _tight_central
 from ...utils._validation import check_alpha, check_scores
 from .._base import BaseCalibrator, CoverageBounds
@@ -30,6 +29,7 @@ from ._common import (
     ThresholdDistribution,
     _after_private_fit,
     _check_bounds,
+    _check_epsilon_range,
     _check_rule,
     _clip_scores,
     _edges,
@@ -178,7 +178,7 @@ class PrivateCentralCalibrator(BaseCalibrator):
         plan : dict
             See ``calibration_info_``.
         """
-        epsilon = _check_epsilon(self.epsilon)
+        epsilon = _check_epsilon_range(self.epsilon)
         bounds = _check_bounds(self.score_bounds, type(self).__name__)
         n_total = int(_plan_sizes(n_per_client).sum())
         rule = _check_rule(getattr(self, "rule", "paper"))
