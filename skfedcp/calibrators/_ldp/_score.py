@@ -716,6 +716,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         self.clients_ = clients
         self.n_clients_ = int(sizes.shape[0])
         self.n_per_client_ = sizes
+        self._fitted_alpha = alpha  # the default of coverage_bounds()
         self.calibration_info_ = self.plan(sizes, alpha)
         self.excluded_clients_ = clients[:0]
         return self
