@@ -31,6 +31,7 @@ __all__ = [
     "Received",
     "check_client_labels",
     "check_client_sizes",
+    "client_share_problems",
     "collect_messages",
     "invalid_message_error",
     "stack_messages",
@@ -161,6 +162,39 @@ def _check_announced(sizes: NDArray[Any], name: str) -> None:
             client=j,
             field=name,
         )
+
+
+def client_share_problems(
+    sizes: NDArray[np.int64], max_client_share: float | None, *, unit: str = "rows"
+) -> list[Problem]:
+    """The clients announcing more than ``max_client_share`` of the pooled total.
+
+    ``max_client_share`` is a public cap on one client's influence where
+    sizes weigh (central and dp-central pool rows, LDP-S users): a client
+    whose announced size ``n_j`` exceeds ``max_client_share * N`` (``N``: the
+    total every client announced, ``n_j`` included) is invalid, field
+    ``"n"``. With the cap ``s``, ``c`` dishonest clients hold at most
+    ``c * s * N`` of the pooled rows whatever they announce. None: no cap.
+
+    Examples
+    --------
+    >>> client_share_problems(np.array([10, 10, 100]), 0.5)[0].reason
+    'announces 100 rows, 0.833 of the pooled 120, above max_client_share=0.5 (a public cap on one client's influence)'
+    """  # noqa: E501
+    if max_client_share is None or sizes.shape[0] == 0:
+        return []
+    total = float(sizes.sum())
+    over = np.flatnonzero(sizes > max_client_share * total)
+    return [
+        Problem(
+            int(j),
+            "n",
+            f"announces {int(sizes[j])} {unit}, {sizes[j] / total:.3g} of the "
+            f"pooled {int(total)}, above max_client_share={max_client_share:g} "
+            "(a public cap on one client's influence)",
+        )
+        for j in over
+    ]
 
 
 def check_client_labels(
