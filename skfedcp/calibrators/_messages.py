@@ -178,9 +178,10 @@ def client_share_problems(
 
     Examples
     --------
-    >>> client_share_problems(np.array([10, 10, 100]), 0.5)[0].reason
-    'announces 100 rows, 0.833 of the pooled 120, above max_client_share=0.5 (a public cap on one client's influence)'
-    """  # noqa: E501
+    >>> problem = client_share_problems(np.array([10, 10, 100]), 0.5)[0]
+    >>> problem.index, problem.field, problem.reason[:42]
+    (2, 'n', 'announces 100 rows, 0.833 of the pooled 120')
+    """
     if max_client_share is None or sizes.shape[0] == 0:
         return []
     total = float(sizes.sum())

@@ -14,6 +14,7 @@ from numbers import Integral
 import numpy as np
 
 from ..calibrators import get_calibrator
+from ..calibrators._messages import client_share_problems
 from ..exceptions import (
     InvalidMessageError,
     InvalidMessageWarning,
@@ -249,6 +250,17 @@ def _calibrate_interactive(
     if not nodes:
         raise RuntimeError(f"{alias}: no node is left to calibrate.")
     sizes = np.asarray([_node_size(session, n) for n in nodes], dtype=np.int64)
+    # A node above the public cap on one client's share of the users is left
+    # out before the first query (no budget is spent on it).
+    share = getattr(calibrator, "max_client_share", None)
+    over = client_share_problems(sizes, share, unit="users")
+    for problem in over:
+        session.exclude(nodes[problem.index], problem.reason, invalid=True)
+    if over:
+        keep = np.ones(len(nodes), dtype=bool)
+        keep[[p.index for p in over]] = False
+        nodes = [n for n, k in zip(nodes, keep, strict=True) if k]
+        sizes = sizes[keep]
     labels = session.labels(nodes)
     # The group assignment is public: with no seed (or "secure"), a fresh
     # one that the live run and the replay share, as in the in-process fit.

@@ -331,3 +331,42 @@ def test_ldp_l_class_count_is_the_models():
     assert fitted.excluded_clients_.tolist() == [0, 1]
     assert fitted.clients_.tolist() == [2, 3, 4]
     assert any("has 2 columns; the plan has 3" in str(w.message) for w in caught)
+
+
+# --------------------------------------------------------------------------
+# LDP-S: a node above the public share cap is left out before any query
+
+
+def test_ldp_s_node_above_the_share_cap_is_left_out_before_any_query():
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(200 + M * 300, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=X.shape[0])
+    model = LinearRegression().fit(X[:200], y[:200])
+    X, y = X[200:], y[200:]
+    ids = np.repeat(np.arange(M), 300)
+
+    def load_data(context):
+        k = context.node_config["client-id"]
+        return X[ids == k], y[ids == k]
+
+    def claim(payload):  # announces 10**5 users
+        payload["n"] = 10**5
+
+    app = flower.make_client_app(load_data, load_model=lambda c: model)
+    grid = InMemoryGrid(
+        _hello_edit({4}, claim)(app), [{"client-id": k} for k in range(M)]
+    )
+    cal = CALIBRATORS["ldp-s"](
+        epsilon=8.0, score_bounds=(0.0, 5.0), n_groups=4, max_client_share=0.5
+    )
+    with pytest.warns(InvalidMessageWarning, match="max_client_share=0.5"):
+        deployed, report = flower.run_calibration(
+            grid, cal, alpha=0.1, planned_clients=PLANNED, random_state=RS
+        )
+    assert deployed.clients_.tolist() == [0, 1, 2, 3]
+    node = grid.get_node_ids()[4]
+    assert "announces 100000 users" in report.excluded[node]
+    # No query reached it.
+    assert all(node not in r.bytes_sent for r in report.rounds[1:])

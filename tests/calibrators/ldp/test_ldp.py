@@ -891,7 +891,11 @@ class TestPublicClassCount:
     def test_wrapped_noisy_label_is_refused_by_the_server(self):
         noisy = np.array([0, 1, 2, 2**64 - 1], dtype=np.uint64)
         messages = [{"n": 4, "scores": np.full((4, 3), 0.5), "noisy_labels": noisy}]
-        with pytest.raises(InvalidMessageError, match="must be integers in 0..2"):
+        # Compared in its own dtype before the int64 cast (issue 22).
+        with pytest.raises(
+            InvalidMessageError,
+            match="'noisy_labels' holds a label of 18446744073709551615, beyond any",
+        ):
             LDPLabelCalibrator(n_classes=3).server_step(messages, alpha=0.1)
 
 
