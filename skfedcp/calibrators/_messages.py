@@ -179,7 +179,7 @@ def client_share_problems(
     Examples
     --------
     >>> problem = client_share_problems(np.array([10, 10, 100]), 0.5)[0]
-    >>> problem.index, problem.field, problem.reason[:42]
+    >>> problem.index, problem.field, problem.reason[:43]
     (2, 'n', 'announces 100 rows, 0.833 of the pooled 120')
     """
     if max_client_share is None or sizes.shape[0] == 0:
