@@ -187,7 +187,8 @@ def chi2_server_plan(
     kept, kept_sizes, kept_bounds, bad = [], [], [], []
     valid = _all_valid(sizes, bounds, n_features, max_client_size, cap, ring)
     if valid is not None:  # one vectorised pass: nobody to name
-        kept, kept_sizes, kept_bounds = list(range(n_clients)), *valid
+        kept = list(range(n_clients))
+        kept_sizes, kept_bounds = valid
     for j in range(0 if valid is None else n_clients, n_clients):
         try:
             size, bound = _check_announcement(

@@ -129,7 +129,7 @@ def check_random_state(
     """
     if random_state is None:
         return np.random.RandomState(np.random.MT19937(np.random.SeedSequence()))
-    if random_state is np.random or random_state is np.random.mtrand._rand:
+    if random_state is np.random.mtrand._rand or random_state is np.random:  # type: ignore[comparison-overlap]
         raise ValueError(
             "random_state must not be NumPy's global state; pass None (fresh "
             "entropy), an int or a RandomState."
