@@ -202,17 +202,12 @@ def _public_shape(session, nodes, classes, n_features):
         width = int(widths[0])
     else:
         width = _check_policy_int(n_features, "n_features", policy["max_features"])
-    kept = []
-    for node in nodes:
-        if counts[node] != width:
-            session.exclude(
-                node,
-                f"it announces {counts[node]} features; the round's public "
-                f"n_features is {width}",
-                invalid=True,
-            )
-        else:
-            kept.append(node)
+    reasons = {
+        node: f"it announces {count} features; the round's public n_features is {width}"
+        for node, count in counts.items()
+        if count != width
+    }
+    kept = session.leave_out(nodes, reasons, invalid=True)
     from_nodes = classes is None
     if from_nodes:
         if not kept:

@@ -622,15 +622,17 @@ class ServerSession:
                     f"({dict(counts)}); pass the expected model fingerprint."
                 )
             expected = counts[0][0]
-        kept = []
-        for node in nodes:
-            if prints[node] != expected:
-                self.exclude(
-                    node,
-                    f"model fingerprint {prints[node]} differs from the expected "
-                    f"{expected} (another model version)",
-                    failed=False,
-                )
-            else:
-                kept.append(node)
-        return kept, expected
+        reasons = {
+            node: f"model fingerprint {prints[node]} differs from the expected "
+            f"{expected} (another model version)"
+            for node in nodes
+            if prints[node] != expected
+        }
+        return self.leave_out(nodes, reasons, failed=False), expected
+
+    def leave_out(self, nodes, reasons, **how):
+        """Exclude the nodes ``reasons`` names (``how`` as in :meth:`exclude`);
+        return the others, in order."""
+        for node, reason in reasons.items():
+            self.exclude(node, reason, **how)
+        return [node for node in nodes if node not in reasons]
