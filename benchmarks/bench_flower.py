@@ -183,7 +183,7 @@ import flwr.app, flwr.clientapp  # noqa: E401
 lap("import flwr")
 import skfedcp.flower
 from skfedcp.calibrators import QuantileOfQuantilesCalibrator
-from skfedcp.flower._app import _to_record_dict, _wire_bytes
+from skfedcp.flower._wire import _to_record_dict, _wire_bytes
 from skfedcp.flower._protocol import _reply, model_fingerprint, resolve_node_score
 lap("import skfedcp")
 task = runpy.run_path(sys.argv[1])
@@ -245,12 +245,10 @@ def _numbers(reply):
 def _size_table(m, work):
     """Median bytes per node (server -> node, node -> server) of each strategy."""
     from skfedcp import flower
-    from skfedcp.flower._app import _grid_exchange
-    from skfedcp.flower._server import (
-        ServerSession,
-        calibrate_nodes,
-        select_chi2_nodes,
-    )
+    from skfedcp.flower._calibrate import calibrate_nodes
+    from skfedcp.flower._select import select_chi2_nodes
+    from skfedcp.flower._session import ServerSession
+    from skfedcp.flower._wire import _grid_exchange
 
     data = _prepare(work / f"sizes{m}", m)
     grid = _in_memory(data, m)

@@ -480,7 +480,90 @@ CASES = {
             alpha=0.1,
         ),
         InvalidMessageError,
+        # Compared in its own dtype before any int64 cast (never -1).
+        "client 1: field 'noisy_labels' holds a label of 18446744073709551615, "
+        "beyond any class index",
+    ),
+    "ldp-l server uint64 label 2**63": (
+        lambda: LDPLabelCalibrator().server_step(
+            _ldpl_msgs(noisy_labels=np.array([0, 1, 2, 2**63], dtype=np.uint64)),
+            alpha=0.1,
+        ),
+        InvalidMessageError,
+        "client 1: field 'noisy_labels' holds a label of 9223372036854775808",
+    ),
+    "ldp-l server uint64 label 3 (in range of int64, not of the classes)": (
+        lambda: LDPLabelCalibrator().server_step(
+            _ldpl_msgs(noisy_labels=np.array([0, 1, 2, 3], dtype=np.uint64)),
+            alpha=0.1,
+        ),
+        InvalidMessageError,
         "client 1: field 'noisy_labels' must be integers in 0..2",
+    ),
+    "central fit complex scores": (
+        lambda: CentralCalibrator().fit(SCORES + 0j, IDS, alpha=0.1),
+        TypeError,
+        r"scores must hold real numbers; got a complex array \(dtype complex128\)",
+    ),
+    "central fit masked scores": (
+        lambda: CentralCalibrator().fit(
+            np.ma.masked_array(SCORES, SCORES > 0.8), IDS, alpha=0.1
+        ),
+        TypeError,
+        "scores must not be a masked array",
+    ),
+    "dp-central fit complex scores": (
+        lambda: PrivateCentralCalibrator(epsilon=1.0, score_bounds=(0, 1)).fit(
+            SCORES.astype(np.complex64), IDS, alpha=0.1
+        ),
+        TypeError,
+        "scores must hold real numbers",
+    ),
+    "dp-central fit masked scores": (
+        lambda: PrivateCentralCalibrator(epsilon=1.0, score_bounds=(0, 1)).fit(
+            np.ma.masked_array(SCORES, SCORES > 0.8), IDS, alpha=0.1
+        ),
+        TypeError,
+        "scores must not be a masked array",
+    ),
+    "central server complex scores": (
+        lambda: CentralCalibrator().server_step(
+            [
+                {"n": 2, "scores": np.array([0.1, 0.2])},
+                {"n": 2, "scores": np.array([0.1 + 1j, 0.2])},
+            ],
+            alpha=0.1,
+            n_per_client=[2, 2],
+        ),
+        InvalidMessageError,
+        "client 1: field 'scores' must be an array of real numbers; got dtype "
+        "complex128",
+    ),
+    "central server masked scores": (
+        lambda: CentralCalibrator().server_step(
+            [
+                {"n": 2, "scores": np.array([0.1, 0.2])},
+                {"n": 2, "scores": np.ma.masked_array([0.1, 0.2], [0, 1])},
+            ],
+            alpha=0.1,
+            n_per_client=[2, 2],
+        ),
+        InvalidMessageError,
+        "client 1: field 'scores' must be an array of real numbers; got a masked",
+    ),
+    "ldp-l fit complex score matrix": (
+        lambda: LDPLabelCalibrator().fit(
+            np.full((4, 3), 0.5 + 0j), labels=np.array([0, 1, 2, 0]), alpha=0.1
+        ),
+        TypeError,
+        "scores must hold real numbers",
+    ),
+    "ldp-s fit masked scores": (
+        lambda: LDPScoreCalibrator(epsilon=1.0, score_bounds=(0, 1)).fit(
+            np.ma.masked_array(SCORES, SCORES > 0.8), IDS, alpha=0.1
+        ),
+        TypeError,
+        "scores must not be a masked array",
     ),
     # Issue 22: the class count is public; a message of another width is
     # invalid whatever the other clients send.

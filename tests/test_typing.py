@@ -135,7 +135,7 @@ def test_the_walk_finds_the_public_api():
         "skfedcp.calibrators._ldp._label.LDPLabelCalibrator.plan",
         "skfedcp.plotting._client_coverage.ClientCoverageDisplay.from_estimator",
         "skfedcp.exceptions.InvalidMessageError.__init__",
-        "skfedcp.flower._app.make_server_app",
+        "skfedcp.flower._server_app.make_server_app",
     ):
         assert expected in names
     assert len(CHECKED) > 50

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -9,8 +10,9 @@ from numpy.typing import ArrayLike
 
 from .._typing import SecureRandomStateLike
 from ..utils._quantile import conformal_quantile, conformal_rank
+from ..utils._sklearn_compat import Interval
 from ._base import BaseCalibrator, CoverageBounds
-from ._messages import check_client_sizes
+from ._messages import check_client_sizes, client_share_problems
 
 __all__ = ["CentralCalibrator"]
 
@@ -25,6 +27,21 @@ class CentralCalibrator(BaseCalibrator):
     **Message** (one per client): ``{"n": n_j, "scores": array of n_j floats}``.
     The server checks that each client sends exactly its announced number of
     finite scores.
+
+    Parameters
+    ----------
+    max_client_share : float in (0, 1] or None, default=None
+        Public cap on one client's share of the pooled rows: a client
+        announcing more than ``max_client_share * N`` rows (``N`` the pooled
+        total, its own rows included) sends an invalid message (named, or
+        excluded with ``fit_from_messages(on_invalid="exclude")``). With the
+        cap ``s``, ``c`` dishonest clients hold at most ``c * s * N`` of the
+        pooled scores, so they move the threshold by at most that many ranks
+        (see the threat model in the user guide). None: no cap (one client
+        sending ``10**5`` zero scores sets the threshold). No default cap fits
+        every honest federation (one client holds all the rows of a
+        single-client fit): choose it from the federation's public sizes,
+        e.g. ``2 / m`` for ``m`` clients of similar size.
 
     Attributes
     ----------
@@ -64,6 +81,12 @@ class CentralCalibrator(BaseCalibrator):
     """
 
     _message_fields = {"n": "size", "scores": "scores"}
+    _parameter_constraints = {
+        "max_client_share": [Interval(Real, 0, 1, closed="right"), None],
+    }
+
+    def __init__(self, *, max_client_share: float | None = None) -> None:
+        self.max_client_share = max_client_share
 
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the pooled rank and its exact coverage for continuous scores."""
@@ -87,6 +110,9 @@ class CentralCalibrator(BaseCalibrator):
         """Send this client's raw scores (the strategy has no privacy)."""
         scores, _, _ = self._check_client_input(scores, 0.5, None)
         return {"n": scores.shape[0], "scores": scores}
+
+    def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
+        return client_share_problems(sizes, self.max_client_share)
 
     def _aggregate(self, received, *, alpha, random_state):
         """Pool the scores and return their conformal quantile."""

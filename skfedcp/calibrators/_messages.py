@@ -24,12 +24,14 @@ from numpy.typing import ArrayLike, NDArray
 from .._config import get_config
 from .._typing import Messages
 from ..exceptions import InvalidMessageError
+from ..utils._validation import as_real_array
 
 __all__ = [
     "Problem",
     "Received",
     "check_client_labels",
     "check_client_sizes",
+    "client_share_problems",
     "collect_messages",
     "invalid_message_error",
     "stack_messages",
@@ -160,6 +162,40 @@ def _check_announced(sizes: NDArray[Any], name: str) -> None:
             client=j,
             field=name,
         )
+
+
+def client_share_problems(
+    sizes: NDArray[np.int64], max_client_share: float | None, *, unit: str = "rows"
+) -> list[Problem]:
+    """The clients announcing more than ``max_client_share`` of the pooled total.
+
+    ``max_client_share`` is a public cap on one client's influence where
+    sizes weigh (central and dp-central pool rows, LDP-S users): a client
+    whose announced size ``n_j`` exceeds ``max_client_share * N`` (``N``: the
+    total every client announced, ``n_j`` included) is invalid, field
+    ``"n"``. With the cap ``s``, ``c`` dishonest clients hold at most
+    ``c * s * N`` of the pooled rows whatever they announce. None: no cap.
+
+    Examples
+    --------
+    >>> problem = client_share_problems(np.array([10, 10, 100]), 0.5)[0]
+    >>> problem.index, problem.field, problem.reason[:43]
+    (2, 'n', 'announces 100 rows, 0.833 of the pooled 120')
+    """
+    if max_client_share is None or sizes.shape[0] == 0:
+        return []
+    total = float(sizes.sum())
+    over = np.flatnonzero(sizes > max_client_share * total)
+    return [
+        Problem(
+            int(j),
+            "n",
+            f"announces {int(sizes[j])} {unit}, {sizes[j] / total:.3g} of the "
+            f"pooled {int(total)}, above max_client_share={max_client_share:g} "
+            "(a public cap on one client's influence)",
+        )
+        for j in over
+    ]
 
 
 def check_client_labels(
@@ -467,9 +503,14 @@ def _check_rows(column, sizes, present, trusted, *, ndim):
         if value is None or not present[j]:
             continue
         try:
-            arr = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            bad.append((j, "must be an array of real numbers"))
+            arr = as_real_array(value)
+        except TypeError:
+            kind = (
+                "a masked array"
+                if isinstance(value, np.ma.MaskedArray)
+                else f"dtype {np.asarray(value).dtype}"
+            )
+            bad.append((j, f"must be an array of real numbers; got {kind}"))
             continue
         if arr.ndim != ndim or arr.shape[0] != sizes[j]:
             want = f"({sizes[j]},)" if ndim == 1 else f"({sizes[j]}, n_classes)"
@@ -501,16 +542,28 @@ def _check_labels(column, sizes, present, trusted):
         out[j] = np.empty(0, dtype=np.int64)
         if not present[j]:
             continue
+        if isinstance(column[j], np.ma.MaskedArray):
+            bad.append((j, "must not be a masked array (its mask would be ignored)"))
+            continue
         arr = np.asarray(column[j])
         if arr.ndim != 1 or arr.shape[0] != sizes[j]:
             bad.append((j, f"must have shape ({sizes[j]},); got {arr.shape}"))
             continue
+        # Compared in the labels' own dtype before the int64 cast: a uint64
+        # label of 2**64 - 1 must not wrap to -1 (or to any class).
         if arr.dtype.kind not in "iu" or (arr.size and arr.min() < 0):
             bad.append((j, "must hold non-negative integers"))
+            continue
+        if arr.size and arr.max() > _INT64_MAX:
+            bad.append(
+                (j, f"holds a label of {int(arr.max())}, beyond any class index")
+            )
             continue
         out[j] = arr.astype(np.int64)
     return out, bad
 
+
+_INT64_MAX = np.iinfo(np.int64).max
 
 _CHECKS = {
     "size": _check_size,

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.model_selection import train_test_split
-from sklearn.utils import Bunch, check_random_state
+from sklearn.utils import Bunch
 
 from .._typing import SklearnRandomState
+from ..utils._random import check_random_state
 from ._base import XyClients, _check_bool, _fill_doc, _make_bunch
 
 __all__ = ["load_fashion_mnist"]
@@ -120,7 +121,8 @@ def load_fashion_mnist(
         None returns all 70,000 rows: the 60,000 training images followed by
         the 10,000 test images.
     random_state : int, RandomState instance or None, default=None
-        Seed of the subsample; ignored when ``n_samples`` is None.
+        Seed of the subsample; ignored when ``n_samples`` is None; None draws fresh
+        entropy from the operating system, never NumPy's global state.
     %(return_X_y_no_clients)s
 
     Returns

@@ -6,9 +6,9 @@ from numbers import Real
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.utils import check_random_state
 
 from .._typing import SklearnRandomState
+from ..utils._random import check_random_state
 from ..utils._validation import check_int
 
 __all__ = ["make_federated_regression", "make_romano_regression"]
@@ -59,7 +59,8 @@ def make_federated_regression(
         clients identically distributed (i.i.d. data); at ``1`` the spread of
         client means equals the within-client spread.
     random_state : int, RandomState instance or None, default=None
-        Seed for all draws.
+        Seed for all draws; None draws fresh
+        entropy from the operating system, never NumPy's global state.
 
     Returns
     -------
@@ -151,7 +152,8 @@ def make_romano_regression(
     n_samples : int
         Number of rows (>= 1).
     random_state : int, RandomState instance or None, default=None
-        Seed for all draws.
+        Seed for all draws; None draws fresh
+        entropy from the operating system, never NumPy's global state.
 
     Returns
     -------

@@ -7,10 +7,10 @@ from numbers import Integral, Real
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 
 from .._typing import SklearnRandomState
+from ..utils._random import check_random_state
 from ..utils._validation import check_client_ids, check_int
 
 __all__ = ["partition_by_column", "partition_dirichlet", "partition_iid"]
@@ -39,7 +39,8 @@ def partition_iid(
         sizes as equal as possible: the first ``n_samples % n_clients``
         clients get one row more.
     random_state : int, RandomState instance or None, default=None
-        Seed of the random assignment.
+        Seed of the random assignment; None draws fresh
+        entropy from the operating system, never NumPy's global state.
 
     Returns
     -------
@@ -236,7 +237,8 @@ def partition_dirichlet(
         Every client must get at least this many rows (>= 0). Draws that miss
         it are redrawn, up to 1,000 times.
     random_state : int, RandomState instance or None, default=None
-        Seed for the proportions and the row order.
+        Seed for the proportions and the row order; None draws fresh
+        entropy from the operating system, never NumPy's global state.
 
     Returns
     -------

@@ -22,26 +22,27 @@ from ..federated._secure_aggregation import _circulant_graph
 from ..utils._atomic import atomic_fit
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ..utils._warnings import warn_user
-from ._protocol import (
-    _blocks,
+from ._protocol import chi2_server_decode, chi2_server_marginals
+from ._ranges import (
     _check_user_frac_bits,
-    _class_counts,
-    _client_tables,
-    _dof,
-    _exact_scores,
     _frac_bits,
     _marginals_bound,
     _marginals_plan,
-    _offsets,
-    _project_block,
-    _residual_stack,
-    chi2_server_decode,
-    chi2_server_marginals,
 )
 from ._sketch import (
     _gaussian_projections,
     _projection_seed,
     required_projection_dim,
+)
+from ._tables import (
+    _blocks,
+    _class_counts,
+    _client_tables,
+    _dof,
+    _exact_scores,
+    _offsets,
+    _project_block,
+    _residual_stack,
 )
 
 __all__ = ["FedChi2Selector", "fed_chi2"]

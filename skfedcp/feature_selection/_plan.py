@@ -20,21 +20,17 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._config import get_config
 from ..exceptions import InvalidMessageError, InvalidMessageWarning
 from ..federated._fixed_point import FixedPointPlan
 from ..utils._warnings import warn_user
-from ._protocol import _marginals_bound, _marginals_plan
+from ._ranges import _marginals_bound, _marginals_plan
 from ._sketch import _check_positive_int
 
 __all__ = [
     "Chi2RoundOnePlan",
     "chi2_server_plan",
 ]
-
-# Default public bound on the rows one client may announce.
-_MAX_CLIENT_SIZE = 10**9
-# Default public bound on the number of clients of a round.
-_MAX_CLIENTS = 10**4
 
 
 class Chi2RoundOnePlan(NamedTuple):
@@ -72,8 +68,8 @@ def chi2_server_plan(
     *,
     n_classes: int,
     n_features: int,
-    max_client_size: int = _MAX_CLIENT_SIZE,
-    max_clients: int = _MAX_CLIENTS,
+    max_client_size: int | None = None,
+    max_clients: int | None = None,
     max_value: float | ArrayLike | None = None,
     integer_x: bool = False,
     frac_bits: int | None = None,
@@ -92,15 +88,20 @@ def chi2_server_plan(
         :func:`chi2_client_marginals` message).
     n_classes : int
         Number of classes of the public class list, fixed by the server
-        before the round (never taken from the messages).
+        before the round (never taken from the messages); at most the
+        plan policy's ``max_classes`` (:func:`skfedcp.get_config`).
     n_features : int
         Public number of features, fixed by the server before the round.
-        A client announcing bounds for another number is invalid.
-    max_client_size : int, default=10**9
-        Largest number of rows a client may announce.
-    max_clients : int, default=10**4
-        Most clients a round accepts; more announcements
-        are refused before any of them is read.
+        A client announcing bounds for another number is invalid. At most
+        the plan policy's ``max_features``.
+    max_client_size : int, default=None
+        Largest number of rows a client may announce; None: the plan
+        policy's ``max_client_size`` (:func:`skfedcp.get_config`, 10**9
+        unless the server changed it).
+    max_clients : int, default=None
+        Most clients a round accepts; more announcements are refused before
+        any of them is read. None: the plan policy's ``max_clients``
+        (10**5 by default).
     max_value : float or array-like of shape (n_features,), optional
         Public upper bound on one row's value of each feature. Given, a
         client's bound may not exceed the smallest power of two at least its
@@ -152,10 +153,16 @@ def chi2_server_plan(
     ...
     skfedcp.exceptions.InvalidMessageError: client 1: field 'bound' must hold n_features=2 values; got shape (3,).
     """  # noqa: E501
-    n_classes = _check_positive_int(n_classes, "n_classes")
-    n_features = _check_positive_int(n_features, "n_features")
-    max_client_size = _check_positive_int(max_client_size, "max_client_size")
-    max_clients = _check_positive_int(max_clients, "max_clients")
+    policy = get_config()
+    n_classes = _check_policy_int(n_classes, "n_classes", policy["max_classes"])
+    n_features = _check_policy_int(n_features, "n_features", policy["max_features"])
+    max_client_size = _check_positive_int(
+        policy["max_client_size"] if max_client_size is None else max_client_size,
+        "max_client_size",
+    )
+    max_clients = _check_positive_int(
+        policy["max_clients"] if max_clients is None else max_clients, "max_clients"
+    )
     if on_invalid not in ("raise", "exclude"):
         raise ValueError(
             f'on_invalid must be "raise" or "exclude"; got {on_invalid!r}.'
@@ -178,7 +185,11 @@ def chi2_server_plan(
         raise ValueError(f"clients must hold {n_clients} labels; got {labels.shape}.")
     ring = 2.0**62 / max(n_clients, 1)
     kept, kept_sizes, kept_bounds, bad = [], [], [], []
-    for j in range(n_clients):
+    valid = _all_valid(sizes, bounds, n_features, max_client_size, cap, ring)
+    if valid is not None:  # one vectorised pass: nobody to name
+        kept = list(range(n_clients))
+        kept_sizes, kept_bounds = valid
+    for j in range(0 if valid is None else n_clients, n_clients):
         try:
             size, bound = _check_announcement(
                 sizes[j],
@@ -231,6 +242,17 @@ def chi2_server_plan(
     )
 
 
+def _check_policy_int(value, name, limit):
+    """A positive int parameter of the round, at most the policy's limit."""
+    value = _check_positive_int(value, name)
+    if value > limit:
+        raise ValueError(
+            f"{name}={value} is above the plan policy's max_{name[2:]}={limit} "
+            "(raise it with skfedcp.config_context for a larger round)."
+        )
+    return value
+
+
 class _Invalid(Exception):
     """One client's announcement is out of the plan: ``field`` and ``reason``."""
 
@@ -254,6 +276,43 @@ def _check_max_value(max_value, n_features):
             f"max_value must be finite and non-negative; got {max_value!r}."
         )
     return np.broadcast_to(cap, (n_features,))
+
+
+def _pow2_ceil(x):
+    """Elementwise :func:`_marginals_bound` of non-negative ``x``."""
+    with np.errstate(divide="ignore"):
+        bound = np.exp2(np.ceil(np.log2(np.where(x > 0, x, 1.0))))
+    return np.where(x > 0, np.maximum(bound, x), 0.0)
+
+
+def _all_valid(sizes, bounds, n_features, max_client_size, cap, ring):
+    """``(sizes, bounds)`` as lists when every announcement is valid, else None.
+
+    The same checks as :func:`_check_announcement`, on whole arrays (the
+    common case, and what keeps ``10**5`` clients cheap); None sends the
+    caller to the per-client checks, which name the offenders.
+    """
+    if not isinstance(sizes, np.ndarray) and any(
+        isinstance(v, bool | np.bool_) for v in sizes
+    ):
+        return None  # a bool is not a row count (named by the per-client checks)
+    size = np.asarray(sizes)
+    if size.ndim != 1 or size.dtype.kind not in "iu" or not size.size:
+        return None
+    if size.min() < 0 or size.max() > max_client_size:  # in their own dtype
+        return None
+    try:
+        b = np.asarray(bounds, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if b.shape != (size.shape[0], n_features):
+        return None
+    if not np.all(np.isfinite(b)) or np.any(b < 0) or np.any(b >= ring):
+        return None
+    size = size.astype(np.int64)
+    if cap is not None and np.any(b > _pow2_ceil(cap[None, :] * size[:, None])):
+        return None
+    return size.tolist(), list(b)
 
 
 def _check_announcement(size, bound, n_features, max_client_size, cap, ring):

@@ -17,21 +17,32 @@ Pang et al. (ICML 2023), Alg. 2, applied to one statistic per feature:
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
-from scipy import special
 
 from .._typing import MatrixLike
 from ..exceptions import InvalidMessageError
-from ..federated._fixed_point import fixed_point_plan
+from ._ranges import _check_sketch_range, _check_user_frac_bits, _frac_bits
 from ._sketch import (
     _check_positive_int,
     _check_seed,
     _gaussian_projections,
     estimate_frequency_moment,
+)
+from ._tables import (
+    Chi2Marginals,
+    Chi2Scores,
+    _blocks,
+    _class_counts,
+    _client_tables,
+    _finalize_scores,
+    _n_features,
+    _offsets,
+    _project_block,
+    _residual_rows,
 )
 
 __all__ = [
@@ -43,358 +54,6 @@ __all__ = [
     "chi2_server_decode",
     "chi2_server_marginals",
 ]
-
-# Projection matrices are generated in blocks of features of at most this
-# many entries (fixed, so that every client builds bit-identical blocks).
-_BLOCK_ENTRIES = 2**21
-
-
-class Chi2Marginals(NamedTuple):
-    """Public marginals broadcast by the server after round 1.
-
-    Attributes
-    ----------
-    class_counts : ndarray of shape (n_classes,)
-        Number of rows of each class, ``N_c``.
-    row_totals : ndarray of shape (n_rows,)
-        ``statistic="sklearn"``: the feature totals ``F_j`` (``n_rows =
-        n_features``). ``statistic="contingency"``: the level counts of every
-        feature, feature after feature (``n_rows = sum(n_levels)``).
-    n_levels : ndarray of shape (n_features,) or None
-        Number of levels of each categorical feature; None for the
-        ``"sklearn"`` statistic.
-    """
-
-    class_counts: np.ndarray
-    row_totals: np.ndarray
-    n_levels: np.ndarray | None = None
-
-
-class Chi2Scores(NamedTuple):
-    """Estimated chi-square statistics and their p-values."""
-
-    scores: np.ndarray
-    pvalues: np.ndarray
-
-
-# --------------------------------------------------------------------------
-# Shared arithmetic (used identically by the public steps and the simulation)
-
-
-def _offsets(n_features, n_levels):
-    if n_levels is None:
-        return np.arange(n_features + 1)
-    return np.concatenate(([0], np.cumsum(n_levels)))
-
-
-def _n_features(marginals):
-    if marginals.n_levels is None:
-        return marginals.row_totals.shape[0]
-    return marginals.n_levels.shape[0]
-
-
-def _client_tables(X, y_codes, client_codes, n_clients, n_classes, n_levels):
-    """Per-client tables, shape (n_clients, n_classes, n_rows), float64.
-
-    ``"sklearn"``: column ``j`` holds the class-wise sums of feature ``j``
-    (``O_i = Y_i^T X_i``). ``"contingency"``: column ``offset_j + a`` counts
-    the rows of level ``a`` of feature ``j`` in each class.
-    """
-    n_samples = X.shape[0]
-    cell = client_codes.astype(np.intp) * n_classes + y_codes
-    if n_levels is None:
-        # The (client, class) x sample indicator, built as CSR directly (half
-        # the memory of going through COO); each row lists its samples in
-        # increasing order, so every cell sums its rows in sample order.
-        n_cells = n_clients * n_classes
-        indptr = np.zeros(n_cells + 1, dtype=np.intp)
-        np.cumsum(np.bincount(cell, minlength=n_cells), out=indptr[1:])
-        onehot = sp.csr_matrix(
-            (np.ones(n_samples), np.argsort(cell, kind="stable"), indptr),
-            shape=(n_cells, n_samples),
-        )
-        obs = onehot @ X
-        obs = obs.toarray() if sp.issparse(obs) else np.asarray(obs)
-        obs = obs.reshape(n_clients, n_classes, X.shape[1])
-        return obs.astype(np.float64, copy=False)
-    codes = np.asarray(X.toarray() if sp.issparse(X) else X).astype(np.intp)
-    offsets = _offsets(codes.shape[1], n_levels)
-    n_rows = int(offsets[-1])
-    idx = cell[:, None] * n_rows + offsets[:-1] + codes
-    counts = np.bincount(idx.ravel(), minlength=n_clients * n_classes * n_rows)
-    return counts.reshape(n_clients, n_classes, n_rows).astype(np.float64)
-
-
-def _class_counts(y_codes, client_codes, n_clients, n_classes):
-    cell = client_codes.astype(np.intp) * n_classes + y_codes
-    counts = np.bincount(cell, minlength=n_clients * n_classes)
-    return counts.reshape(n_clients, n_classes).astype(np.float64)
-
-
-def _residual_rows(table, class_counts_i, marginals, rows, expected_split, n_clients):
-    """``(O_i - S_i) / sqrt(E)`` on a slice of rows; cells with E = 0 give 0.
-
-    ``table`` is the client's ``(n_classes, n_rows)`` table restricted to
-    ``rows``; the result is ``(n_rows, n_classes)``, C-contiguous.
-    """
-    class_counts = marginals.class_counts
-    n_total = class_counts.sum()
-    totals = marginals.row_totals[rows][None, :]
-    expected = (class_counts / n_total)[:, None] * totals
-    if expected_split == "class":
-        share = (class_counts_i / n_total)[:, None] * totals
-    else:
-        share = expected / n_clients
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u = (table - share) / np.sqrt(expected)
-    u[expected == 0] = 0.0
-    return np.ascontiguousarray(u.T)
-
-
-def _residual_stack(tables, class_counts, marginals, rows, expected_split, n_clients):
-    """:func:`_residual_rows` of several clients at once, bit for bit.
-
-    ``tables`` is ``(n, n_classes, n_rows)`` and ``class_counts`` ``(n,
-    n_classes)``; the result is ``(n, n_rows, n_classes)``. The arithmetic is
-    elementwise and identical to the one-client function.
-    """
-    counts = marginals.class_counts
-    n_total = counts.sum()
-    totals = marginals.row_totals[rows][None, :]
-    expected = (counts / n_total)[:, None] * totals
-    if expected_split == "class":
-        share = (class_counts / n_total)[:, :, None] * totals[None]
-    else:
-        share = (expected / n_clients)[None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u = (tables - share) / np.sqrt(expected)[None]
-    u[:, expected == 0] = 0.0
-    return np.ascontiguousarray(u.transpose(0, 2, 1))
-
-
-def _blocks(marginals, n_projections, max_entries=None):
-    """Feature blocks ``(start, stop)`` with equal level counts, bounded size."""
-    n_classes = marginals.class_counts.shape[0]
-    n_feat = _n_features(marginals)
-    levels = (
-        np.ones(n_feat, dtype=np.intp)
-        if marginals.n_levels is None
-        else marginals.n_levels
-    )
-    start = 0
-    while start < n_feat:
-        width = int(levels[start]) * n_classes
-        size = max(1, _BLOCK_ENTRIES // max(n_projections * width, 1))
-        if max_entries is not None:
-            size = min(size, max(1, max_entries // max(n_projections, width, 1)))
-        stop = start + 1
-        while stop < n_feat and stop - start < size and levels[stop] == levels[start]:
-            stop += 1
-        yield start, stop
-        start = stop
-
-
-def _project_block(proj, u_rows):
-    """``e_j = P_j u_j`` for a block of features: (J, l, M) x (J, M) -> (J, l).
-
-    ``u_rows`` may also hold several clients, ``(n, J, M)`` -> ``(n, J, l)``:
-    one matrix-vector product per (client, feature), the same as one client
-    at a time.
-    """
-    lead = np.shape(u_rows)[:-2] if np.ndim(u_rows) == 3 else ()
-    u = np.ascontiguousarray(u_rows).reshape(*lead, proj.shape[0], proj.shape[2], 1)
-    return np.matmul(proj, u)[..., 0]
-
-
-def _statistic_bound(marginals):
-    """Public upper bound ``B_j`` on each feature's statistic (A3).
-
-    ``F_j (N / N_min - 1)`` for sklearn's statistic, ``N (min(m_j, C) - 1)``
-    for a contingency table, from the broadcast marginals.
-    """
-    counts = marginals.class_counts
-    present = counts[counts > 0]
-    n_total = counts.sum()
-    if marginals.n_levels is None:
-        n_min = present.min() if present.size else 1.0
-        return marginals.row_totals * (n_total / n_min - 1.0)
-    offsets = _offsets(marginals.n_levels.shape[0], marginals.n_levels)
-    nonzero = (marginals.row_totals > 0).astype(np.intp)
-    m_eff = np.add.reduceat(nonzero, offsets[:-1]) if nonzero.size else nonzero
-    return n_total * (np.minimum(m_eff, present.size) - 1.0)
-
-
-def _headroom_bits(marginals):
-    """The most fractional bits per feature with the 8-sigma headroom (A3).
-
-    ``62 - ceil(log2(8 sqrt(2 max(B, 1))))`` from a public upper bound ``B``
-    on each statistic, so the aggregate overflows only on an 8-sigma event.
-    Raises if a feature has no headroom at all.
-    """
-    bound = _statistic_bound(marginals)
-    with np.errstate(over="ignore", invalid="ignore"):
-        bits = 62 - np.ceil(np.log2(8.0 * np.sqrt(2.0 * np.maximum(bound, 1.0))))
-    if not np.all(np.isfinite(bits)) or np.any(bits < 0):
-        j = int(np.flatnonzero(~(bits >= 0))[0])
-        raise ValueError(
-            f"X: the chi-square statistic of feature {j} may reach {bound[j]:.3g} "
-            "(from the public marginals), so its sketch cannot be carried by the "
-            "64-bit ring of the secure sum without risk of wrapping around; "
-            "rescale X (the statistic scales with it)."
-        )
-    return bits, bound
-
-
-def _frac_bits(marginals):
-    # A3: f = clip(62 - ceil(log2(8 sqrt(2 max(B, 1)))), 8, 52).
-    bits, _ = _headroom_bits(marginals)
-    # At least 8 fractional bits when that leaves the 8-sigma headroom; fewer
-    # (never a wrap-around) for statistics too large for 8.
-    return np.clip(bits, np.minimum(bits, 8), 52).astype(np.int64)
-
-
-def _check_user_frac_bits(frac_bits, marginals):
-    """Refuse a user's ``frac_bits`` that lets a round-two sum wrap around."""
-    frac_bits = _check_positive_int(frac_bits, "frac_bits", minimum=0)
-    bits, bound = _headroom_bits(marginals)
-    if bits.size and frac_bits > bits.min():
-        j = int(np.argmin(bits))
-        raise ValueError(
-            f"frac_bits={frac_bits} lets the round-two secure sum of feature {j} "
-            f"wrap around the 64-bit ring (its statistic may reach {bound[j]:.3g} "
-            "by the public marginals); use frac_bits <= "
-            f"{int(bits.min())}, or None to choose the bits per feature."
-        )
-    return np.full(bits.shape[0], frac_bits, dtype=np.int64)
-
-
-def _dof(marginals):
-    n_eff = int(np.count_nonzero(marginals.class_counts))
-    if marginals.n_levels is None:
-        return np.full(marginals.row_totals.shape[0], max(n_eff, 2) - 1.0)
-    offsets = _offsets(marginals.n_levels.shape[0], marginals.n_levels)
-    nonzero = (marginals.row_totals > 0).astype(np.intp)
-    m_eff = np.add.reduceat(nonzero, offsets[:-1]).astype(np.float64)
-    return (m_eff - 1.0) * max(n_eff - 1, 1)
-
-
-def _finalize_scores(scores, marginals):
-    """NaN/zero conventions of sklearn's chi2, then p-values."""
-    scores = np.asarray(scores, dtype=np.float64).copy()
-    dof = _dof(marginals)
-    if np.count_nonzero(marginals.class_counts) < 2:
-        scores[:] = np.nan
-    elif marginals.n_levels is None:
-        scores[marginals.row_totals == 0] = np.nan
-    else:
-        scores[dof == 0] = 0.0
-    with np.errstate(invalid="ignore"):
-        pvalues = special.chdtrc(dof, scores)
-    # A table with one level: statistic 0, p-value 1 (as scipy's
-    # chi2_contingency).
-    pvalues[(dof == 0) & ~np.isnan(scores)] = 1.0
-    return Chi2Scores(scores, pvalues)
-
-
-def _exact_scores(marginals, table):
-    """Exact statistics from the summed ``(n_classes, n_rows)`` table."""
-    counts = marginals.class_counts
-    keep = counts > 0
-    n_total = counts.sum()
-    if keep.sum() < 2:
-        return _finalize_scores(np.full(_n_features(marginals), np.nan), marginals)
-    obs = np.ascontiguousarray(table[keep])
-    prob = counts[keep] / n_total
-    if marginals.n_levels is None:
-        # sklearn's arithmetic, operation for operation (class-by-feature).
-        expected = np.dot(prob.reshape(-1, 1), marginals.row_totals.reshape(1, -1))
-        chisq = obs
-        chisq -= expected
-        chisq **= 2
-        with np.errstate(invalid="ignore", divide="ignore"):
-            chisq /= expected
-        scores = chisq.sum(axis=0)
-    else:
-        expected = prob[:, None] * marginals.row_totals[None, :]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cells = np.where(expected > 0, (obs - expected) ** 2 / expected, 0.0)
-        offsets = _offsets(marginals.n_levels.shape[0], marginals.n_levels)
-        scores = np.add.reduceat(cells.sum(axis=0), offsets[:-1])
-    return _finalize_scores(scores, marginals)
-
-
-# Honest round-two sums: each decoded coordinate of feature j is N(0, 2 s)
-# with s = ||w_j||**2 at most H_j (:func:`_honest_sketch_bound`). A coordinate
-# beyond 8 standard deviations of N(0, 2 H_j) (the headroom of the fixed-point
-# plan), or a squared norm beyond the chi-square quantile of the same tail
-# probability, is impossible for honest clients (probability < 1.3e-15).
-_SIGMAS = 8.0
-_TAIL = float(special.erfc(_SIGMAS / np.sqrt(2.0)))
-
-
-def _honest_sketch_bound(marginals):
-    """``H_j``: the largest ``||w_j||**2`` any set of honest clients can send.
-
-    Without dropout ``w_j`` is the statistic's residual vector, so ``H_j =
-    B_j`` would do; the clients of round two may be a subset of those of
-    round one, whose residuals are bounded by ``B_j + 2 T_j`` (``T_j``: the
-    total of feature ``j``'s table, ``F_j``, or ``N`` for a contingency
-    table), at most ``3 B_j``, within the ring's ``16 sqrt(2 B_j)``.
-    """
-    bound = _statistic_bound(marginals)
-    if marginals.n_levels is None:
-        return bound + 2.0 * marginals.row_totals
-    return bound + 2.0 * marginals.class_counts.sum()
-
-
-def _sketch_limits(marginals, n_projections):
-    """Per feature: the largest honest coordinate and squared norm.
-
-    Features whose score is set by convention (zero total, one class, one
-    level) get ``inf``: nothing an attacker sends changes them.
-    """
-    honest = np.maximum(_honest_sketch_bound(marginals), 1.0)
-    coordinate = _SIGMAS * np.sqrt(2.0 * honest)
-    norm = 2.0 * honest * special.chdtri(n_projections, _TAIL)
-    fixed = np.isnan(_finalize_scores(np.ones(honest.shape[0]), marginals).scores)
-    if marginals.n_levels is not None:
-        fixed |= _dof(marginals) == 0
-    coordinate[fixed] = np.inf
-    norm[fixed] = np.inf
-    return coordinate, norm, honest
-
-
-def _check_sketch_range(sketch, marginals):
-    """Refuse a summed sketch no set of honest clients can produce.
-
-    Secure aggregation hides who sent what: the sum as a whole is refused,
-    naming the feature.
-    """
-    coordinate, norm, honest = _sketch_limits(marginals, sketch.shape[0])
-    beyond = np.abs(sketch) > coordinate[None, :]
-    squares = np.einsum("ij,ij->j", sketch, sketch)
-    if np.any(beyond):
-        i, j = (int(v[0]) for v in np.nonzero(beyond))
-        what = (
-            f"coordinate {i} of feature {j} is {sketch[i, j]:.4g}, beyond "
-            f"{_SIGMAS:g} standard deviations ({coordinate[j]:.4g})"
-        )
-    elif np.any(squares > norm):
-        j = int(np.flatnonzero(squares > norm)[0])
-        what = (
-            f"the squared norm of feature {j}'s sketch is {squares[j]:.4g}, "
-            f"beyond {norm[j]:.4g} (probability < {_TAIL:.1g})"
-        )
-    else:
-        return
-    raise InvalidMessageError(
-        f"the secure sum: field 'sketch': {what} of what honest clients can "
-        f"send (the feature's statistic is at most {honest[j]:.4g} by the "
-        "public marginals). Secure aggregation hides which client sent it, so "
-        "the summed sketch is refused as a whole.",
-        field="sketch",
-    )
-
 
 # --------------------------------------------------------------------------
 # Validation of the inputs of the public steps
@@ -687,69 +346,6 @@ def chi2_server_marginals(
                 field="row_totals",
             )
     return Chi2Marginals(counts, rows, n_levels)
-
-
-# Fixed-point precision of round-1 sums of non-integer X (A5): at most this
-# many fractional bits, fewer when the public bound on the totals needs them.
-_ROUND1_FRAC_BITS = 32
-
-
-def _marginals_bound(message):
-    """Round 1, client step: the power-of-two bound a client announces.
-
-    ``message`` is one client's :func:`chi2_client_marginals` vector, or a
-    stack of them (the bound then covers every row). Each coordinate gets
-    the smallest power of two at least its magnitude (0 for a zero
-    coordinate). The server takes the maximum over the clients and builds
-    the public plan with :func:`_marginals_plan`.
-    """
-    top = np.max(np.abs(np.atleast_2d(message)), axis=0)
-    if not np.all(np.isfinite(top)):
-        raise ValueError(
-            "X: the column sums of X overflow float64 (the values are finite, "
-            "their sums are not); rescale X."
-        )
-    with np.errstate(divide="ignore"):
-        bound = np.exp2(np.ceil(np.log2(np.where(top > 0, top, 1.0))))
-    return np.where(top > 0, np.maximum(bound, top), 0.0)
-
-
-def _marginals_plan(bound, n_clients, *, integer_x, frac_bits=None):
-    """Round 1, server step: the public fixed-point plan of the marginals.
-
-    Each coordinate gets the most fractional bits, up to 32 (or
-    ``frac_bits``; 0 for integer X, summed exactly), with which the total of
-    ``n_clients`` values within ``bound`` cannot wrap around the ring. The
-    clients encode with ``plan.encode`` (which refuses a value over its
-    bound) and the server decodes with ``plan.decode``.
-
-    Raises a ValueError naming X when no scale can hold the totals, or when
-    an explicit ``frac_bits`` is too fine for them.
-    """
-    if integer_x:
-        cap = 0
-    elif frac_bits is None:
-        cap = _ROUND1_FRAC_BITS
-    else:
-        cap = frac_bits
-    try:
-        plan = fixed_point_plan(bound, n_clients, max_frac_bits=cap, name="X")
-    except ValueError as exc:
-        raise ValueError(
-            f"X: the per-client sums of X reach {np.max(bound):.4g}; with "
-            f"{n_clients} clients their total cannot be summed in the 64-bit ring "
-            "of the secure sum without wrapping around. Rescale X."
-        ) from exc
-    short = plan.frac_bits < cap
-    if frac_bits is not None and not integer_x and np.any(short):
-        raise ValueError(
-            f"frac_bits={frac_bits} is too fine for the round-one sums of X "
-            f"(per-client sums up to {np.max(bound):.4g}, {n_clients} clients): "
-            "the total would wrap around the 64-bit ring. Use frac_bits <= "
-            f"{int(plan.frac_bits.min())}, or None to choose it from the data's "
-            "range."
-        )
-    return plan
 
 
 def chi2_frac_bits(

@@ -27,18 +27,12 @@ for deterministic strategies, and for private ones when each node's
 *Deployment with Flower*.
 """
 
-from ._app import (
-    MESSAGE_TYPE,
-    DeploymentResult,
-    make_client_app,
-    make_server_app,
-    run_calibration,
-    run_chi2_selection,
-    save_result,
-)
+from ._app import make_client_app, run_calibration, run_chi2_selection
 from ._fingerprint import model_fingerprint
 from ._protocol import node_random_state, simulation_seeds
-from ._server import DeploymentReport, RoundRecord
+from ._server_app import DeploymentResult, make_server_app, save_result
+from ._session import DeploymentReport, RoundRecord
+from ._wire import MESSAGE_TYPE
 
 __all__ = [
     "MESSAGE_TYPE",

@@ -38,7 +38,7 @@ from ..feature_selection import (
     chi2_client_encode,
     chi2_client_marginals,
 )
-from ..feature_selection._protocol import _marginals_bound
+from ..feature_selection._ranges import _marginals_bound
 from ..federated import FixedPointPlan, fixed_point_encode
 from ..privacy._randomness import SECURE
 from ..scores import (

@@ -12,7 +12,18 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..utils._validation import check_int
 
-__all__ = ["PrivacyParams", "check_privacy_params"]
+__all__ = ["EPSILON_RANGE", "PrivacyParams", "check_privacy_params"]
+
+#: The public range of ``epsilon`` the private calibrators accept (dp-central,
+#: dp-qq, ldp-l, ldp-s). Below 1e-6 a per-user or per-client budget lets
+#: nothing through (the threshold is +inf, the label or bit noise uniform, for
+#: any federation below 10**12 rows) and ``exp(epsilon) - 1`` loses the
+#: precision the plans divide by; above 1e6 the mechanisms are deterministic in
+#: float64 (``exp(-epsilon * gap)`` underflows for every utility gap above
+#: ``1e-3``), so a larger value changes nothing but overflows the plans'
+#: arithmetic. The mechanisms of :mod:`skfedcp.privacy` keep accepting any
+#: finite positive epsilon.
+EPSILON_RANGE = (1e-6, 1e6)
 
 
 class PrivacyParams(NamedTuple):

@@ -31,6 +31,7 @@ from .._typing import SecureRandomStateLike
 __all__ = [
     "SECURE",
     "SpawnedStreams",
+    "check_random_state",
     "check_seed_sequence",
     "spawn_generators",
     "spawn_random_states",
@@ -109,6 +110,33 @@ def check_seed_sequence(
         f"{name} must be None, an int, a numpy SeedSequence, Generator or "
         f"RandomState{secure}; got {random_state!r}."
     )
+
+
+def check_random_state(
+    random_state: int | np.random.RandomState | None,
+) -> np.random.RandomState:
+    """scikit-learn's ``check_random_state``, except that None is fresh entropy.
+
+    ``None`` gives a ``RandomState`` seeded from the operating system
+    (``SeedSequence()``) instead of NumPy's global state, which a library
+    must neither read nor advance; an int or a ``RandomState`` give what
+    scikit-learn gives (the same draws for the same seed).
+
+    Examples
+    --------
+    >>> check_random_state(0).randint(10) == check_random_state(0).randint(10)
+    True
+    """
+    if random_state is None:
+        return np.random.RandomState(np.random.MT19937(np.random.SeedSequence()))
+    if random_state is np.random.mtrand._rand or random_state is np.random:  # type: ignore[comparison-overlap]
+        raise ValueError(
+            "random_state must not be NumPy's global state; pass None (fresh "
+            "entropy), an int or a RandomState."
+        )
+    from sklearn.utils import check_random_state as _sklearn_check
+
+    return _sklearn_check(random_state)
 
 
 def spawn_generators(

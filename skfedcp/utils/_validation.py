@@ -9,7 +9,13 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["check_alpha", "check_client_ids", "check_int", "check_scores"]
+__all__ = [
+    "as_real_array",
+    "check_alpha",
+    "check_client_ids",
+    "check_int",
+    "check_scores",
+]
 
 
 def check_alpha(alpha: float, *, name: str = "alpha") -> float:
@@ -72,6 +78,42 @@ def check_int(value: object, name: str, *, low: int, high: int | None = None) ->
     return value
 
 
+def as_real_array(values: ArrayLike, *, name: str = "scores") -> NDArray[np.float64]:
+    """``values`` as a float64 array, refusing what a cast would silently change.
+
+    A complex array (its imaginary part would be dropped) and a masked array
+    (its mask would be ignored: the masked entries would be used) raise a
+    TypeError naming ``name``; so does anything that is not numbers.
+
+    Examples
+    --------
+    >>> as_real_array([1, 2.5])
+    array([1. , 2.5])
+    >>> as_real_array(np.array([1 + 2j]))
+    Traceback (most recent call last):
+    ...
+    TypeError: scores must hold real numbers; got a complex array (dtype complex128).
+    """
+    if isinstance(values, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} must not be a masked array: its mask would be ignored and the "
+            f"masked entries used. Pass {name}.compressed() (drop them) or "
+            f"{name}.filled(value)."
+        )
+    try:
+        arr = np.asarray(values)
+        if arr.dtype.kind == "c":
+            raise TypeError(
+                f"{name} must hold real numbers; got a complex array (dtype "
+                f"{arr.dtype})."
+            )
+        return arr.astype(np.float64, copy=False)
+    except (TypeError, ValueError) as exc:
+        if str(exc).startswith(f"{name} must hold real numbers"):
+            raise
+        raise TypeError(f"{name} must be an array of numbers; got {values!r}.") from exc
+
+
 def check_scores(
     scores: ArrayLike, *, name: str = "scores", allow_inf: bool = False
 ) -> NDArray[np.float64]:
@@ -95,10 +137,7 @@ def check_scores(
     >>> check_scores([0.5, 1, 2])
     array([0.5, 1. , 2. ])
     """
-    try:
-        arr = np.asarray(scores, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be an array of numbers; got {scores!r}.") from exc
+    arr = as_real_array(scores, name=name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D; got an array of shape {arr.shape}.")
     if allow_inf:

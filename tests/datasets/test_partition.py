@@ -189,3 +189,40 @@ class TestPartitionDirichlet:
             partition_dirichlet(np.zeros((4, 2)), 2)
         with pytest.raises(ValueError, match="NaN"):
             partition_dirichlet([0.5, np.nan, 1.5], 2)
+
+
+class TestNoGlobalState:
+    """random_state=None draws fresh OS entropy: NumPy's global state is
+    neither read (same global seed, different draws) nor advanced."""
+
+    @pytest.mark.parametrize(
+        "draw",
+        [
+            lambda: partition_iid(200, 5),
+            lambda: partition_dirichlet(np.arange(200) % 4, 5, concentration=0.5),
+        ],
+        ids=["partition_iid", "partition_dirichlet"],
+    )
+    def test_partitioners(self, draw):
+        self._check(draw)
+
+    def test_generators(self):
+        from skfedcp.datasets import make_federated_regression, make_romano_regression
+
+        self._check(lambda: make_romano_regression(50)[1])
+        self._check(lambda: make_federated_regression(n_clients=2, n_per_client=20)[1])
+
+    @staticmethod
+    def _check(draw):
+        np.random.seed(0)  # noqa: NPY002 (the global state is the subject)
+        before = np.random.get_state()[1].copy()  # noqa: NPY002
+        first = draw()
+        after = np.random.get_state()  # noqa: NPY002
+        assert np.array_equal(after[1], before) and after[2] == 624
+        np.random.seed(0)  # noqa: NPY002 (the global state is the subject)
+        second = draw()
+        assert not np.array_equal(first, second)
+
+    def test_global_state_is_refused(self):
+        with pytest.raises(ValueError, match="global state"):
+            partition_iid(10, 2, random_state=np.random)

@@ -15,12 +15,8 @@ from skfedcp.feature_selection import (
     chi2_server_decode,
     chi2_server_marginals,
 )
-from skfedcp.feature_selection._protocol import (
-    _marginals_bound,
-    _marginals_plan,
-    _offsets,
-    _residual_rows,
-)
+from skfedcp.feature_selection._ranges import _marginals_bound, _marginals_plan
+from skfedcp.feature_selection._tables import _offsets, _residual_rows
 from skfedcp.federated import fixed_point_decode, fixed_point_encode
 
 

@@ -25,7 +25,7 @@ from skfedcp.feature_selection import (
     chi2_server_plan,
 )
 from skfedcp.feature_selection._chi2 import FedChi2Selector as _Selector
-from skfedcp.feature_selection._protocol import _marginals_bound, _sketch_limits
+from skfedcp.feature_selection._ranges import _marginals_bound, _sketch_limits
 
 RNG = np.random.default_rng(0)
 N = 2000
@@ -298,3 +298,25 @@ def test_fixed_features_are_not_range_checked():
     e = np.zeros((ELL, 2))
     e[:, 1] = 1e9
     assert np.isnan(chi2_server_decode(e, m).scores[1])
+
+
+@pytest.mark.parametrize("max_value", [None, 40.0])
+def test_vectorised_plan_equals_the_per_client_checks(monkeypatch, max_value):
+    # The one-pass check of every announcement (what keeps 10**5 clients
+    # cheap) gives the plan of the per-client checks, bit for bit.
+    from skfedcp.feature_selection import _plan
+
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(1, 50, size=200)
+    bounds = _marginals_bound(rng.uniform(0, 30, size=(200, 6)) * 1.0)[None, :] * (
+        rng.uniform(0.1, 1.0, size=(200, 1))
+    )
+    bounds = np.vstack([_marginals_bound(row) for row in bounds])
+    kwargs = {"n_classes": 3, "n_features": 6, "max_value": max_value}
+    fast = chi2_server_plan(sizes, bounds, **kwargs)
+    monkeypatch.setattr(_plan, "_all_valid", lambda *args: None)
+    slow = chi2_server_plan(sizes, bounds, **kwargs)
+    np.testing.assert_array_equal(fast.plan.bound, slow.plan.bound)
+    np.testing.assert_array_equal(fast.plan.frac_bits, slow.plan.frac_bits)
+    np.testing.assert_array_equal(fast.kept, slow.kept)
+    assert fast.n_samples == slow.n_samples and fast.plan.n_clients == 200

@@ -48,7 +48,7 @@ from _reference import assert_same_fit, per_node_fit  # noqa: E402
 from flwr.app import Context, RecordDict  # noqa: E402
 
 from skfedcp import flower  # noqa: E402
-from skfedcp.flower import _app  # noqa: E402
+from skfedcp.flower import _app, _wire  # noqa: E402
 from skfedcp.flower._local import InMemoryGrid  # noqa: E402
 from skfedcp.flower._secagg import (  # noqa: E402
     generate_keypair,
@@ -163,8 +163,8 @@ class TestEncoding:
             "masked": np.array([2**64 - 1, 0], dtype=np.uint64),
             "labels": np.array(["a", "b"]),
         }
-        content = _app._to_record_dict(payload)
-        back = _app._from_record_dict(content)
+        content = _wire._to_record_dict(payload)
+        back = _wire._from_record_dict(content)
         assert back.keys() == payload.keys()
         for key, value in payload.items():
             if isinstance(value, np.ndarray):
@@ -175,11 +175,11 @@ class TestEncoding:
 
     def test_unsupported_value_is_a_type_error(self):
         with pytest.raises(TypeError, match="cannot send"):
-            _app._to_record_dict({"x": object()})
+            _wire._to_record_dict({"x": object()})
 
     def test_wire_bytes_grow_with_the_payload(self):
-        small = _app._wire_bytes(_app._to_record_dict({"q": 1.0}))
-        large = _app._wire_bytes(_app._to_record_dict({"q": np.zeros(1000)}))
+        small = _wire._wire_bytes(_wire._to_record_dict({"q": 1.0}))
+        large = _wire._wire_bytes(_wire._to_record_dict({"q": np.zeros(1000)}))
         assert 0 < small < 500 < 8000 < large
 
     @pytest.mark.parametrize("alias", sorted(CALIBRATORS))
@@ -398,7 +398,7 @@ def _failing(node, kinds):
 
     def wrap(app):
         def call(message, context):
-            kind = _app._from_record_dict(message.content)["kind"]
+            kind = _wire._from_record_dict(message.content)["kind"]
             if context.node_config["client-id"] == node and kind in kinds:
                 raise RuntimeError(f"node {node} crashed")
             return app(message, context)
@@ -592,7 +592,7 @@ class TestBadInput:
 def _failing_task(node, task):
     def wrap(app):
         def call(message, context):
-            request = _app._from_record_dict(message.content)
+            request = _wire._from_record_dict(message.content)
             if context.node_config["client-id"] == node and request.get("task") == task:
                 raise RuntimeError(f"node {node} crashed")
             return app(message, context)
@@ -794,12 +794,12 @@ def _tampering(node, edit, kinds=("calibrate",)):
     def wrap(app):
         def call(message, context):
             reply = app(message, context)
-            kind = _app._from_record_dict(message.content)["kind"]
+            kind = _wire._from_record_dict(message.content)["kind"]
             if context.node_config["client-id"] != node or kind not in kinds:
                 return reply
-            payload = _app._from_record_dict(reply.content)
+            payload = _wire._from_record_dict(reply.content)
             edit(payload)
-            return Message(_app._to_record_dict(payload), reply_to=message)
+            return Message(_wire._to_record_dict(payload), reply_to=message)
 
         return call
 

@@ -79,7 +79,7 @@ from pathlib import Path
 from flwr.app import Message
 from flwr.clientapp import ClientApp
 
-from skfedcp.flower._app import _from_record_dict, _to_record_dict
+from skfedcp.flower._wire import _from_record_dict, _to_record_dict
 
 from .client_app import app as honest
 

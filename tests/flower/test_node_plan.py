@@ -37,9 +37,9 @@ from _reference import assert_same_fit  # noqa: E402
 from flwr.app import Context, Message, RecordDict  # noqa: E402
 
 from skfedcp import flower  # noqa: E402
-from skfedcp.flower import _app  # noqa: E402
+from skfedcp.flower import _server_app, _wire  # noqa: E402
 from skfedcp.flower._local import InMemoryGrid  # noqa: E402
-from skfedcp.flower._server import (  # noqa: E402
+from skfedcp.flower._session import (  # noqa: E402
     MAX_CLIENT_SIZE,
     MAX_CLIENTS,
     ServerSession,
@@ -90,7 +90,7 @@ def _replaying(replayer, source, kinds):
     def wrap(app):
         def call(message, context):
             reply = app(message, context)
-            request = _app._from_record_dict(message.content)
+            request = _wire._from_record_dict(message.content)
             kind = request.get("task", request["kind"])
             label = context.node_config["client-id"]
             if label == source:
@@ -108,15 +108,15 @@ def _tampering(label, edit, kinds=("hello",)):
     def wrap(app):
         def call(message, context):
             reply = app(message, context)
-            request = _app._from_record_dict(message.content)
+            request = _wire._from_record_dict(message.content)
             if (
                 context.node_config["client-id"] != label
                 or request["kind"] not in kinds
             ):
                 return reply
-            payload = _app._from_record_dict(reply.content)
+            payload = _wire._from_record_dict(reply.content)
             edit(payload)
-            return Message(_app._to_record_dict(payload), reply_to=message)
+            return Message(_wire._to_record_dict(payload), reply_to=message)
 
         return call
 
@@ -231,7 +231,7 @@ class TestHostileNodes:
         def wrap(app):
             def call(message, context):
                 reply = app(message, context)
-                task = _app._from_record_dict(message.content).get("task")
+                task = _wire._from_record_dict(message.content).get("task")
                 if context.node_config["client-id"] != 3:
                     return reply
                 if task == "chi2_marginals":
@@ -427,14 +427,14 @@ class TestMalformedAnnouncements:
             def call(message, context):
                 reply = app(message, context)
                 label = context.node_config["client-id"]
-                if _app._from_record_dict(message.content)["kind"] != "hello":
+                if _wire._from_record_dict(message.content)["kind"] != "hello":
                     return reply
-                payload = _app._from_record_dict(reply.content)
+                payload = _wire._from_record_dict(reply.content)
                 if label == 0:
                     keys["key"] = payload["public_key"]
                 elif label == 3:
                     payload["public_key"] = keys["key"]
-                return Message(_app._to_record_dict(payload), reply_to=message)
+                return Message(_wire._to_record_dict(payload), reply_to=message)
 
             return call
 
@@ -560,7 +560,7 @@ class TestPlan:
         assert time.perf_counter() - start < 5.0
 
     def test_run_config_planned_clients(self):
-        parse = _app._parse_planned_clients
+        parse = _server_app._parse_planned_clients
         assert parse("0, 1,2") == [0, 1, 2]
         assert parse("a,b") == ["a", "b"]
         assert parse("101=0,102=1") == {101: 0, 102: 1}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from functools import lru_cache
+from numbers import Real
 from typing import Any, Literal
 
 import numpy as np
@@ -19,17 +20,18 @@ from ...privacy import (
     private_quantile,
     private_quantile_probabilities,
 )
-from ...privacy._exponential import _check_epsilon
 from ...privacy._tight import _tight_central
+from ...utils._sklearn_compat import Interval
 from ...utils._validation import check_alpha, check_scores
 from .._base import BaseCalibrator, CoverageBounds
 from .._central import _pooled
-from .._messages import Problem
+from .._messages import Problem, client_share_problems
 from ._common import (
     _PRIVACY_CONSTRAINTS,
     ThresholdDistribution,
     _after_private_fit,
     _check_bounds,
+    _check_epsilon_range,
     _check_rule,
     _clip_scores,
     _edges,
@@ -77,6 +79,12 @@ class PrivateCentralCalibrator(BaseCalibrator):
         ``1 - alpha``, for any score law; same mechanism and privacy, lower
         levels (e.g. 0.910 instead of 0.925 at ``N = 1000``, ``epsilon =
         1``); ``gamma`` is unused. See the user guide, "Tight corrections".
+    max_client_share : float in (0, 1] or None, default=None
+        Public cap on one client's share of the pooled rows, as in
+        :class:`~skfedcp.calibrators.CentralCalibrator`: a client announcing
+        more than ``max_client_share * N`` rows is invalid, so ``c``
+        dishonest clients hold at most ``c * s * N`` of the pooled scores.
+        None: no cap.
 
     Attributes
     ----------
@@ -144,7 +152,10 @@ class PrivateCentralCalibrator(BaseCalibrator):
     (8.0, ['client', 'n'])
     """
 
-    _parameter_constraints = dict(_PRIVACY_CONSTRAINTS)
+    _parameter_constraints = {
+        **_PRIVACY_CONSTRAINTS,
+        "max_client_share": [Interval(Real, 0, 1, closed="right"), None],
+    }
     _randomized = True
     _message_fields = {"n": "size", "scores": "scores"}
 
@@ -156,12 +167,14 @@ class PrivateCentralCalibrator(BaseCalibrator):
         n_bins: int | Literal["auto"] = "auto",
         gamma: float | Literal["auto"] = "auto",
         rule: Literal["paper", "tight"] = "paper",
+        max_client_share: float | None = None,
     ) -> None:
         self.epsilon = epsilon
         self.score_bounds = score_bounds
         self.n_bins = n_bins
         self.gamma = gamma
         self.rule = rule
+        self.max_client_share = max_client_share
 
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the public plan: corrected level ``q~``, bins and ``gamma``.
@@ -178,7 +191,7 @@ class PrivateCentralCalibrator(BaseCalibrator):
         plan : dict
             See ``calibration_info_``.
         """
-        epsilon = _check_epsilon(self.epsilon)
+        epsilon = _check_epsilon_range(self.epsilon)
         bounds = _check_bounds(self.score_bounds, type(self).__name__)
         n_total = int(_plan_sizes(n_per_client).sum())
         rule = _check_rule(getattr(self, "rule", "paper"))
@@ -213,6 +226,11 @@ class PrivateCentralCalibrator(BaseCalibrator):
         return {"n": scores.shape[0], "scores": scores}
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
+        shares = client_share_problems(sizes, self.max_client_share)
+        return shares + self._bound_problems(stacked, plan, valid)
+
+    @staticmethod
+    def _bound_problems(stacked, plan, valid):
         low, high = plan["score_bounds"]
         column = stacked["scores"][valid]
         if column.dtype != object:  # equal sizes, stacked (n_clients, size)

@@ -10,6 +10,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from ...exceptions import ClippedScoresWarning, InfiniteThresholdWarning
 from ...privacy import check_privacy_params
+from ...privacy._exponential import _check_epsilon
+from ...privacy._validation import EPSILON_RANGE
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_scores
 from ...utils._warnings import warn_user
@@ -18,7 +20,7 @@ from .._messages import _check_announced
 __all__ = ["ThresholdDistribution"]
 
 _PRIVACY_CONSTRAINTS = {
-    "epsilon": [Interval(Real, 0, np.inf, closed="neither")],
+    "epsilon": [Interval(Real, EPSILON_RANGE[0], EPSILON_RANGE[1], closed="both")],
     "score_bounds": ["array-like", None],
     "n_bins": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"})],
     "gamma": [Interval(Real, 0, 1, closed="neither"), StrOptions({"auto"})],
@@ -35,6 +37,22 @@ class ThresholdDistribution(NamedTuple):
 
     values: NDArray[np.float64]
     probabilities: NDArray[np.float64]
+
+
+def _check_epsilon_range(epsilon):
+    """``epsilon`` within the private calibrators' public range, as a float.
+
+    The same bounds as the ``epsilon`` constraint (:data:`EPSILON_RANGE`),
+    for the steps that run without ``_validate_params`` (the plans).
+    """
+    epsilon = _check_epsilon(epsilon)
+    low, high = EPSILON_RANGE
+    if not low <= epsilon <= high:
+        raise ValueError(
+            f"epsilon must be in [{low:g}, {high:g}], the private calibrators' "
+            f"public range; got {epsilon:g}."
+        )
+    return epsilon
 
 
 def _check_bounds(score_bounds, owner):

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...exceptions import InfiniteThresholdWarning, VacuousGuaranteeWarning
 from ...privacy import check_privacy_params
+from ...privacy._validation import EPSILON_RANGE
 from ...utils._random import spawn_random_states
 from ...utils._sklearn_compat import Interval
 from ...utils._warnings import warn_user
@@ -80,7 +81,7 @@ class _LDPMixin:
 
 
 _LDP_CONSTRAINTS = {
-    "epsilon": [Interval(Real, 0, None, closed="neither")],
+    "epsilon": [Interval(Real, EPSILON_RANGE[0], EPSILON_RANGE[1], closed="both")],
     "delta": [Interval(Real, 0, 1, closed="neither")],
     "score_bounds": ["array-like", None],
 }

@@ -28,7 +28,7 @@ from ...privacy._ldp_analysis import (
     ldp_sample_size,
 )
 from ...utils._sklearn_compat import Interval, StrOptions
-from ...utils._validation import check_alpha
+from ...utils._validation import as_real_array, check_alpha
 from .._base import BaseCalibrator, CoverageBounds
 from .._messages import Problem, _label, check_client_sizes, invalid_message_error
 from ._common import (
@@ -644,10 +644,7 @@ class LDPLabelStarCalibrator(LDPLabelCalibrator):
 
 
 def _check_score_matrix(scores, n_classes=None):
-    try:
-        matrix = np.asarray(scores, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError("scores must be an array of numbers.") from exc
+    matrix = as_real_array(scores)  # refuses complex and masked arrays
     if matrix.ndim != 2:
         raise ValueError(
             "scores must be 2-D, the score of every class for every row "

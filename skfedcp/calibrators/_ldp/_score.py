@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, Literal
 
 import numpy as np
@@ -23,7 +23,12 @@ from ...utils._random import check_seed_sequence, spawn_random_states
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_alpha, check_scores
 from .._base import BaseCalibrator, CoverageBounds
-from .._messages import check_client_labels, check_client_sizes
+from .._messages import (
+    check_client_labels,
+    check_client_sizes,
+    client_share_problems,
+    invalid_message_error,
+)
 from ._common import _LDP_CONSTRAINTS, _bisection_update, _check_bounds, _LDPMixin
 from ._score_answers import _check_round, _check_users, _name_client
 from ._score_protocol import (
@@ -123,6 +128,11 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         nearer end. ``"log"``: ``-ln(1 - x)`` on ``[0, 2 T ln 2]``, finer
         near ``hi`` but coarse near ``lo``. Users still compare their raw
         score with a threshold; the guarantee is the same for every axis.
+    max_client_share : float in (0, 1] or None, default=None
+        Public cap on one client's share of the users: :meth:`server_init`
+        refuses a client announcing more than ``max_client_share * n``
+        users (naming it) before any query, so ``c`` dishonest clients move
+        each estimate by at most ``c * max_client_share``. None: no cap.
 
     Attributes
     ----------
@@ -218,6 +228,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         "final": [StrOptions({"paper", "upper"})],
         "search": [StrOptions({"tight", "paper"})],
         "axis": [StrOptions({"linear", "log", "logit"})],
+        "max_client_share": [Interval(Real, 0, 1, closed="right"), None],
     }
 
     _randomized = True
@@ -236,7 +247,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         score_bounds: tuple[float, float] | None = None,
         search: Literal["tight", "paper"] = "tight",
         axis: Literal["linear", "log", "logit"] = "logit",
+        max_client_share: float | None = None,
     ) -> None:
+        self.max_client_share = max_client_share
         self.epsilon = epsilon
         self.delta = delta
         self.n_groups = n_groups
@@ -346,6 +359,9 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         plan = self.plan(n_per_client, alpha)
         alpha = check_alpha(alpha)
         sizes = check_client_sizes(n_per_client)
+        over = client_share_problems(sizes, self.max_client_share, unit="users")
+        if over:
+            raise invalid_message_error(over[0], np.arange(sizes.shape[0]), len(over))
         lo, hi = _check_bounds(self.score_bounds, type(self).__name__)
         rng = _assignment_rng(random_state)
         group_size, n_groups = plan["group_size"], self.n_groups
@@ -716,6 +732,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         self.clients_ = clients
         self.n_clients_ = int(sizes.shape[0])
         self.n_per_client_ = sizes
+        self._fitted_alpha = alpha  # the default of coverage_bounds()
         self.calibration_info_ = self.plan(sizes, alpha)
         self.excluded_clients_ = clients[:0]
         return self
@@ -751,6 +768,9 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
         or the paper's band and ``Delta_S = 2 c sqrt(ln(2T/delta) / (2 n'))``.
     axis : {"logit", "log", "linear"}, default="logit"
         Scale on which the interval is halved (see
+        :class:`LDPScoreCalibrator`).
+    max_client_share : float in (0, 1] or None, default=None
+        Public cap on one client's share of the users (see
         :class:`LDPScoreCalibrator`).
 
     Attributes

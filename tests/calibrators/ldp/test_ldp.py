@@ -891,7 +891,11 @@ class TestPublicClassCount:
     def test_wrapped_noisy_label_is_refused_by_the_server(self):
         noisy = np.array([0, 1, 2, 2**64 - 1], dtype=np.uint64)
         messages = [{"n": 4, "scores": np.full((4, 3), 0.5), "noisy_labels": noisy}]
-        with pytest.raises(InvalidMessageError, match="must be integers in 0..2"):
+        # Compared in its own dtype before the int64 cast (issue 22).
+        with pytest.raises(
+            InvalidMessageError,
+            match="'noisy_labels' holds a label of 18446744073709551615, beyond any",
+        ):
             LDPLabelCalibrator(n_classes=3).server_step(messages, alpha=0.1)
 
 
@@ -1036,3 +1040,23 @@ def _common_estimators():
 @parametrize_with_checks(_common_estimators())
 def test_sklearn_compatible_with_ldp(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("star", [False, True], ids=["ldp-s", "ldp-s*"])
+def test_ldp_s_coverage_bounds_of_a_fitted_calibrator(star):
+    # LDP-S sets its fitted state outside fit_from_messages' common path: it
+    # records the alpha of its fit too, so coverage_bounds() needs no
+    # arguments (it raised TypeError).
+    from skfedcp.calibrators import LDPScoreCalibrator, LDPScoreStarCalibrator
+
+    rng = np.random.default_rng(0)
+    cls = LDPScoreStarCalibrator if star else LDPScoreCalibrator
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = cls(epsilon=4.0, score_bounds=(0, 1)).fit(
+            rng.random(4000), np.repeat(np.arange(4), 1000), alpha=0.1, random_state=0
+        )
+    expected = cal.coverage_bounds(cal.n_per_client_, 0.1)
+    got = cal.coverage_bounds()
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+    assert cal.coverage_bounds(alpha=0.2) == cal.coverage_bounds(cal.n_per_client_, 0.2)

@@ -23,33 +23,18 @@ import time
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping
-from functools import partial
 from numbers import Integral
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.base import clone
 
-from ..calibrators import get_calibrator
+from .._config import _DEFAULTS, get_config
 from ..exceptions import (
-    InvalidMessageError,
     InvalidMessageWarning,
     NodeExcludedWarning,
 )
-from ..feature_selection import (
-    chi2_frac_bits,
-    chi2_server_decode,
-    chi2_server_marginals,
-)
-from ..feature_selection._chi2 import FedChi2Selector
-from ..feature_selection._protocol import _dof, _marginals_bound, _marginals_plan
-from ..federated import fixed_point_decode
-from ..utils._random import check_seed_sequence, spawn_random_states
-from ..utils._validation import check_alpha
 from ._protocol import (
     PROTOCOL_VERSION,
-    _alias_of,
-    calibrator_to_spec,
 )
 
 __all__ = [
@@ -59,23 +44,20 @@ __all__ = [
     "NodeFailure",
     "RoundRecord",
     "ServerSession",
-    "calibrate_nodes",
     "check_planned_clients",
-    "select_chi2_nodes",
 ]
 
-#: Default public bound on the rows a node may announce (calibration or
-#: selection): an announcement above it is refused before any plan is made.
-MAX_CLIENT_SIZE = 10**9
+#: The plan policy's default bound on the rows a node may announce
+#: (calibration or selection); the server's bound is the policy in force
+#: (:func:`skfedcp.get_config`) unless a run passes its own.
+MAX_CLIENT_SIZE = _DEFAULTS["max_client_size"]
 
-#: Default public bound on the number of nodes (and planned clients).
-MAX_CLIENTS = 10**5
+#: The plan policy's default bound on the number of nodes (and planned
+#: clients).
+MAX_CLIENTS = _DEFAULTS["max_clients"]
 
 #: Longest client label (characters) a node may announce.
 _MAX_LABEL_CHARS = 256
-
-#: Most classes a node may announce for FED-chi2 (without public ``classes``).
-_MAX_CLASSES = 10**4
 
 #: Raw X25519 public keys are 32 bytes.
 _KEY_BYTES = 32
@@ -163,18 +145,22 @@ def _short(value, limit=60):
 
 
 def _check_bound(name, value):
+    """A public bound of the run; None: the plan policy's (``get_config()``)."""
+    if value is None:
+        return get_config()[name]
     if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
         raise ValueError(f"{name} must be a positive int; got {value!r}.")
     return int(value)
 
 
-def check_planned_clients(planned_clients, *, max_clients=MAX_CLIENTS):
+def check_planned_clients(planned_clients, *, max_clients=None):
     """Validate the planned node set; return ``(pinned, labels)``.
 
     ``planned_clients`` is ``None`` (no plan: ``(None, None)``), a sequence of
     client labels (``pinned`` is ``None``) or a mapping from Flower node id
     to client label (``pinned`` is that mapping, with int keys). Labels are
-    ints or strings, all of one type, distinct, at most ``max_clients``.
+    ints or strings, all of one type, distinct, at most ``max_clients``
+    (None: the plan policy's).
     """
     max_clients = _check_bound("max_clients", max_clients)
     if planned_clients is None:
@@ -236,7 +222,7 @@ def _size_problem(reply, key, max_size):
     return None
 
 
-def _hello_problem(reply, request, max_size):
+def _hello_problem(reply, request, max_size, max_classes):
     """Why a hello reply cannot be used (a malformed field), or None."""
     if request["calibration"]:
         problem = _size_problem(reply, "n", max_size)
@@ -262,11 +248,11 @@ def _hello_problem(reply, request, max_size):
                 not isinstance(classes, np.ndarray)
                 or classes.ndim != 1
                 or classes.dtype.kind not in "iub" + "U"
-                or classes.shape[0] > _MAX_CLASSES
+                or classes.shape[0] > max_classes
             ):
                 return (
                     "its field 'classes' is not a vector of at most "
-                    f"{_MAX_CLASSES} int or string labels"
+                    f"max_classes={max_classes} int or string labels"
                 )
     if not isinstance(reply.get("data_fingerprint", ""), str):
         return "its field 'data_fingerprint' is not a string"
@@ -313,11 +299,16 @@ class ServerSession:
         pins each Flower node id to its client label: other connected nodes
         are left out without being asked. ``None`` checks nothing (a
         warning says so).
-    max_client_size : int
-        Largest row count a node may announce.
-    max_clients : int
+    max_client_size : int or None
+        Largest row count a node may announce; None: the plan policy's
+        (:func:`skfedcp.get_config`).
+    max_clients : int or None
         Most nodes the server talks to (without a pinned plan: more connected
-        nodes is an error).
+        nodes is an error); None: the plan policy's.
+
+    The most classes a node may announce (FED-chi2 without public
+    ``classes``) and the widest FED-chi2 round are the plan policy's
+    ``max_classes`` and ``max_features``.
     """
 
     def __init__(
@@ -328,13 +319,14 @@ class ServerSession:
         timeout,
         min_rows=1,
         planned_clients=None,
-        max_client_size=MAX_CLIENT_SIZE,
-        max_clients=MAX_CLIENTS,
+        max_client_size=None,
+        max_clients=None,
     ):
         if min_rows < 1:
             raise ValueError(f"min_rows must be >= 1; got {min_rows}.")
         self.max_client_size = _check_bound("max_client_size", max_client_size)
         self.max_clients = _check_bound("max_clients", max_clients)
+        self.max_classes = _check_bound("max_classes", None)
         self.pinned, self.planned = check_planned_clients(
             planned_clients, max_clients=self.max_clients
         )
@@ -509,7 +501,9 @@ class ServerSession:
             label, problem = _check_label(reply.get("label"))
             self.announced[node] = label if problem is None else "?"
             if problem is None:
-                problem = _hello_problem(reply, request, self.max_client_size)
+                problem = _hello_problem(
+                    reply, request, self.max_client_size, self.max_classes
+                )
             if problem is not None:
                 self.exclude(node, problem, invalid=True)
             else:
@@ -628,490 +622,17 @@ class ServerSession:
                     f"({dict(counts)}); pass the expected model fingerprint."
                 )
             expected = counts[0][0]
-        kept = []
-        for node in nodes:
-            if prints[node] != expected:
-                self.exclude(
-                    node,
-                    f"model fingerprint {prints[node]} differs from the expected "
-                    f"{expected} (another model version)",
-                    failed=False,
-                )
-            else:
-                kept.append(node)
-        return kept, expected
-
-
-# --------------------------------------------------------------------------
-# Calibration
-
-
-def _decode_message(reply):
-    return {
-        key[len("message.") :]: value
-        for key, value in reply.items()
-        if key.startswith("message.")
-    }
-
-
-def _check_replies(ok, invalid, fingerprint):
-    """Move the replies whose model fingerprint is not the expected one to
-    ``invalid`` (the node announced the expected one in hello)."""
-    for node, reply in list(ok.items()):
-        if fingerprint and reply.get("fingerprint") != fingerprint:
-            invalid[node] = (
-                f"its message carries model fingerprint "
-                f"{_short(reply.get('fingerprint'))}, not {fingerprint}"
-            )
-            del ok[node]
-
-
-def _private_failure(alias, failed):
-    detail = "; ".join(f"node {n}: {r}" for n, r in failed.items())
-    return RuntimeError(
-        f"{alias}: {len(failed)} node(s) failed during the private round "
-        f"({detail}). A private strategy cannot repeat a round without spending "
-        "more privacy budget, and its plan assumed every node: fix the nodes and "
-        "start a new run."
-    )
-
-
-def _is_interactive(calibrator):
-    if getattr(calibrator, "interactive", False):
-        return True
-    return all(
-        hasattr(calibrator, name)
-        for name in ("server_init", "client_respond", "server_update")
-    )
-
-
-def calibrate_nodes(
-    session,
-    nodes,
-    calibrator,
-    *,
-    alpha,
-    fingerprint,
-    random_state=None,
-    max_attempts=3,
-):
-    """Run one calibration over ``nodes`` (already checked by hello).
-
-    The server's side is the calibrator's own
-    :meth:`~skfedcp.calibrators.BaseCalibrator.fit_from_messages`: every
-    message is checked against the public plan before it is used. Nodes that
-    fail, time out or send an invalid message are handled as the strategy
-    allows (see the user guide, *When nodes fail*):
-
-    * non-private strategies (``qq``, ``avg``, ``central``) leave the node
-      out and ask the remaining nodes again with the plan recomputed for
-      them, so the result equals the in-process fit on the remaining rows;
-    * private one-shot strategies (``dp-qq``, ``dp-central``, ``ldp-l``)
-      cannot ask again (budget): a failure is an error, an invalid message
-      is excluded by ``fit_from_messages(on_invalid="exclude")``;
-    * LDP-S (interactive) can neither ask again nor exclude: an error.
-
-    Returns the fitted calibrator and the nodes whose messages it used.
-    """
-    calibrator = get_calibrator(calibrator)
-    calibrator._validate_params()
-    alpha = check_alpha(alpha)
-    alias = _alias_of(calibrator)
-    spec = calibrator_to_spec(calibrator)
-    nodes = [n for n in nodes if n not in session.invalid]
-    if _is_interactive(calibrator):
-        return _calibrate_interactive(
-            session,
-            nodes,
-            calibrator,
-            alias=alias,
-            spec=spec,
-            alpha=alpha,
-            fingerprint=fingerprint,
-            random_state=random_state,
-        )
-    for _ in range(max_attempts):
-        if not nodes:
-            raise RuntimeError(f"{alias}: no node is left to calibrate.")
-        sizes = np.asarray([_node_size(session, n) for n in nodes], dtype=np.int64)
-        request = {
-            "kind": "calibrate",
-            "calibrator": spec,
-            "alpha": alpha,
-            "n_per_client": sizes,
-            "fingerprint": fingerprint or "",
+        reasons = {
+            node: f"model fingerprint {prints[node]} differs from the expected "
+            f"{expected} (another model version)"
+            for node in nodes
+            if prints[node] != expected
         }
-        ok, failed, invalid = session.query(
-            f"calibrate:{alias}", dict.fromkeys(nodes, request)
-        )
-        _check_replies(ok, invalid, fingerprint)
-        if failed and calibrator._randomized:
-            raise _private_failure(alias, failed)
-        # A node that failed or replayed has no message: an empty (invalid)
-        # one stands in for it, so that the plan stays the announced one.
-        messages = [_decode_message(ok[n]) if n in ok else {} for n in nodes]
-        labels = session.labels(nodes)
-        fit = partial(
-            calibrator.fit_from_messages,
-            messages,
-            alpha=alpha,
-            n_per_client=sizes,
-            clients=labels,
-            random_state=random_state,
-        )
-        if calibrator._randomized:
-            for node, reason in invalid.items():
-                session.exclude(
-                    node,
-                    reason,
-                    " Its message counts as invalid under the round's plan.",
-                    invalid=True,
-                )
-            return _fit_private_round(session, fit, nodes, labels, set(invalid))
-        if not failed and not invalid:
-            invalid = _invalid_nodes(fit, nodes, labels)
-            if not invalid:
-                return fit(on_invalid="raise"), nodes
-        else:  # the other messages of the round are checked all the same
-            found = _invalid_nodes(fit, nodes, labels)
-            invalid.update((n, r) for n, r in found.items() if n in ok)
-        left = len(nodes) - len(failed) - len(invalid)
-        again = f" {alias} is recalibrated with the remaining {left} node(s)"
-        for node, reason in failed.items():
-            session.exclude(node, reason, again + ".")
-        for node, reason in invalid.items():
-            session.exclude(
-                node, reason, again + " (a new round with their plan).", invalid=True
-            )
-        nodes = [n for n in nodes if n not in failed and n not in invalid]
-    raise RuntimeError(f"{alias}: nodes kept failing after {max_attempts} attempts.")
+        return self.leave_out(nodes, reasons, failed=False), expected
 
-
-def _fit_private_round(session, fit, nodes, labels, replayed):
-    """Fit a private one-shot round once, excluding the invalid messages.
-
-    No second round (budget): the calibrator's own
-    :class:`~skfedcp.exceptions.InvalidMessageWarning` says how an offender
-    was counted. Returns the fitted calibrator and the nodes it used.
-    """
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        fitted = fit(on_invalid="exclude")
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    text = " ".join(
-        str(w.message) for w in caught if issubclass(w.category, InvalidMessageWarning)
-    )
-    excluded = set(fitted.excluded_clients_.tolist())
-    for node, label in zip(nodes, labels.tolist(), strict=True):
-        if label in excluded and node not in replayed:
-            session.exclude(
-                node,
-                f"it sent an invalid message ({_reason_of(label, text)})",
-                invalid=True,
-                warn=False,
-            )
-    return fitted, [n for n in nodes if session.info[n]["label"] not in excluded]
-
-
-def _invalid_nodes(fit, nodes, labels):
-    """Nodes whose message ``fit`` finds invalid, with the reason for each."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            fitted = fit(on_invalid="exclude")
-        except InvalidMessageError as exc:  # every message is invalid
-            return dict.fromkeys(nodes, f"it sent an invalid message ({exc})")
-    excluded = set(fitted.excluded_clients_.tolist())
-    if not excluded:
-        return {}
-    text = " ".join(
-        str(w.message) for w in caught if issubclass(w.category, InvalidMessageWarning)
-    )
-    return {
-        node: f"it sent an invalid message ({_reason_of(label, text)})"
-        for node, label in zip(nodes, labels.tolist(), strict=True)
-        if label in excluded
-    }
-
-
-def _reason_of(label, text):
-    """The part of an ``InvalidMessageWarning`` text that concerns ``label``."""
-    marker = f"client {label!r}: "
-    start = text.find(marker)
-    if start < 0:
-        return text
-    stops = [i for i in (text.find("; client ", start), text.rfind(").")) if i > start]
-    return text[start : min(stops)] if stops else text[start:]
-
-
-def _calibrate_interactive(
-    session, nodes, calibrator, *, alias, spec, alpha, fingerprint, random_state
-):
-    """Drive ``server_init`` / ``client_respond`` / ``server_update`` (LDP-S).
-
-    The transcript (one list of messages per round) is then handed to the
-    calibrator's ``fit_from_messages``, which replays the server's side on
-    it and sets the fitted attributes, as the in-process ``fit`` does.
-    """
-    if not nodes:
-        raise RuntimeError(f"{alias}: no node is left to calibrate.")
-    sizes = np.asarray([_node_size(session, n) for n in nodes], dtype=np.int64)
-    labels = session.labels(nodes)
-    # The group assignment is public: with no seed (or "secure"), a fresh
-    # one that the live run and the replay share, as in the in-process fit.
-    seed = check_seed_sequence(random_state)
-    public = np.random.SeedSequence() if isinstance(seed, str) else seed
-    state = calibrator.server_init(
-        sizes, alpha=alpha, random_state=spawn_random_states(public, 1)[0]
-    )
-    calibration_id = f"{session.tag}/{alias}"
-    rounds = []
-    while not state["done"]:
-        requests = {}
-        for node, query in zip(nodes, state["queries"], strict=True):
-            users = np.asarray(query["users"], dtype=np.int64)
-            if users.size:
-                requests[node] = {
-                    "kind": "respond",
-                    "calibrator": spec,
-                    "calibration_id": calibration_id,
-                    "round": int(query["round"]),
-                    "threshold": float(query["threshold"]),
-                    "users": users,
-                    "fingerprint": fingerprint or "",
-                }
-        ok, failed, invalid = session.query(
-            f"{alias}:round{state['round'] + 1}", requests
-        )
-        _check_replies(ok, invalid, fingerprint)
-        if failed:
-            raise _private_failure(alias, failed)
-        for node, reason in invalid.items():
-            raise _interactive_invalid(session, alias, node, reason, None)
-        messages = [
-            _decode_message(ok[node]) if node in requests else None for node in nodes
-        ]
-        try:
-            new_state = calibrator.server_update(state, messages)
-        except InvalidMessageError as exc:
-            if not isinstance(exc.client, Integral):
-                raise
-            node = nodes[int(exc.client)]
-            raise _interactive_invalid(
-                session, alias, node, f"it sent an invalid message ({exc})", exc.field
-            ) from None
-        rounds.append(messages)
-        state = new_state
-    fitted = calibrator.fit_from_messages(
-        rounds,
-        alpha=alpha,
-        n_per_client=sizes,
-        clients=labels,
-        random_state=public,
-    )
-    return fitted, nodes
-
-
-def _interactive_invalid(session, alias, node, reason, field):
-    """Leave ``node`` out and return the error that stops an interactive run."""
-    session.exclude(node, reason, invalid=True)
-    label = session.info[node]["label"]
-    return InvalidMessageError(
-        f"{alias}: node {node} (client {label!r}) sent an invalid answer "
-        f"({reason}). An interactive private strategy can neither exclude it (the "
-        "correction assumed every group's full size) nor ask again (privacy "
-        "budget): start a new run without that node.",
-        client=label,
-        field=field,
-    )
-
-
-def _node_size(session, node):
-    return int(session.info[node]["n"])
-
-
-# --------------------------------------------------------------------------
-# FED-chi2
-
-
-def _secure_sum(session, name, nodes, extra, length, max_attempts):
-    """Pairwise-masked sum over ``nodes``; repeated among survivors on failure."""
-    nodes = list(nodes)
-    for attempt in range(max_attempts):
-        if len(nodes) < 2:
-            raise RuntimeError(
-                f"{name}: a secure sum needs at least two nodes; {len(nodes)} left."
-            )
-        keys = [session.info[n]["public_key"] for n in nodes]
-        request = {
-            "kind": "secure_sum",
-            "task": name,
-            "tag": f"{session.tag}/{name}/{attempt}",
-            "public_keys": keys,
-            **extra(nodes),
-        }
-        ok, failed, invalid = session.query(name, dict.fromkeys(nodes, request))
-        for node, reply in ok.items():
-            masked = reply.get("masked")
-            if (
-                not isinstance(masked, np.ndarray)
-                or masked.dtype != np.uint64
-                or masked.shape != (length,)
-            ):
-                invalid[node] = (
-                    f"its field 'masked' is not a vector of {length} uint64 "
-                    f"(got {_short(getattr(masked, 'dtype', type(masked).__name__))}"
-                    f"{getattr(masked, 'shape', '')})"
-                )
-        if not failed and not invalid:
-            total = np.zeros(length, dtype=np.uint64)
-            for node in nodes:
-                total += ok[node]["masked"]
-            return total, nodes
-        consequence = (
-            " The masks no longer cancel: the secure sum is repeated among the "
-            f"remaining {len(nodes) - len(failed) - len(invalid)} node(s)."
-        )
-        for node, reason in failed.items():
-            session.exclude(node, reason, consequence)
-        for node, reason in invalid.items():
-            session.exclude(node, reason, consequence, invalid=True)
-        nodes = [n for n in nodes if n not in failed and n not in invalid]
-    raise RuntimeError(f"{name}: nodes kept failing after {max_attempts} attempts.")
-
-
-def select_chi2_nodes(session, nodes, selector, *, classes=None, max_attempts=3):
-    """Run FED-chi2 (two secure sums) over ``nodes``; return the fitted selector."""
-    if not isinstance(selector, FedChi2Selector):
-        raise TypeError(
-            f"selector must be a FedChi2Selector; got {type(selector).__name__}."
-        )
-    selector = clone(selector)
-    selector._validate_params()
-    if selector.method != "sketch" or selector.statistic != "sklearn":
-        raise ValueError(
-            "the Flower deployment runs FedChi2Selector(method='sketch', "
-            f"statistic='sklearn'); got method={selector.method!r}, "
-            f"statistic={selector.statistic!r}."
-        )
-    ell = selector._resolve_n_projections()
-    n_features = Counter(session.info[n]["n_features"] for n in nodes).most_common()
-    width = n_features[0][0]
-    kept = []
-    for node in nodes:
-        if session.info[node]["n_features"] != width:
-            session.exclude(
-                node,
-                f"it has {session.info[node]['n_features']} features, the others "
-                f"{width}",
-                failed=False,
-            )
-        else:
-            kept.append(node)
-    nodes = kept
-    if classes is None:
-        classes = np.unique(np.concatenate([session.info[n]["classes"] for n in nodes]))
-    classes = np.asarray(classes)
-    n_classes = classes.shape[0]
-    integer_x = all(bool(session.info[n]["integer_x"]) for n in nodes)
-    nodes = _check_column_bounds(session, nodes, width)
-    # Round one's public plan, as in the simulation: class counts are at most
-    # a node's rows (integers: exact at any precision), column totals within
-    # the largest power-of-two bound the nodes announced.
-    count_bound = _marginals_bound(
-        np.array([max(float(session.info[n]["selection_n"]) for n in nodes)])
-    )
-    bound = np.concatenate(
-        [
-            np.full(n_classes, count_bound[0]),
-            np.max([session.info[n]["column_bound"] for n in nodes], axis=0),
-        ]
-    )
-    plan = _marginals_plan(
-        bound, len(nodes), integer_x=integer_x, frac_bits=selector.frac_bits
-    )
-
-    total, round1 = _secure_sum(
-        session,
-        "chi2_marginals",
-        nodes,
-        lambda _: {
-            "classes": classes,
-            "frac_bits": plan.frac_bits,
-            "bound": plan.bound,
-            "n_clients": plan.n_clients,
-        },
-        n_classes + width,
-        max_attempts,
-    )
-    marginals = chi2_server_marginals(plan.decode(total), n_classes=n_classes)
-    bits = (
-        chi2_frac_bits(marginals)
-        if selector.frac_bits is None
-        else np.full(width, selector.frac_bits, dtype=np.int64)
-    )
-    sketch_request = {
-        "classes": classes,
-        "class_counts": marginals.class_counts,
-        "row_totals": marginals.row_totals,
-        "n_projections": ell,
-        "expected_split": selector.expected_split,
-        "n_clients": len(round1),
-        "frac_bits": bits,
-    }
-    total, round2 = _secure_sum(
-        session,
-        "chi2_sketch",
-        round1,
-        lambda _: sketch_request,
-        width * ell,
-        max_attempts,
-    )
-    sketch = fixed_point_decode(total.reshape(width, ell), bits[:, None]).T.copy()
-    selector.scores_, selector.pvalues_ = chi2_server_decode(
-        sketch, marginals, estimator=selector.estimator
-    )
-    labels = session.labels(round1)
-    selector.dof_ = _dof(marginals)
-    selector.classes_ = classes
-    selector.clients_ = labels
-    selector.n_clients_ = len(round1)
-    selector.dropped_clients_ = labels[[n not in round2 for n in round1]]
-    selector.class_counts_ = marginals.class_counts
-    selector.feature_totals_ = marginals.row_totals
-    selector.n_projections_ = ell
-    selector.sketch_ = sketch
-    selector.n_features_in_ = width
-    return selector, round1
-
-
-def _check_column_bounds(session, nodes, width):
-    """The nodes whose announced column bounds fit the public plan.
-
-    A bound must be a vector of ``width`` non-negative finite numbers; a node
-    that sends anything else is left out with a warning (a dishonest node
-    cannot turn the plan's scale into NaN).
-    """
-    kept = []
-    for node in nodes:
-        try:
-            value = np.asarray(session.info[node].get("column_bound"), dtype=np.float64)
-        except (TypeError, ValueError):
-            value = None
-        if (
-            value is None
-            or value.shape != (width,)
-            or not np.all(np.isfinite(value))
-            or np.any(value < 0)
-        ):
-            session.exclude(
-                node,
-                f"its field 'column_bound' is not {width} non-negative finite numbers",
-                invalid=True,
-            )
-            session.info[node]["column_bound"] = None
-        else:
-            session.info[node]["column_bound"] = value
-            kept.append(node)
-    return kept
+    def leave_out(self, nodes, reasons, **how):
+        """Exclude the nodes ``reasons`` names (``how`` as in :meth:`exclude`);
+        return the others, in order."""
+        for node, reason in reasons.items():
+            self.exclude(node, reason, **how)
+        return [node for node in nodes if node not in reasons]

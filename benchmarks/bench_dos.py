@@ -1,0 +1,181 @@
+"""Denial of service by announcement: server time and peak memory per strategy.
+
+What a client announces before a round (its size, its presence) used to be
+trusted: one client announcing ``n = 10**8`` made the QQ server spend 7.9 s
+and 1.3 GB, ``n = 10**12`` tried to allocate 1 TiB, ``2**62`` looped for
+minutes; LDP-S's ``server_init`` took 15 s and 1.8 GB at ``10**8``; QQ with
+``10**4`` distinct sizes took 20 s (issue 22). Each cell here runs the
+server's first step on the announcements, in a fresh Python process
+(imports done before the clock starts), and reports its wall time, its peak
+traced memory (``tracemalloc``: Python and NumPy allocations) and whether
+it planned or refused:
+
+* calibrators (central, qq, avg, dp-central, dp-qq, ldp-l): ``plan(sizes,
+  alpha)``, the public plan every server path computes before reading a
+  message; ldp-s: ``server_init(sizes)`` (the group assignment); FED-chi2:
+  ``chi2_server_plan`` (round one's plan from the sizes and bounds);
+* announced ``n``: nine honest clients of 1,000 rows and one announcing
+  ``10**3`` (the truthful federation), ``10**8``, ``10**12`` or ``2**62``;
+* clients: 10, ``10**4`` or ``10**5`` clients of distinct sizes (100, 101,
+  ...), under the default plan policy (``max_clients = 10**5``);
+* ``ldp-s s=0.5``: LDP-S with ``max_client_share=0.5``. LDP-S's group
+  assignment is one entry per user, so its honest cost grows with the
+  announced users (a truthful federation of ``10**8`` users pays it too);
+  the share cap refuses one client claiming most of them.
+
+A refusal (the plan policy's ``max_client_size = 10**9``) is an
+``InvalidMessageError`` naming the client and field; a cell still running
+after ``--budget`` seconds is reported as ``> budget``.
+
+Run: ``python benchmarks/bench_dos.py [--quick] [--budget SECONDS]``.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import _common
+
+HERE = Path(__file__).resolve().parent
+ALPHA = 0.1
+STRATEGIES = {
+    "central": ("central", {}),
+    "qq": ("qq", {}),
+    "avg": ("avg", {}),
+    "dp-central": ("dp-central", {"epsilon": 1.0, "score_bounds": (0.0, 1.0)}),
+    "dp-qq": ("dp-qq", {"epsilon": 1.0, "score_bounds": (0.0, 1.0)}),
+    "ldp-l": ("ldp-l", {"epsilon": 2.0, "n_classes": 3}),
+    "ldp-s": ("ldp-s", {"epsilon": 4.0, "score_bounds": (0.0, 1.0)}),
+    # With the public cap on one client's share of the users: the size that
+    # LDP-S's group assignment grows with is refused before any work.
+    "ldp-s s=0.5": (
+        "ldp-s",
+        {"epsilon": 4.0, "score_bounds": (0.0, 1.0), "max_client_share": 0.5},
+    ),
+    "FED-chi2": ("FED-chi2", {}),
+}
+ANNOUNCED = [("10^3", 10**3), ("10^8", 10**8), ("10^12", 10**12), ("2^62", 2**62)]
+CLIENTS = [("10", 10), ("10^4", 10**4), ("10^5", 10**5)]
+N_FEATURES = 20
+
+
+def _sizes(spec):
+    import numpy as np
+
+    if spec["kind"] == "n":
+        return np.array([1000] * 9 + [spec["value"]], dtype=np.uint64)
+    return 100 + np.arange(spec["value"], dtype=np.int64)
+
+
+def run_cell(spec):
+    """In the child: one server step on the announcements, timed and traced."""
+    import time
+    import tracemalloc
+    import warnings
+
+    import numpy as np
+
+    from skfedcp.calibrators import get_calibrator
+    from skfedcp.feature_selection import chi2_server_plan
+
+    sizes = _sizes(spec)
+    name, params = STRATEGIES[spec["strategy"]]
+    if name == "FED-chi2":
+        bounds = np.ones((sizes.shape[0], N_FEATURES))
+
+        def step():
+            chi2_server_plan(
+                sizes.tolist(),
+                bounds,
+                n_classes=3,
+                n_features=N_FEATURES,
+                integer_x=True,
+            )
+
+    else:
+        calibrator = get_calibrator(name).set_params(**params)
+        if name == "ldp-s":
+
+            def step():
+                calibrator.server_init(sizes, alpha=ALPHA, random_state=0)
+
+        else:
+
+            def step():
+                calibrator.plan(sizes, ALPHA)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tracemalloc.start()
+        start = time.perf_counter()
+        try:
+            step()
+            outcome = "planned"
+        except Exception as exc:  # a refusal is a result here
+            outcome = f"refused ({type(exc).__name__})"
+        took = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return {"seconds": took, "peak_mb": peak / 2**20, "outcome": outcome}
+
+
+def _child(spec, budget):
+    """Run one cell in a fresh interpreter (this checkout); None if over budget."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--cell", json.dumps(spec)]
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    try:
+        out = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=budget,
+            check=True,
+            cwd=HERE,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _shown(result, budget):
+    if result is None:
+        return f"> {budget:.0f} s", "over budget"
+    return (
+        f"{1000 * result['seconds']:9.1f} ms {result['peak_mb']:8.2f} MB",
+        result["outcome"],
+    )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer cells")
+    parser.add_argument("--budget", type=float, default=60.0, help="seconds per cell")
+    parser.add_argument("--cell", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.cell:
+        print(json.dumps(run_cell(json.loads(args.cell))))
+        return
+    strategies = ["qq", "ldp-s s=0.5", "FED-chi2"] if args.quick else list(STRATEGIES)
+    clients = CLIENTS[:2] if args.quick else CLIENTS
+    rows = []
+    print(f"{'strategy':12s} {'announced':>16s} {'time':>12s} {'peak':>11s}  outcome")
+    for name in strategies:
+        cells = [("n", label, value) for label, value in ANNOUNCED]
+        cells += [("clients", label, value) for label, value in clients]
+        for kind, label, value in cells:
+            spec = {"strategy": name, "kind": kind, "value": value}
+            result = _child(spec, args.budget)
+            shown, outcome = _shown(result, args.budget)
+            what = f"n = {label}" if kind == "n" else f"{label} clients"
+            print(f"{name:12s} {what:>16s} {shown}  {outcome}", flush=True)
+            rows.append({**spec, "label": label, "result": result})
+    path = _common.save_record("bench_dos", {"cells": rows, "budget": args.budget})
+    print(f"record: {path}")
+
+
+if __name__ == "__main__":
+    main()
