@@ -9,11 +9,11 @@ tests can check the ``epsilon`` bound.
 """
 
 from ._exponential import exponential_mechanism, exponential_mechanism_probabilities
+from ._n_bins import private_conformal_n_bins
 from ._quantile import (
     dp_qq_local_correction,
     private_conformal_gamma,
     private_conformal_level,
-    private_conformal_n_bins,
     private_quantile,
     private_quantile_probabilities,
 )

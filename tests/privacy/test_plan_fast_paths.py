@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from skfedcp.calibrators._dp import _tight
-from skfedcp.privacy import _quantile
+from skfedcp.privacy import _n_bins, _quantile
 
 
 def _reference_n_bins(n, alpha, epsilon, grid):
@@ -24,7 +24,7 @@ def _reference_n_bins(n, alpha, epsilon, grid):
     best, best_value = grid[0], math.inf
     for m in grid:
         level = _quantile._level(n, alpha, epsilon, m, gamma)
-        value = _quantile._expected_threshold(scores, level, epsilon, m)
+        value = _n_bins._expected_threshold(scores, level, epsilon, m)
         if value < best_value:
             best, best_value = m, value
     return best
@@ -33,12 +33,12 @@ def _reference_n_bins(n, alpha, epsilon, grid):
 @pytest.mark.parametrize("seed", range(4))
 def test_n_bins_fast_ranking_is_the_reference_one(seed):
     rng = np.random.default_rng(seed)
-    grid = _quantile._default_grid()
+    grid = _n_bins._default_grid()
     for _ in range(5):
         n = int(rng.integers(1, 60_000))
         alpha = float(rng.choice([0.01, 0.05, 0.1, 0.2, 0.5]))
         epsilon = float(rng.choice([0.1, 0.5, 1.0, 5.0, 50.0]))
-        fast = _quantile._n_bins_expected.__wrapped__(n, alpha, epsilon, grid)
+        fast = _n_bins._n_bins_expected.__wrapped__(n, alpha, epsilon, grid)
         assert fast == _reference_n_bins(n, alpha, epsilon, grid)
 
 
@@ -48,8 +48,8 @@ def test_run_values_match_the_reference(n):
     gamma = _quantile._gamma(n, 0.1, 1.0)
     for m in (100, 999, 10**4, 10**6):
         level = _quantile._level(n, 0.1, 1.0, m, gamma)
-        ref = _quantile._expected_threshold(scores, level, 1.0, m)
-        fast = _quantile._expected_threshold_runs(scores, level, 1.0, m)
+        ref = _n_bins._expected_threshold(scores, level, 1.0, m)
+        fast = _n_bins._expected_threshold_runs(scores, level, 1.0, m)
         assert abs(fast - ref) <= 1e-14
 
 
