@@ -12,7 +12,6 @@ from numpy.typing import ArrayLike, NDArray
 from ..._typing import ClientIds, SecureRandomStateLike
 from ...exceptions import ClippedScoresWarning
 from ...privacy import private_quantile
-from ...privacy._exponential import _check_epsilon
 from ...privacy._quantile import _release_many
 from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import StrOptions
@@ -25,6 +24,7 @@ from ._common import (
     ThresholdDistribution,
     _after_private_fit,
     _check_bounds,
+    _check_epsilon_range,
     _check_rule,
     _check_utility,
     _clip_scores,
@@ -192,7 +192,7 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
 
         Its keys are those listed under ``calibration_info_``.
         """
-        epsilon = _check_epsilon(self.epsilon)
+        epsilon = _check_epsilon_range(self.epsilon)
         bounds = _check_bounds(self.score_bounds, type(self).__name__)
         alpha = check_alpha(alpha)
         rule = _check_rule(getattr(self, "rule", "paper"))
