@@ -17,6 +17,10 @@ _DEFAULTS: dict[str, int] = {
     "max_client_size": 10**9,
     # Clients in one round (messages, announced sizes, Flower nodes).
     "max_clients": 10**5,
+    # Rows announced by all the clients of a round together: the plans and
+    # rounds of dp-central and LDP-S hold O(total) memory (about 2 GB at
+    # 10^8), so a larger federation is one its server opts into.
+    "max_total_size": 10**8,
     # Classes of a classification round (LDP-L, FED-chi2).
     "max_classes": 10**4,
     # Features of a FED-chi2 round.
@@ -41,10 +45,10 @@ def get_config() -> dict[str, int]:
     Returns
     -------
     config : dict
-        ``max_client_size``, ``max_clients``, ``max_classes`` and
-        ``max_features``: every server path refuses an announcement above
-        them (:class:`~skfedcp.exceptions.InvalidMessageError` naming the
-        client and field) before any work that grows with it.
+        ``max_client_size``, ``max_clients``, ``max_total_size``,
+        ``max_classes`` and ``max_features``: every server path refuses an
+        announcement above them (:class:`~skfedcp.exceptions.InvalidMessageError`
+        naming the client and field) before any work that grows with it.
 
     Examples
     --------
@@ -61,8 +65,8 @@ def set_config(**limits: int) -> None:
     Parameters
     ----------
     **limits : int
-        Any of ``max_client_size``, ``max_clients``, ``max_classes``,
-        ``max_features``: positive integers up to ``2**62``.
+        Any of ``max_client_size``, ``max_clients``, ``max_total_size``,
+        ``max_classes``, ``max_features``: positive integers up to ``2**62``.
 
     Examples
     --------
@@ -81,7 +85,8 @@ def config_context(**limits: int) -> Iterator[None]:
     """Temporarily change the plan policy (the limits a server accepts).
 
     The defaults are safe public bounds: a client announcing more rows than
-    ``max_client_size``, a round of more than ``max_clients`` clients, a class
+    ``max_client_size``, a round of more than ``max_clients`` clients or of
+    more than ``max_total_size`` rows in all, a class
     list longer than ``max_classes`` or a FED-chi2 round wider than
     ``max_features`` is refused before the server does any work that grows
     with the announced number. A server that expects a larger federation
@@ -90,8 +95,8 @@ def config_context(**limits: int) -> Iterator[None]:
     Parameters
     ----------
     **limits : int
-        Any of ``max_client_size``, ``max_clients``, ``max_classes``,
-        ``max_features``: positive integers up to ``2**62``.
+        Any of ``max_client_size``, ``max_clients``, ``max_total_size``,
+        ``max_classes``, ``max_features``: positive integers up to ``2**62``.
 
     Examples
     --------

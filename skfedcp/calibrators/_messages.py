@@ -162,6 +162,15 @@ def _check_announced(sizes: NDArray[Any], name: str) -> None:
             client=j,
             field=name,
         )
+    total = int(sizes.sum(dtype=np.int64))  # <= max_clients * max_client_size
+    if total > limits["max_total_size"]:
+        raise InvalidMessageError(
+            f"{name} announces {total} rows in all, more than the public "
+            f"max_total_size={limits['max_total_size']} of this server; a server "
+            "that expects more raises it with "
+            "skfedcp.config_context(max_total_size=...).",
+            field=name,
+        )
 
 
 def client_share_problems(

@@ -55,7 +55,7 @@ def test_too_many_clients_is_refused_before_any_per_client_work():
 
 def test_a_server_raises_its_limits_for_a_larger_federation():
     sizes = [10**12] * 3
-    with config_context(max_client_size=10**13):
+    with config_context(max_client_size=10**13, max_total_size=10**13):
         plan = get_calibrator("central").plan(sizes, 0.1)
     assert plan is not None
     with pytest.raises(InvalidMessageError):
@@ -102,3 +102,15 @@ def test_config_is_per_thread_and_restored():
         assert get_config()["max_clients"] == 7
     assert seen["other"] == 100_000
     assert get_config()["max_clients"] == 100_000
+
+
+@pytest.mark.parametrize("alias", ["central", "qq", "dp-central", "dp-qq"])
+def test_too_many_rows_in_all_is_refused(alias):
+    # 200 clients of 10^6 rows, each within max_client_size: 2 * 10^8 rows in
+    # all is above the default max_total_size (the O(total) plans of
+    # dp-central and LDP-S ran out of memory at 5 * 10^9).
+    cal = _messages(alias, None)
+    sizes = np.full(200, 10**6)
+    with pytest.raises(InvalidMessageError, match="200000000 rows in all"):
+        cal.plan(sizes, 0.1)
+    assert get_config()["max_total_size"] == 10**8
