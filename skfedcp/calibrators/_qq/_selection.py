@@ -59,12 +59,14 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import special
 
 from ...utils._quantile import conformal_rank, float_safe_ceil
 from ...utils._validation import check_alpha
 from ._batch import (
     _coverage_unequal_all_k,
     _coverage_unequal_batch,
+    _coverage_unequal_sinh,
     _NormalEstimate,
     _undecided,
 )
@@ -318,6 +320,9 @@ def _select_unequal(sizes, ranks, alpha):
             return value(k) >= threshold
         return screened[k] >= threshold
 
+    fast = _select_unequal_sinh(groups, threshold, value)
+    if fast is not None:
+        return None if fast is _NO_VALID_K else fast
     if _uses_tree(m_active):
         # Many clients: a normal approximation of the count (~1e-7 off, far
         # below the step of M in k) guesses the first valid k, which is then
@@ -373,6 +378,55 @@ def _select_unequal(sizes, ranks, alpha):
         else:
             lo = mid
     return hi, value(hi)
+
+
+_NO_VALID_K = (0, 0.0)
+
+
+def _select_unequal_sinh(groups, threshold, reference):
+    """Smallest k with M(k) >= threshold from the sinh-mapped rule, or None.
+
+    A guess ``k_g = round(mu(threshold) + 1/2)`` (the count of clients
+    expected below the target level: the median of the k-th client value is
+    near the t where ``E S(t) = k - 1/2``) and its neighbours are evaluated
+    in one pass (:func:`_coverage_unequal_sinh`, ~1e-15); the window moves
+    until it holds k with ``M(k) >= threshold > M(k - 1)`` (M increases in
+    k). A value within ``_SCREEN_MARGIN`` of the threshold is decided by
+    ``reference(k)`` (the accurate composite rule), as the bisection does.
+    Returns ``(k, M(k))``, ``_NO_VALID_K`` if ``M(m_active) < threshold``,
+    or None when the rule does not converge (the caller's search runs).
+    """
+    m_active = sum(c for _, c in groups)
+    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
+    ls = np.array([l for (_, l), _ in groups], dtype=np.float64)
+    cs = np.array([c for _, c in groups], dtype=np.float64)
+    mean = float(special.betainc(ls, ns - ls + 1.0, min(threshold, 1.0)) @ cs)
+    k_guess = min(max(int(round(mean + 0.5)), 1), m_active)
+    seen = set()
+    for _ in range(6):
+        ks = np.arange(max(1, k_guess - 2), min(m_active, k_guess + 2) + 1)
+        if (int(ks[0]), int(ks[-1])) in seen:
+            return None
+        seen.add((int(ks[0]), int(ks[-1])))
+        result = _coverage_unequal_sinh(groups, ks)
+        if result is None:
+            return None
+        values = result[0]
+        ok = values >= threshold
+        for i in np.flatnonzero(np.abs(values - threshold) < _SCREEN_MARGIN):
+            values[i] = reference(int(ks[i]))
+            ok[i] = values[i] >= threshold
+        if not ok.any():
+            if ks[-1] == m_active:
+                return _NO_VALID_K
+            k_guess = int(ks[-1]) + 3
+            continue
+        i = int(np.argmax(ok))
+        if i == 0 and ks[0] > 1:
+            k_guess = int(ks[0]) - 3
+            continue
+        return int(ks[i]), float(values[i])
+    return None
 
 
 def _select_auto_unequal(sizes, alpha, clip):
