@@ -421,11 +421,11 @@ def _select_unequal_sinh(groups, threshold, reference):
                 return _NO_VALID_K
             k_guess = int(ks[-1]) + 3
             continue
-        i = int(np.argmax(ok))
-        if i == 0 and ks[0] > 1:
+        first = int(np.argmax(ok))
+        if first == 0 and ks[0] > 1:
             k_guess = int(ks[0]) - 3
             continue
-        return int(ks[i]), float(values[i])
+        return int(ks[first]), float(values[first])
     return None
 
 
