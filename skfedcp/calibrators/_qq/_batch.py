@@ -49,6 +49,151 @@ def _batch_windows(sizes, ranks, ks, m_active):
 def _coverage_unequal_batch(sizes, counts, ranks, ks, *, coarse=False):
     """M for a batch of (ranks, k) pairs over the same clients.
 
+    ``coarse``: each pair first goes through the sinh-mapped rule
+    (:func:`_batch_sinh`, 16 and 24 nodes per side); a pair it does not
+    settle (the two rules further apart than 1e-6, or a client much
+    narrower than the others) goes through the coarse composite rule;
+    returns ``(values, error)``, the error estimated by the gap between two
+    rules (for decisions far from the threshold). Accurate mode: from
+    ``_TREE_MIN_CLIENTS`` clients, each pair's value of
+    :func:`_coverage_unequal_sinh_at` (32 and 48 nodes per side, agreement
+    1e-12, ~1e-15; the same bits as the fixed-rank selection's); with
+    fewer, the composite rule
+    (:func:`_batch_composite`), whose values (``quad``'s where it does not
+    converge) the small cases have always returned (~1e-14). A pair with
+    fewer than k clients sending a finite value gets 1.0 (error 0).
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.int64)
+    ranks = np.atleast_2d(np.asarray(ranks, dtype=np.int64))
+    ks = np.asarray(ks, dtype=np.int64).reshape(-1)
+    m_active = ((ranks <= sizes[None, :]) * counts[None, :]).sum(axis=1)
+    out = np.ones(ks.shape[0])
+    err = np.zeros(ks.shape[0])
+    todo = np.flatnonzero(ks <= m_active)
+    if not coarse:
+        if not _uses_tree(int(counts.sum())):
+            return _batch_composite(sizes, counts, ranks, ks)
+        rest = []
+        for i in todo.tolist():
+            act = ranks[i] <= sizes
+            groups = [
+                ((int(n), int(r)), int(c))
+                for n, r, c in zip(sizes[act], ranks[i][act], counts[act], strict=True)
+            ]
+            value = _coverage_unequal_sinh_at(groups, int(ks[i]))
+            if value is None:
+                rest.append(i)
+            else:
+                out[i] = value
+        if rest:
+            out[rest] = _batch_composite(sizes, counts, ranks[rest], ks[rest])
+        return out
+    if todo.size:
+        values, gaps = _batch_sinh(
+            sizes, counts, ranks[todo], ks[todo], m_active[todo], coarse
+        )
+        ok = gaps < (_SINH_COARSE_AGREE if coarse else _SINH_AGREE)
+        out[todo[ok]] = values[ok]
+        err[todo[ok]] = gaps[ok]
+        rest = todo[~ok]
+        if rest.size:
+            res = _batch_composite(sizes, counts, ranks[rest], ks[rest], coarse=coarse)
+            if coarse:
+                out[rest], err[rest] = res
+            else:
+                out[rest] = res
+    return (out, err) if coarse else out
+
+
+def _batch_sinh(sizes, counts, R, K, MA, coarse):
+    """(values, gaps) of the sinh-mapped rule for each pair (see below).
+
+    One center and scale per pair (safeguarded Newton on mu(t) = k - 1/2,
+    vectorised over the pairs), two rules in one Poisson-binomial pass; a
+    pair with a client much narrower than the others gets an infinite gap
+    (its steps need their own panels: the composite rule takes it).
+    """
+    n_pairs = K.shape[0]
+    a, b = _batch_windows(sizes, R, K, MA)
+    b = np.maximum(a, b)
+    active = R <= sizes[None, :]
+    n = sizes.astype(np.float64)[None, :]
+    L = np.where(active, R, 1).astype(np.float64)
+    Rb = n - L + 1.0
+    cnt = np.where(active, counts[None, :], 0).astype(np.float64)
+    q = L / (n + 1.0)
+    width = np.sqrt(q * (1.0 - q) / (n + 2.0))
+    w_med = np.array(
+        [
+            np.median(np.repeat(width[i], cnt[i].astype(np.int64)))
+            for i in range(n_pairs)
+        ]
+    )
+    sharp = (active & (width < w_med[:, None] / 10.0)).any(axis=1)
+    log_beta = special.betaln(L, Rb)
+    target = K - 0.5
+    lo, hi = a.copy(), b.copy()
+    t = 0.5 * (a + b)
+    live = np.flatnonzero(b > a)
+    for _ in range(40):
+        if live.size == 0:
+            break
+        tl = t[live][:, None]
+        p = special.betainc(L[live], Rb[live], tl)
+        pdf = np.exp(
+            (L[live] - 1.0) * np.log(tl)
+            + (Rb[live] - 1.0) * np.log1p(-tl)
+            - log_beta[live]
+        )
+        gap = (p * cnt[live]).sum(axis=1) - target[live]
+        lo[live] = np.where(gap < 0, t[live], lo[live])
+        hi[live] = np.where(gap < 0, hi[live], t[live])
+        slope = (pdf * cnt[live]).sum(axis=1)
+        step = t[live] - gap / np.where(slope > 0, slope, 1.0)
+        mid = 0.5 * (lo[live] + hi[live])
+        inside = (slope > 0) & (step > lo[live]) & (step < hi[live])
+        new = np.where(inside, step, mid)
+        moved = np.abs(new - t[live])
+        t[live] = new
+        live = live[moved > 1e-3 * (hi[live] - lo[live]) + 1e-15]
+    tt = t[:, None]
+    p = special.betainc(L, Rb, tt)
+    pdf = np.exp((L - 1.0) * np.log(tt) + (Rb - 1.0) * np.log1p(-tt) - log_beta)
+    var = np.maximum(((p * (1.0 - p)) * cnt).sum(axis=1), 0.25)
+    slope = (np.where(np.isfinite(pdf), pdf, 0.0) * cnt).sum(axis=1)
+    scale = np.where(slope > 0, np.sqrt(var) / np.where(slope > 0, slope, 1.0), 0.0)
+    scale = np.minimum(np.where(scale > 0, scale, (b - a) / 10.0), b - a)
+    scale = np.where(scale > 0, scale, 1.0)
+    center = np.clip(t, a, b)
+    n1, n2 = (16, 24) if coarse else _SINH_NODES[:2]
+    nodes, weights = [], []
+    for n_side in (n1, n2):
+        x, w = _legendre01(n_side)
+        parts_t, parts_w = [], []
+        for side, span in ((-1.0, center - a), (1.0, b - center)):
+            top = np.arcsinh(span / scale)[:, None]
+            u = top * x
+            parts_t.append(center[:, None] + side * scale[:, None] * np.sinh(u))
+            parts_w.append(w * top * scale[:, None] * np.cosh(u))
+        nodes.append(np.concatenate(parts_t, axis=1))
+        weights.append(np.concatenate(parts_w, axis=1))
+    m = int(counts.sum())
+    flip = bool(np.mean(K - 1 > m - K) > 0.5)
+    f = _poisbin_cdf_batch(sizes, counts, R, K, np.concatenate(nodes, axis=1), flip)
+    split = nodes[0].shape[1]
+    low = a + (f[:, :split] * weights[0]).sum(axis=1)
+    high = a + (f[:, split:] * weights[1]).sum(axis=1)
+    gaps = np.abs(high - low)
+    gaps[sharp | ~np.isfinite(high)] = np.inf
+    empty = ~(b > a)
+    high[empty], gaps[empty] = a[empty], 0.0
+    return high, gaps
+
+
+def _batch_composite(sizes, counts, ranks, ks, *, coarse=False):
+    """M for a batch of (ranks, k) pairs: the composite rule.
+
     Same scheme as :func:`_coverage_unequal_screen`, with every pair's nodes
     in one DP pass: a rigorous trim of each window by monotonicity, then
     composite Gauss-Legendre on the trimmed window. Accurate mode: 8 and 16
@@ -247,6 +392,7 @@ def _coverage_unequal_all_k(groups, max_panels=256):
 _SINH_NODES = (32, 48, 64)
 _SINH_AGREE = 1e-12
 _SINH_MAX_FEATURES = 16
+_SINH_COARSE_AGREE = 1e-6
 
 
 @functools.lru_cache(maxsize=8)
@@ -376,3 +522,19 @@ def _window_unequal_vec(groups, k):
     t_lo = float(np.min(special.betaincinv(ls, ns - ls + 1, u_lo)))
     t_hi = 1.0 - float(np.min(special.betaincinv(ns - ls + 1, ls, v_hi)))
     return t_lo, t_hi
+
+
+def _sinh_ks(k, m_active):
+    """The k evaluated together with k by the canonical pass (k - 2..k + 2)."""
+    return np.arange(max(1, k - 2), min(m_active, k + 2) + 1)
+
+
+def _coverage_unequal_sinh_at(groups, k):
+    """M(k) from the pass over ``_sinh_ks(k)`` (a function of groups and k
+    only, so every caller gets the same bits), or None."""
+    m_active = sum(c for _, c in groups)
+    ks = _sinh_ks(k, m_active)
+    result = _coverage_unequal_sinh(groups, ks)
+    if result is None:
+        return None
+    return float(result[0][int(np.searchsorted(ks, k))])

@@ -67,7 +67,9 @@ from ._batch import (
     _coverage_unequal_all_k,
     _coverage_unequal_batch,
     _coverage_unequal_sinh,
+    _coverage_unequal_sinh_at,
     _NormalEstimate,
+    _sinh_ks,
     _undecided,
 )
 from ._coverage import (
@@ -404,7 +406,7 @@ def _select_unequal_sinh(groups, threshold, reference):
     k_guess = min(max(int(round(mean + 0.5)), 1), m_active)
     seen = set()
     for _ in range(6):
-        ks = np.arange(max(1, k_guess - 2), min(m_active, k_guess + 2) + 1)
+        ks = _sinh_ks(k_guess, m_active)
         if (int(ks[0]), int(ks[-1])) in seen:
             return None
         seen.add((int(ks[0]), int(ks[-1])))
@@ -413,9 +415,11 @@ def _select_unequal_sinh(groups, threshold, reference):
             return None
         values = result[0]
         ok = values >= threshold
+        settled = np.zeros(ks.shape[0], dtype=bool)
         for i in np.flatnonzero(np.abs(values - threshold) < _SCREEN_MARGIN):
             values[i] = reference(int(ks[i]))
             ok[i] = values[i] >= threshold
+            settled[i] = True
         if not ok.any():
             if ks[-1] == m_active:
                 return _NO_VALID_K
@@ -425,7 +429,12 @@ def _select_unequal_sinh(groups, threshold, reference):
         if first == 0 and ks[0] > 1:
             k_guess = int(ks[0]) - 3
             continue
-        return int(ks[first]), float(values[first])
+        k = int(ks[first])
+        if k == k_guess or settled[first]:
+            return k, float(values[first])
+        # The value of k's own pass (the bits every caller of M(k) gets).
+        value = _coverage_unequal_sinh_at(groups, k)
+        return k, reference(k) if value is None else value
     return None
 
 
