@@ -29,8 +29,17 @@
 # quad calls (see benchmarks/bench_qq_selection.py), against ~n + m quad
 # calls for a plain staircase walk.
 #
-# Unequal sizes (or fixed ranks).  Only k is searched.  From
-# _TREE_MIN_CLIENTS clients on (the product tree of _poisbin), a normal
+# Unequal sizes (or fixed ranks).  Only k is searched.  First (issue 21),
+# _select_unequal_sinh: a guess k_g = round(mu(1 - alpha) + 1/2), mu(t) the
+# expected count of clients below t, and its neighbours k_g - 2..k_g + 2 get
+# M from one Poisson-binomial pass on the nodes of a sinh-mapped
+# Gauss-Legendre rule (_batch.py: 32 and 48 nodes per side of the step, a
+# panel of its own for a client much narrower than the others, the two rules
+# agreeing to 1e-12); the window moves until it holds the k with
+# M(k) >= threshold > M(k - 1) (M increases in k); a value within
+# _SCREEN_MARGIN of the threshold is re-decided with the composite rule
+# below, as the bisection does.  If the rule does not converge, the search
+# below runs unchanged.  From _TREE_MIN_CLIENTS clients on (the product tree of _poisbin), a normal
 # approximation guesses the first valid k and coarse / accurate values
 # confirm it (see _select_unequal).  With fewer clients, while the DP is small
 # (m x distinct groups <= 12,000, e.g. 100 clients of distinct sizes), one
