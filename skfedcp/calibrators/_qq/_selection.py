@@ -29,30 +29,29 @@
 # quad calls (see benchmarks/bench_qq_selection.py), against ~n + m quad
 # calls for a plain staircase walk.
 #
-# Unequal sizes (or fixed ranks).  Only k is searched.  First (issue 21),
-# _select_unequal_sinh: a guess k_g = round(mu(1 - alpha) + 1/2), mu(t) the
-# expected count of clients below t, and its neighbours k_g - 2..k_g + 2 get
-# M from one Poisson-binomial pass on the nodes of a sinh-mapped
-# Gauss-Legendre rule (_batch.py: 32 and 48 nodes per side of the step, a
-# panel of its own for a client much narrower than the others, the two rules
-# agreeing to 1e-12); the window moves until it holds the k with
-# M(k) >= threshold > M(k - 1) (M increases in k); a value within
-# _SCREEN_MARGIN of the threshold is re-decided with the composite rule
-# below, as the bisection does.  If the rule does not converge, the search
-# below runs unchanged.  From _TREE_MIN_CLIENTS clients on (the product tree of _poisbin), a normal
-# approximation guesses the first valid k and coarse / accurate values
-# confirm it (see _select_unequal).  With fewer clients, while the DP is small
-# (m x distinct groups <= 12,000, e.g. 100 clients of distinct sizes), one
-# Poisson-binomial DP per quadrature pass gives M for every k at once
-# (composite Gauss-Legendre over the union of the k-windows, panels doubled
-# until every k agrees to 5e-14); the first valid k is read off, and only a
-# value within 1e-11 of the threshold is re-evaluated with "quad".  Beyond,
-# or if that quadrature does not settle, k is bisected: the screen is a
-# composite 16-node Gauss-Legendre rule on a window trimmed by
-# monotonicity, the panel count doubled until two passes agree, with every
-# node pushed through the DP at once; close decisions and the returned
-# coverage use the batch rule of _coverage_unequal_batch (panels doubled to
-# 5e-14 agreement, "quad" only if that fails).
+# Unequal sizes (or fixed ranks). Only k is searched. First (issue 21),
+# _select_unequal_sinh: a guess k_g = ceil(mu(1 - alpha) + 1/2), mu(t) the
+# expected count of clients below t, and its neighbours k_g - 2..k_g + 2 get M
+# from one Poisson-binomial pass on the nodes of a sinh-mapped Gauss-Legendre
+# rule (_batch.py: 32 and 48 nodes per side of the step, a panel of its own
+# for a client much narrower than the others, the two rules agreeing to
+# 1e-12); the window moves until it holds the k with M(k) >= threshold > M(k -
+# 1) (M increases in k); a value within _SCREEN_MARGIN of the threshold is
+# re-decided with the composite rule below, as the bisection does. If the rule
+# does not converge, the search below runs unchanged. From _TREE_MIN_CLIENTS
+# clients on (the product tree of _poisbin), a normal approximation guesses
+# the first valid k and coarse / accurate values confirm it (see
+# _select_unequal). With fewer clients, while the DP is small (m x distinct
+# groups <= 12,000, e.g. 100 clients of distinct sizes), one Poisson-binomial
+# DP per quadrature pass gives M for every k at once (composite Gauss-Legendre
+# over the union of the k-windows, panels doubled until every k agrees to
+# 5e-14); the first valid k is read off, and only a value within 1e-11 of the
+# threshold is re-evaluated with "quad". Beyond, or if that quadrature does
+# not settle, k is bisected: the screen is a composite 16-node Gauss-Legendre
+# rule on a window trimmed by monotonicity, the panel count doubled until two
+# passes agree, with every node pushed through the DP at once; close decisions
+# and the returned coverage use the batch rule of _coverage_unequal_batch
+# (panels doubled to 5e-14 agreement, "quad" only if that fails).
 #
 # Unequal sizes, local_rank="joint": one common level c and k (see the
 # comment of _joint.py); local_rank="auto": that search, restricted
@@ -397,9 +396,12 @@ _NO_VALID_K = (0, 0.0)
 def _select_unequal_sinh(groups, threshold, reference):
     """Smallest k with M(k) >= threshold from the sinh-mapped rule, or None.
 
-    A guess ``k_g = round(mu(threshold) + 1/2)`` (the count of clients
-    expected below the target level: the median of the k-th client value is
-    near the t where ``E S(t) = k - 1/2``) and its neighbours are evaluated
+    A guess ``k_g = ceil(mu(threshold) + 1/2)`` (``mu(t) = E S(t)``, the
+    count of clients expected below t: M(k), the mean of the k-th client
+    value, is near the t where ``mu(t) = k - 1/2``, so the first k with
+    ``M(k) >= threshold`` is near the first k with ``k - 1/2 >=
+    mu(threshold)``; exact on 287 of 296 random profiles tried, one too
+    small on the others) and its neighbours are evaluated
     in one pass (:func:`_coverage_unequal_sinh`, ~1e-15); the window moves
     until it holds k with ``M(k) >= threshold > M(k - 1)`` (M increases in
     k). A value within ``_SCREEN_MARGIN`` of the threshold is decided by
@@ -412,7 +414,7 @@ def _select_unequal_sinh(groups, threshold, reference):
     ls = np.array([l for (_, l), _ in groups], dtype=np.float64)
     cs = np.array([c for _, c in groups], dtype=np.float64)
     mean = float(special.betainc(ls, ns - ls + 1.0, min(threshold, 1.0)) @ cs)
-    k_guess = min(max(int(round(mean + 0.5)), 1), m_active)
+    k_guess = min(max(math.ceil(mean + 0.5), 1), m_active)
     seen = set()
     for _ in range(6):
         ks = _sinh_ks(k_guess, m_active)
