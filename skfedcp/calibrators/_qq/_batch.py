@@ -71,39 +71,40 @@ def _coverage_unequal_batch(sizes, counts, ranks, ks, *, coarse=False):
     out = np.ones(ks.shape[0])
     err = np.zeros(ks.shape[0])
     todo = np.flatnonzero(ks <= m_active)
-    if not coarse:
-        if not _uses_tree(int(counts.sum())):
-            return _batch_composite(sizes, counts, ranks, ks)
-        rest = []
-        for i in todo.tolist():
-            act = ranks[i] <= sizes
-            groups = [
-                ((int(n), int(r)), int(c))
-                for n, r, c in zip(sizes[act], ranks[i][act], counts[act], strict=True)
-            ]
-            value = _coverage_unequal_sinh_at(groups, int(ks[i]))
-            if value is None:
-                rest.append(i)
-            else:
-                out[i] = value
-        if rest:
-            out[rest] = _batch_composite(sizes, counts, ranks[rest], ks[rest])
-        return out
-    if todo.size:
-        values, gaps = _batch_sinh(
-            sizes, counts, ranks[todo], ks[todo], m_active[todo], coarse
-        )
-        ok = gaps < (_SINH_COARSE_AGREE if coarse else _SINH_AGREE)
-        out[todo[ok]] = values[ok]
-        err[todo[ok]] = gaps[ok]
-        rest = todo[~ok]
+    if todo.size == 0:
+        return (out, err) if coarse else out
+    R, K, MA = ranks[todo], ks[todo], m_active[todo]
+    if coarse:
+        values, gaps = _batch_sinh(sizes, counts, R, K, MA, True)
+        rest = np.flatnonzero(~(gaps < _SINH_COARSE_AGREE))
         if rest.size:
-            res = _batch_composite(sizes, counts, ranks[rest], ks[rest], coarse=coarse)
-            if coarse:
-                out[rest], err[rest] = res
-            else:
-                out[rest] = res
-    return (out, err) if coarse else out
+            values[rest], gaps[rest] = _batch_composite(
+                sizes, counts, R[rest], K[rest], MA[rest], coarse=True
+            )
+        out[todo], err[todo] = values, gaps
+        return out, err
+    if not _uses_tree(int(counts.sum())):
+        out[todo] = _batch_composite(sizes, counts, R, K, MA)
+        return out
+    values = np.empty(todo.size)
+    unsettled: list[int] = []
+    for j in range(todo.size):
+        act = R[j] <= sizes
+        groups = [
+            ((int(n), int(r)), int(c))
+            for n, r, c in zip(sizes[act], R[j][act], counts[act], strict=True)
+        ]
+        value = _coverage_unequal_sinh_at(groups, int(K[j]))
+        if value is None:
+            unsettled.append(j)
+        else:
+            values[j] = value
+    if unsettled:
+        values[unsettled] = _batch_composite(
+            sizes, counts, R[unsettled], K[unsettled], MA[unsettled]
+        )
+    out[todo] = values
+    return out
 
 
 def _batch_sinh(sizes, counts, R, K, MA, coarse):
@@ -191,7 +192,7 @@ def _batch_sinh(sizes, counts, R, K, MA, coarse):
     return high, gaps
 
 
-def _batch_composite(sizes, counts, ranks, ks, *, coarse=False):
+def _batch_composite(sizes, counts, R, K, MA, *, coarse=False):
     """M for a batch of (ranks, k) pairs: the composite rule.
 
     Same scheme as :func:`_coverage_unequal_screen`, with every pair's nodes
@@ -200,20 +201,10 @@ def _batch_composite(sizes, counts, ranks, ks, *, coarse=False):
     panels of 16 nodes, a pair whose two passes differ by more than 5e-14 is
     recomputed alone with ``quad``; returns ``values`` (~1e-14). ``coarse``:
     3 and 6 panels; returns ``(values, error)``, the error estimated by the
-    gap between the two passes (for decisions far from the threshold). A
-    pair with fewer than k clients sending a finite value gets 1.0 (error 0).
+    gap between the two passes (for decisions far from the threshold).
+    ``R, K, MA``: the pairs' ranks, k and active clients, every ``K <= MA``
+    (the caller gives 1.0 to the others).
     """
-    sizes = np.asarray(sizes, dtype=np.int64)
-    counts = np.asarray(counts, dtype=np.int64)
-    ranks = np.atleast_2d(np.asarray(ranks, dtype=np.int64))
-    ks = np.asarray(ks, dtype=np.int64).reshape(-1)
-    m_active = ((ranks <= sizes[None, :]) * counts[None, :]).sum(axis=1)
-    out = np.ones(ks.shape[0])
-    err = np.zeros(ks.shape[0])
-    todo = np.flatnonzero(ks <= m_active)
-    if todo.size == 0:
-        return (out, err) if coarse else out
-    R, K, MA = ranks[todo], ks[todo], m_active[todo]
     m = int(counts.sum())
     flip = bool(np.mean(K - 1 > m - K) > 0.5)
 
@@ -260,9 +251,7 @@ def _batch_composite(sizes, counts, ranks, ks, *, coarse=False):
     everyone = np.arange(K.shape[0])
     if coarse:
         low, high = rule(3, everyone), rule(6, everyone)
-        out[todo] = high
-        err[todo] = np.abs(high - low)
-        return out, err
+        return high, np.abs(high - low)
     # Panels doubled (8, 16, 32, 64) for the
     # pairs whose last two passes differ by 5e-14 or more; "quad" for any
     # left after that.
@@ -283,8 +272,7 @@ def _batch_composite(sizes, counts, ranks, ks, *, coarse=False):
             for n, l, c in zip(sizes[active], R[i][active], counts[active], strict=True)
         ]
         res[i] = _coverage_unequal_quad(groups, int(K[i]))
-    out[todo] = res
-    return out
+    return res
 
 
 def _union_window(groups):

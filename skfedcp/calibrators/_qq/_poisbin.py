@@ -127,18 +127,10 @@ def _poisbin_cdf_unequal(groups, k, t):
         return np.ones(t.shape[0])
     if _uses_tree(m_active):
         return _poisbin_cdf_tree(_leaf_probabilities(groups, t), k)
-    flip = (k - 1) > (m_active - k)
-    size = m_active - k + 1 if flip else k
-    pmf = np.zeros((size, t.shape[0]))
-    pmf[0] = 1.0
-    for (n_j, l_j), count in groups:
-        if flip:  # P(client value > t)
-            p = special.betainc(n_j - l_j + 1, l_j, 1.0 - t)
-        else:  # P(client value <= t)
-            p = special.betainc(l_j, n_j - l_j + 1, t)
-        pmf = _add_clients(pmf, p, count)
-    cdf = pmf.sum(axis=0)
-    return 1.0 - cdf if flip else np.minimum(cdf, 1.0)
+    # The DP of _poisbin_cdf_ks with the one k: the same states and sums as
+    # the DP that was here (tests/calibrators/qq/test_qq_sinh_rule.py
+    # compares the bits).
+    return _poisbin_cdf_ks(groups, [k], t)[0]
 
 
 def _poisbin_cdf_batch(sizes, counts, ranks, ks, t, flip):

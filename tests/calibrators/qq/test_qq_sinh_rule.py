@@ -115,3 +115,44 @@ def test_cost_does_not_grow_with_the_announced_size():
     # value at 10^12 near the client's quantile), not the number of nodes.
     small, huge = timed(1000 + 1), timed(10**9)
     assert huge < 20 * small + 0.02
+
+
+def _old_single_k_dp(groups, k, t):
+    """The DP branch of _poisbin_cdf_unequal before it called _poisbin_cdf_ks."""
+    from scipy import special
+
+    from skfedcp.calibrators._qq._poisbin import _add_clients
+
+    m_active = sum(c for _, c in groups)
+    flip = (k - 1) > (m_active - k)
+    size = m_active - k + 1 if flip else k
+    pmf = np.zeros((size, t.shape[0]))
+    pmf[0] = 1.0
+    for (n_j, l_j), count in groups:
+        if flip:
+            p = special.betainc(n_j - l_j + 1, l_j, 1.0 - t)
+        else:
+            p = special.betainc(l_j, n_j - l_j + 1, t)
+        pmf = _add_clients(pmf, p, count)
+    cdf = pmf.sum(axis=0)
+    return 1.0 - cdf if flip else np.minimum(cdf, 1.0)
+
+
+def test_single_k_dp_is_unchanged_and_agrees_with_every_k():
+    from skfedcp.calibrators._qq import _poisbin
+
+    rng = np.random.default_rng(11)
+    for _ in range(100):
+        m = int(rng.integers(1, 31))
+        sizes = rng.integers(1, 300, m).tolist()
+        ranks = [int(rng.integers(1, s + 2)) for s in sizes]
+        groups = _active_groups(sizes, ranks)
+        m_active = sum(c for _, c in groups)
+        if m_active == 0:
+            continue
+        t = rng.uniform(0.0, 1.0, 40)
+        every = _poisbin._poisbin_cdf_ks(groups, np.arange(1, m_active + 1), t)
+        for k in (1, m_active, int(rng.integers(1, m_active + 1))):
+            single = _poisbin._poisbin_cdf_unequal(groups, k, t)
+            np.testing.assert_array_equal(single, _old_single_k_dp(groups, k, t))
+            np.testing.assert_allclose(every[k - 1], single, rtol=0, atol=2e-15)
