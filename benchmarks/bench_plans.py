@@ -9,6 +9,8 @@ the calibrator's ``plan(sizes, alpha)``; a cell still running after
 ``--budget`` seconds is stopped and reported as ``> budget``.
 
 Sizes are drawn uniformly from the stated range with a fixed seed per cell.
+A cell marked (*) raises the plan policy's ``max_client_size`` to 10^12
+(the default, 10^9, refuses that client before any work).
 
 The grid-search line: ``GridSearchCV`` over 3 values of ``alpha`` x 5 folds
 (``GroupKFold`` on the clients) of ``FedConformalRegressor`` around a frozen
@@ -29,6 +31,8 @@ import _common
 
 HERE = Path(__file__).resolve().parent
 ALPHA = 0.1
+#: A cell's parameters may carry plan limits (``skfedcp.config_context``).
+LIMITS = "_limits"
 
 #: (label, calibrator alias, parameters, clients, size range, extra sizes)
 CELLS = [
@@ -39,9 +43,9 @@ CELLS = [
     ("QQ auto", "qq", {"local_rank": "auto"}, 100, (10, 1000), ()),
     ("QQ auto", "qq", {"local_rank": "auto"}, 1000, (10, 1000), ()),
     (
-        "QQ A.1, 7 x 10^3 + one 10^12",
+        "QQ A.1, 7 x 10^3 + one 10^12 (*)",
         "qq",
-        {"local_rank": "fixed"},
+        {"local_rank": "fixed", LIMITS: {"max_client_size": 10**12}},
         7,
         (1000, 1000),
         (10**12,),
@@ -107,8 +111,16 @@ CELLS = [
         (10, 1000),
         (),
     ),
+    (
+        "QQ A.1, 7 x 10^3 + one 10^9",
+        "qq",
+        {"local_rank": "fixed"},
+        7,
+        (1000, 1000),
+        (10**9,),
+    ),
 ]
-QUICK = {0, 1, 3, 6, 7, 8, 12, 14, 17, 18}
+QUICK = {0, 1, 3, 6, 7, 8, 12, 14, 17, 18, 19}
 
 
 def _sizes(n_clients, size_range, extra, seed):
@@ -125,13 +137,16 @@ def run_cell(spec):
     import time
     import warnings
 
+    from skfedcp import config_context
     from skfedcp.calibrators import get_calibrator
 
     sizes = _sizes(spec["clients"], spec["range"], spec["extra"], spec["seed"])
-    calibrator = get_calibrator(spec["alias"]).set_params(**spec["params"])
+    params = dict(spec["params"])
+    limits = params.pop(LIMITS, {})
+    calibrator = get_calibrator(spec["alias"]).set_params(**params)
     if spec["alias"].startswith("dp-"):
         calibrator.set_params(score_bounds=(0.0, 1.0))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), config_context(**limits):
         warnings.simplefilter("ignore")
         start = time.perf_counter()
         try:

@@ -12,7 +12,7 @@ from scipy import special
 
 from ...privacy import dp_qq_local_correction
 from ...utils._quantile import conformal_rank
-from .._qq._batch import _coverage_unequal_batch
+from .._qq._batch import _coverage_unequal_batch, _coverage_unequal_sinh
 from .._qq._coverage import _FEASIBILITY_TOL, qq_coverage, qq_coverage_unequal
 from .._qq._poisbin import _poisbin_pmf_groups
 from .._qq._selection import select_qq_ranks
@@ -118,6 +118,15 @@ def _qq_score(sizes, ranks, k):
 
 @lru_cache(maxsize=4096)
 def _grouped_score(groups, k):
+    # The sinh-mapped rule first (one pass, ~1e-15, see _qq/_batch.py); the
+    # composite rule if it does not converge. A client with l_j > n_j sends
+    # +inf (never below t): it is left out of the count.
+    active = [((n, r), c) for (n, r), c in groups if r <= n]
+    if sum(c for _, c in active) < k:
+        return 1.0
+    fast = _coverage_unequal_sinh(active, [k])
+    if fast is not None:
+        return float(fast[0][0])
     g_sizes = np.array([n for (n, _), _ in groups], dtype=np.int64)
     g_ranks = np.array([[r for (_, r), _ in groups]], dtype=np.int64)
     g_counts = np.array([c for _, c in groups], dtype=np.int64)

@@ -164,6 +164,7 @@ class _TightBounds:
         self._nodes = []  # (t, w) of each pass
         self._rows = []  # per pass: {n: {r: row}}
         self._values = {}  # q -> list of per-pass arrays over k = 1..m
+        self._laws = {}  # q -> per size (ranks, pmf, mass at rank 0)
         self.evaluations = 0
 
     def _pass(self, index):
@@ -178,14 +179,22 @@ class _TightBounds:
                 t = (edges[:-1, None] + width * (x + 1.0) / 2.0).ravel()
                 w = np.tile(w16 * width / 2.0, panels)
             self._nodes.append((t, w))
-            self._rows.append({n: {} for n, _ in self.groups})
+            # Per size: a (n + 2, nodes) matrix of rows filled on demand
+            # (np.empty: pages of ranks never asked for are never touched)
+            # and which of its rows are computed.
+            self._rows.append(
+                {
+                    n: (np.empty((n + 2, t.shape[0])), np.zeros(n + 2, dtype=bool))
+                    for n, _ in self.groups
+                }
+            )
         return self._nodes[index]
 
     def _row_block(self, index, n, ranks):
         """``I_t(r, n - r + 1)`` on the nodes of pass ``index``, rows ``ranks``."""
         t, _ = self._pass(index)
-        rows = self._rows[index][n]
-        todo = [r for r in ranks.tolist() if r not in rows]
+        matrix, done = self._rows[index][n]
+        todo = ranks[~done[ranks]].tolist()
         if todo:
             r = np.asarray(todo, dtype=np.float64)
             lo = np.searchsorted(t, special.betaincinv(r, n - r + 1.0, _ROW_CUT))
@@ -193,24 +202,34 @@ class _TightBounds:
                 t, 1.0 - special.betaincinv(n - r + 1.0, r, _ROW_CUT), side="right"
             )
             for j, rank in enumerate(todo):
-                row = np.zeros(t.shape[0])
+                row = matrix[rank]
+                row[: lo[j]] = 0.0
                 row[hi[j] :] = 1.0
                 if hi[j] > lo[j]:
                     row[lo[j] : hi[j]] = special.betainc(
                         rank, n - rank + 1, t[lo[j] : hi[j]]
                     )
-                rows[rank] = row
-        return np.array([rows[r] for r in ranks.tolist()])
+            done[todo] = True
+        first = int(ranks[0]) if ranks.size else 0
+        if ranks.size and int(ranks[-1]) - first + 1 == ranks.size:
+            return matrix[first : first + ranks.size]  # consecutive ranks: a view
+        return matrix[ranks]  # one gather: the rows, as np.array(list) stacked them
 
     def _compute(self, q, index):
         t, w = self._pass(index)
         epsilon, n_bins = self.law_args
         probs = np.empty((len(self.groups), t.shape[0]))
+        laws = self._laws.get(q)
+        if laws is None:  # the same for every pass at this level
+            laws = []
+            for n, _ in self.groups:
+                ranks, pmf = _rank_law(n, q, epsilon, n_bins, utility=self.utility)
+                keep = (pmf != 0.0) & (ranks > 0)
+                laws.append((ranks[keep], pmf[keep], float(pmf[ranks == 0].sum())))
+            self._laws[q] = laws
         for g, (n, _) in enumerate(self.groups):
-            ranks, pmf = _rank_law(n, q, epsilon, n_bins, utility=self.utility)
-            keep = (pmf != 0.0) & (ranks > 0)
-            base = float(pmf[ranks == 0].sum())
-            p = base + pmf[keep] @ self._row_block(index, n, ranks[keep])
+            ranks, weights, base = laws[g]
+            p = base + weights @ self._row_block(index, n, ranks)
             probs[g] = np.minimum(p, 1.0)
         state = np.zeros((self.m, t.shape[0]))
         state[0] = 1.0

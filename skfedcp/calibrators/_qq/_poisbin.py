@@ -127,18 +127,10 @@ def _poisbin_cdf_unequal(groups, k, t):
         return np.ones(t.shape[0])
     if _uses_tree(m_active):
         return _poisbin_cdf_tree(_leaf_probabilities(groups, t), k)
-    flip = (k - 1) > (m_active - k)
-    size = m_active - k + 1 if flip else k
-    pmf = np.zeros((size, t.shape[0]))
-    pmf[0] = 1.0
-    for (n_j, l_j), count in groups:
-        if flip:  # P(client value > t)
-            p = special.betainc(n_j - l_j + 1, l_j, 1.0 - t)
-        else:  # P(client value <= t)
-            p = special.betainc(l_j, n_j - l_j + 1, t)
-        pmf = _add_clients(pmf, p, count)
-    cdf = pmf.sum(axis=0)
-    return 1.0 - cdf if flip else np.minimum(cdf, 1.0)
+    # The DP of _poisbin_cdf_ks with the one k: the same states and sums as
+    # the DP that was here (tests/calibrators/qq/test_qq_sinh_rule.py
+    # compares the bits).
+    return _poisbin_cdf_ks(groups, [k], t)[0]
 
 
 def _poisbin_cdf_batch(sizes, counts, ranks, ks, t, flip):
@@ -195,3 +187,33 @@ def _poisbin_pmf_groups(groups, t):
         p = special.betainc(l_j, n_j - l_j + 1, t)
         pmf = _add_clients(pmf, p, count)
     return pmf
+
+
+def _poisbin_cdf_ks(groups, ks, t):
+    """P(PoisBin(p_1(t), ..., p_m(t)) <= k - 1) for every k of ``ks`` (rows).
+
+    ``ks`` is sorted and within ``1..m_active``; ``t`` an array of nodes. One
+    law serves every k: the product tree from ``_TREE_MIN_CLIENTS`` clients,
+    else the DP capped at the states the ks need (counting the clients below
+    t up to ``max(ks) - 1``, or those above t up to ``m - min(ks)``,
+    whichever holds fewer states).
+    """
+    ks = np.asarray(ks, dtype=np.int64)
+    m_active = sum(c for _, c in groups)
+    if _uses_tree(m_active):
+        pmf = _poisbin_pmf_tree(_leaf_probabilities(groups, t))
+        return np.minimum(np.cumsum(pmf, axis=1)[:, ks - 1].T, 1.0)
+    below, above = int(ks[-1]), m_active - int(ks[0]) + 1
+    flip = above < below
+    pmf = np.zeros((above if flip else below, t.shape[0]))
+    pmf[0] = 1.0
+    for (n_j, l_j), count in groups:
+        if flip:  # P(client value > t)
+            p = special.betainc(n_j - l_j + 1, l_j, 1.0 - t)
+        else:  # P(client value <= t)
+            p = special.betainc(l_j, n_j - l_j + 1, t)
+        pmf = _add_clients(pmf, p, count)
+    cdf = np.cumsum(pmf, axis=0)
+    if flip:  # P(S <= k - 1) = 1 - P(F <= m - k)
+        return 1.0 - cdf[m_active - ks]
+    return np.minimum(cdf[ks - 1], 1.0)
