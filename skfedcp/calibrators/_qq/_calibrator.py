@@ -120,7 +120,11 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
     calibration_info_ : dict
         ``local_ranks``, ``k``, exact ``coverage`` ``M(l*, k*)`` (all
         clients honest) and ``feasible``; with ``n_byzantine > 0`` also
-        ``coverage_lower`` and ``coverage_upper``.
+        ``coverage_lower`` and ``coverage_upper``. ``local_ranks`` is the
+        plan, one rank per client that holds rows (the clients the coverage
+        ``M`` counts); ``client_ranks`` is the rank each *announced* client
+        was asked for, in ``clients_`` order, ``0`` for a client without
+        rows. The two arrays are equal when every client holds rows.
     coverage_bounds_ : CoverageBounds
         ``(lower, upper)`` coverage of the fitted plan: ``(M, M)``, or with
         ``n_byzantine > 0`` the coverage certified against that many
