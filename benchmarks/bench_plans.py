@@ -9,8 +9,9 @@ the calibrator's ``plan(sizes, alpha)``; a cell still running after
 ``--budget`` seconds is stopped and reported as ``> budget``.
 
 Sizes are drawn uniformly from the stated range with a fixed seed per cell.
-A cell marked (*) raises the plan policy's ``max_client_size`` to 10^12
-(the default, 10^9, refuses that client before any work).
+A cell marked (*) raises the plan policy's ``max_client_size`` (default
+10^9) and ``max_total_size`` (default 10^8 rows in all) so that the plan is
+computed: the defaults refuse such a client before any work.
 
 The grid-search line: ``GridSearchCV`` over 3 values of ``alpha`` x 5 folds
 (``GroupKFold`` on the clients) of ``FedConformalRegressor`` around a frozen
@@ -45,7 +46,10 @@ CELLS = [
     (
         "QQ A.1, 7 x 10^3 + one 10^12 (*)",
         "qq",
-        {"local_rank": "fixed", LIMITS: {"max_client_size": 10**12}},
+        {
+            "local_rank": "fixed",
+            LIMITS: {"max_client_size": 10**12, "max_total_size": 2 * 10**12},
+        },
         7,
         (1000, 1000),
         (10**12,),
@@ -112,9 +116,9 @@ CELLS = [
         (),
     ),
     (
-        "QQ A.1, 7 x 10^3 + one 10^9",
+        "QQ A.1, 7 x 10^3 + one 10^9 (*)",
         "qq",
-        {"local_rank": "fixed"},
+        {"local_rank": "fixed", LIMITS: {"max_total_size": 2 * 10**9}},
         7,
         (1000, 1000),
         (10**9,),
