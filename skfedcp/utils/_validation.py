@@ -227,8 +227,18 @@ def _label_kind(label: object) -> str:
     return type(label).__name__
 
 
+# pandas' inferred kinds that guarantee a single _label_kind: the check then
+# runs at C speed; any other answer ("mixed", "integer-na", "complex", ...)
+# falls back to naming each label's kind in Python.
+_ONE_LABEL_KIND = frozenset(
+    {"empty", "integer", "floating", "boolean", "string", "bytes"}
+)
+
+
 def _check_one_label_kind(labels: Any, name: str) -> None:
     """Refuse labels of several kinds (equal values would merge clients)."""
+    if pd.api.types.infer_dtype(labels, skipna=False) in _ONE_LABEL_KIND:
+        return
     kinds = {_label_kind(label) for label in labels}
     if len(kinds) > 1:
         raise TypeError(

@@ -173,6 +173,10 @@ def test_single_client_none_needs_rows():
         ([1, "1"], "int, str"),
         (np.array(["a", 1], dtype=object), "int, str"),
         ((np.int64(0), 0.0), "float, int"),
+        # pandas infers "integer-na" and "mixed" here: the Python fallback names them
+        ([1, np.nan], "float, int"),
+        ([b"a", "a"], "bytes, str"),
+        ([1j, np.complex128(2j)], "complex, complex128"),
     ],
 )
 def test_mixed_label_types_are_refused_not_merged(ids, kinds):
