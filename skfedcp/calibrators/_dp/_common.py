@@ -15,7 +15,7 @@ from ...privacy._validation import EPSILON_RANGE
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_scores
 from ...utils._warnings import warn_user
-from .._messages import _check_announced
+from .._messages import check_client_sizes
 
 __all__ = ["ThresholdDistribution"]
 
@@ -132,17 +132,18 @@ def _check_rule(rule):
 def _plan_sizes(n_per_client):
     """``n_per_client`` as a validated 1-D int64 array (vectorised checks).
 
-    The same checks and messages as ``_sizes_tuple``, at C speed: every
-    client step calls ``plan``, so an O(m) Python loop here makes a fit
-    quadratic in the number of clients.
+    Stricter than :func:`check_client_sizes`, which it ends with (the public
+    plan policy): a DP plan takes a 1-D integer array only, and refuses
+    anything else with ValueError. All checks run at C speed: every client
+    step calls ``plan``, so an O(m) Python loop here makes a fit quadratic
+    in the number of clients.
     """
     sizes = np.asarray(n_per_client)
     if sizes.ndim != 1 or sizes.shape[0] < 1:
         raise ValueError("n_per_client must list the size of at least one client.")
     if sizes.dtype.kind not in "iu" or (sizes < 0).any():
         raise ValueError("n_per_client must hold non-negative integers.")
-    _check_announced(sizes, "n_per_client")  # the public plan policy
-    return sizes.astype(np.int64, copy=False)
+    return check_client_sizes(sizes)
 
 
 def _describe(sizes):
