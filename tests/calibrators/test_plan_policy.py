@@ -13,7 +13,7 @@ from skfedcp.exceptions import InvalidMessageError
 HOSTILE_SIZES = [10**12, 2**62, 2**63 - 1]
 
 
-def _messages(alias, sizes):
+def _calibrator(alias):
     cal = get_calibrator(alias)
     if alias.startswith("dp"):
         cal.set_params(score_bounds=(0.0, 1.0))
@@ -24,7 +24,7 @@ def _messages(alias, sizes):
 @pytest.mark.parametrize("hostile", HOSTILE_SIZES)
 def test_a_hostile_size_is_refused_in_milliseconds_naming_the_client(alias, hostile):
     sizes = np.array([1000] * 7 + [hostile], dtype=np.int64)
-    cal = _messages(alias, sizes)
+    cal = _calibrator(alias)
     start = time.perf_counter()
     with pytest.raises(InvalidMessageError, match="client 7 announced") as info:
         cal.plan(sizes, 0.1)
@@ -57,7 +57,10 @@ def test_a_server_raises_its_limits_for_a_larger_federation():
     sizes = [10**12] * 3
     with config_context(max_client_size=10**13, max_total_size=10**13):
         plan = get_calibrator("central").plan(sizes, 0.1)
-    assert plan is not None
+    # The split-conformal rank ceil((N + 1)(1 - alpha)) of N = 3 * 10^12 rows.
+    assert plan["feasible"]
+    assert plan["rank"] == 2_700_000_000_001
+    assert plan["coverage"] == pytest.approx(2_700_000_000_001 / (3 * 10**12 + 1))
     with pytest.raises(InvalidMessageError):
         get_calibrator("central").plan(sizes, 0.1)
 
@@ -109,7 +112,7 @@ def test_too_many_rows_in_all_is_refused(alias):
     # 200 clients of 10^6 rows, each within max_client_size: 2 * 10^8 rows in
     # all is above the default max_total_size (the O(total) plans of
     # dp-central and LDP-S ran out of memory at 5 * 10^9).
-    cal = _messages(alias, None)
+    cal = _calibrator(alias)
     sizes = np.full(200, 10**6)
     with pytest.raises(InvalidMessageError, match="200000000 rows in all"):
         cal.plan(sizes, 0.1)
