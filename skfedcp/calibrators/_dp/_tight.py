@@ -179,22 +179,44 @@ class _TightBounds:
                 t = (edges[:-1, None] + width * (x + 1.0) / 2.0).ravel()
                 w = np.tile(w16 * width / 2.0, panels)
             self._nodes.append((t, w))
-            # Per size: a (n + 2, nodes) matrix of rows filled on demand
-            # (np.empty: pages of ranks never asked for are never touched)
-            # and which of its rows are computed.
+            # Per size: a window of rows ``[first, first + len)`` filled on
+            # demand, and which of its rows are computed. The window grows to
+            # the ranks asked for (the support of the rank law, near q n), so
+            # memory follows the ranks used, never a client's announced n: a
+            # dense (n + 2, nodes) matrix asked 24 GiB of 20 clients of 10^5.
             self._rows.append(
                 {
-                    n: (np.empty((n + 2, t.shape[0])), np.zeros(n + 2, dtype=bool))
+                    n: (0, np.empty((0, t.shape[0])), np.zeros(0, bool))
                     for n, _ in self.groups
                 }
             )
         return self._nodes[index]
 
+    def _window(self, index, n, low, high):
+        """The rows of size ``n`` as a window covering ranks ``[low, high)``."""
+        first, matrix, done = self._rows[index][n]
+        if matrix.shape[0] and first <= low and high <= first + matrix.shape[0]:
+            return first, matrix, done
+        if matrix.shape[0]:
+            low, high = min(low, first), max(high, first + matrix.shape[0])
+        grown = np.empty((high - low, matrix.shape[1]))
+        known = np.zeros(high - low, dtype=bool)
+        if matrix.shape[0]:
+            at = first - low
+            grown[at : at + matrix.shape[0]] = matrix
+            known[at : at + matrix.shape[0]] = done
+        self._rows[index][n] = (low, grown, known)
+        return low, grown, known
+
     def _row_block(self, index, n, ranks):
         """``I_t(r, n - r + 1)`` on the nodes of pass ``index``, rows ``ranks``."""
         t, _ = self._pass(index)
-        matrix, done = self._rows[index][n]
-        todo = ranks[~done[ranks]].tolist()
+        if not ranks.size:
+            return np.empty((0, t.shape[0]))
+        first, matrix, done = self._window(
+            index, n, int(ranks.min()), int(ranks.max()) + 1
+        )
+        todo = ranks[~done[ranks - first]].tolist()
         if todo:
             r = np.asarray(todo, dtype=np.float64)
             lo = np.searchsorted(t, special.betaincinv(r, n - r + 1.0, _ROW_CUT))
@@ -202,18 +224,18 @@ class _TightBounds:
                 t, 1.0 - special.betaincinv(n - r + 1.0, r, _ROW_CUT), side="right"
             )
             for j, rank in enumerate(todo):
-                row = matrix[rank]
+                row = matrix[rank - first]
                 row[: lo[j]] = 0.0
                 row[hi[j] :] = 1.0
                 if hi[j] > lo[j]:
                     row[lo[j] : hi[j]] = special.betainc(
                         rank, n - rank + 1, t[lo[j] : hi[j]]
                     )
-            done[todo] = True
-        first = int(ranks[0]) if ranks.size else 0
-        if ranks.size and int(ranks[-1]) - first + 1 == ranks.size:
-            return matrix[first : first + ranks.size]  # consecutive ranks: a view
-        return matrix[ranks]  # one gather: the rows, as np.array(list) stacked them
+            done[np.asarray(todo) - first] = True
+        start = int(ranks[0]) - first
+        if int(ranks[-1]) - int(ranks[0]) + 1 == ranks.size:
+            return matrix[start : start + ranks.size]  # consecutive ranks: a view
+        return matrix[ranks - first]  # one gather: the rows, as np.array(list) stacked
 
     def _compute(self, q, index):
         t, w = self._pass(index)

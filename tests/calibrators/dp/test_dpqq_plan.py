@@ -400,3 +400,17 @@ def Counter_(values):
     from collections import Counter
 
     return Counter(values)
+
+
+def test_tight_plan_rows_window_follows_the_ranks_asked_not_the_client_size():
+    # The tight engine's per-size rows are a window over the ranks the rank
+    # law asks for (near q n), never a dense (n + 2, nodes) matrix: 20 clients
+    # of 10^5 rows asked numpy for 24 GiB. A small plan shows the window.
+    from skfedcp.calibrators._dp._tight import _TightBounds
+
+    bounds = _TightBounds(((300, 4),), 1.0, 100, "quantile")
+    bounds(0.9, 3)
+    first, matrix, done = bounds._rows[0][300]
+    assert done.any()
+    assert matrix.shape[0] < 300 + 2  # only the asked ranks' span
+    assert first > 0
