@@ -313,7 +313,10 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
-        # atomic_fit: this runs on a copy without fitted attributes.
+        return self._fit(X, y, client_ids, fit_params)
+
+    def _fit(self, X, y, client_ids, fit_params):
+        """The body of :meth:`fit` (on atomic_fit's copy without fitted attributes)."""
         self._alpha_levels()
         self._check_params()
         check_group_by(self)
