@@ -182,6 +182,9 @@ class TestAtomicFit:
             reg.fit(X, y, client_ids=IDS)
         assert _fitted_state(reg) == {}
         assert not hasattr(reg, "_fit_X_scanned")
+        reg.set_params(calibrator="central").fit(X, y, client_ids=IDS)
+        assert reg._fit_X_scanned  # private fit state, installed with the fit
+        assert not hasattr(reg, "_cal_groups")  # fit scratch, not kept (nor pickled)
 
     def test_refit_starts_from_scratch(self):
         X, y = _regression_data()

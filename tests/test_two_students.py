@@ -192,6 +192,28 @@ class TestTwoStudentsRegressor:
         rmse = np.sqrt(np.mean((model.predict(U_GRID) - stats.mean) ** 2))
         assert model.distill_rmse_ == pytest.approx(rmse)
 
+    def test_interrupted_refit_keeps_the_previous_fit(self, cosine, monkeypatch):
+        # fit is atomic: n_features_in_ and clients_ of an interrupted refit
+        # must not sit beside the previous fit's students.
+        X, y, ids, X_test = cosine
+        model = _fast().fit(X, y, ids, X_unlabeled=U_GRID)
+        before = {k: v for k, v in vars(model).items() if k.endswith("_")}
+        z_level, pred = model._z_level, model.predict_std(X_test)
+
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(TwoStudentsRegressor, "_distil", interrupted)
+        model.set_params(credible_level=0.5)
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(X[::2], y[::-1][::2], ids[::2] % 3, X_unlabeled=U_GRID)
+        after = {k: v for k, v in vars(model).items() if k.endswith("_")}
+        assert after.keys() == before.keys()
+        for key, value in before.items():
+            assert after[key] is value, key
+        assert model._z_level == z_level
+        np.testing.assert_array_equal(model.predict_std(X_test), pred)
+
     def test_mean_student_fidelity_on_held_out_inputs(self, cosine):
         # Spec test 9: RMSE(mu_hat, teacher mean) on 3000 held-out inputs is
         # at most 0.03 and at most 0.2 x the mean teacher std (prototype:

@@ -1,4 +1,4 @@
-"""Fit-time data checks of the wrappers: fast validation, fit params, fit state."""
+"""Fit-time data checks of the wrappers: fast validation and fit params."""
 
 from __future__ import annotations
 
@@ -10,19 +10,9 @@ from ..utils._sklearn_compat import (
     _safe_indexing,
 )
 
-#: Private attributes that belong to a fit (besides the ``_``-suffixed ones).
-_PRIVATE_FIT_STATE = frozenset({"_fit_X_scanned"})
-
 #: Fit parameters that hold one value per row (the last ``__`` part of the
 #: name, so ``<step>__sample_weight`` of a pipeline counts).
 _PER_ROW_FIT_PARAMS = frozenset({"sample_weight"})
-
-
-def _is_fit_state(name):
-    """Whether attribute ``name`` is set by ``fit`` (scikit-learn's convention)."""
-    return (
-        name.endswith("_") and not name.startswith("__")
-    ) or name in _PRIVATE_FIT_STATE
 
 
 def _is_per_row(name):

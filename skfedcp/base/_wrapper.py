@@ -27,6 +27,7 @@ from ..calibrators import (
 )
 from ..exceptions import PrefitEstimatorWarning, PrivacyLeakWarning, SingleClientWarning
 from ..federated import ClientPartition
+from ..utils._atomic import atomic_fit
 from ..utils._random import SECURE
 from ..utils._sklearn_compat import (
     Interval,
@@ -43,7 +44,6 @@ from ._data import (
     _check_fit_params,
     _check_y_matches_X,
     _feature_names,
-    _is_fit_state,
     _plain_arrays,
     _split_fit_params,
 )
@@ -217,6 +217,8 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     _trained = "the estimator"
     #: Whether ``group_by="class"`` (the candidate label's group) is accepted.
     _groups_by_class = False
+    #: Private attributes that belong to a fit (see ``atomic_fit``).
+    _private_fit_state = frozenset({"_fit_X_scanned"})
 
     # -- hooks (see the class docstring) ------------------------------------
 
@@ -277,6 +279,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     # -- the fit skeleton -----------------------------------------------------
 
     @_fit_context(prefer_skip_nested_validation=False)
+    @atomic_fit
     def fit(
         self,
         X: MatrixLike,
@@ -310,19 +313,10 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
-        work = object.__new__(type(self))
-        work.__dict__.update(
-            (k, v) for k, v in self.__dict__.items() if not _is_fit_state(k)
-        )
-        work._fit(X, y, client_ids, fit_params)
-        # Commit: one assignment, so the old or the new fit is visible, whole.
-        state = {k: v for k, v in self.__dict__.items() if not _is_fit_state(k)}
-        state.update((k, v) for k, v in work.__dict__.items() if _is_fit_state(k))
-        self.__dict__ = state
-        return self
+        return self._fit(X, y, client_ids, fit_params)
 
     def _fit(self, X, y, client_ids, fit_params):
-        """The body of :meth:`fit`, run on a copy without fitted attributes."""
+        """The body of :meth:`fit` (on atomic_fit's copy without fitted attributes)."""
         self._alpha_levels()
         self._check_params()
         check_group_by(self)
@@ -361,6 +355,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         # A prefit model calibrates on every row: X, y and client_ids are used
         # as validated, without indexing (cal_idx is None).
         X_cal, y_cal = self._rows(X_use, cal_idx), self._rows(y, cal_idx)
+        # Scratch for _fit_calibrator: atomic_fit does not install it.
         self._cal_groups = calibration_groups(self, X_cal, y_cal)
         self._calibrate(
             score,
@@ -371,6 +366,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
             calibrator_seed,
             streams,
         )
+        return self
 
     @staticmethod
     def _fit_clone(model, train, **params):

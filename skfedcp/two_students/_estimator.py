@@ -21,6 +21,7 @@ from .._typing import ClientIds, MatrixLike, RandomStateLike
 from ..base._levels import nested_intervals
 from ..base._search_warnings import warn_user_once_in_search
 from ..exceptions import DistillationWarning, PrivacyLeakWarning, TeacherFilterWarning
+from ..utils._atomic import atomic_fit
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 from ..utils._validation import check_client_ids
 from ..utils._warnings import warn_user
@@ -245,6 +246,9 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     (array([0.]), (1,))
     """
 
+    #: Private attributes that belong to a fit (see ``atomic_fit``).
+    _private_fit_state = frozenset({"_z_level"})
+
     _parameter_constraints = {
         "estimator": [HasMethods(["fit", "predict"]), None],
         "mean_student": [HasMethods(["fit", "predict"]), None],
@@ -322,6 +326,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"{name}: {exc}") from exc
 
     @_fit_context(prefer_skip_nested_validation=False)
+    @atomic_fit
     def fit(
         self,
         X: MatrixLike,

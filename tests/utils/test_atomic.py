@@ -11,11 +11,15 @@ from skfedcp.utils._atomic import atomic_fit
 
 
 class _Est(BaseEstimator):
+    _private_fit_state = frozenset({"_kept"})
+
     def __init__(self, k=1):
         self.k = k
 
     @atomic_fit
     def fit(self, value, fail_after_first=False):
+        self._scratch = value
+        self._kept = value
         self.first_ = value
         if fail_after_first:
             raise KeyboardInterrupt
@@ -36,6 +40,16 @@ def test_refit_drops_stale_fitted_attributes_and_keeps_parameters():
     est.fit(2)
     assert not hasattr(est, "extra_")
     assert est.k == 3 and est.first_ == est.second_ == 2
+
+
+def test_private_scratch_is_dropped_and_private_fit_state_kept():
+    est = _Est().fit(1)
+    est.fit(2)
+    assert not hasattr(est, "_scratch")  # scratch of the fit, never installed
+    assert est._kept == 2  # named in _private_fit_state: part of the fit
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(3, fail_after_first=True)
+    assert est._kept == 2
 
 
 def test_first_fit_interrupted_leaves_the_estimator_unfitted():
