@@ -24,7 +24,7 @@ from .._config import get_config
 from ..exceptions import InvalidMessageError, InvalidMessageWarning
 from ..federated._fixed_point import FixedPointPlan
 from ..utils._warnings import warn_user
-from ._ranges import _marginals_bound, _marginals_plan
+from ._ranges import _marginals_bound, _marginals_plan, _pow2_ceil
 from ._sketch import _check_positive_int
 
 __all__ = [
@@ -278,13 +278,6 @@ def _check_max_value(max_value, n_features):
     return np.broadcast_to(cap, (n_features,))
 
 
-def _pow2_ceil(x):
-    """Elementwise :func:`_marginals_bound` of non-negative ``x``."""
-    with np.errstate(divide="ignore"):
-        bound = np.exp2(np.ceil(np.log2(np.where(x > 0, x, 1.0))))
-    return np.where(x > 0, np.maximum(bound, x), 0.0)
-
-
 def _all_valid(sizes, bounds, n_features, max_client_size, cap, ring):
     """``(sizes, bounds)`` as lists when every announcement is valid, else None.
 
@@ -335,7 +328,7 @@ def _check_announcement(size, bound, n_features, max_client_size, cap, ring):
     if not np.all(np.isfinite(b)) or np.any(b < 0):
         raise _Invalid("bound", "must hold finite non-negative numbers")
     if cap is not None:
-        allowed = _marginals_bound(cap[None, :] * float(size))
+        allowed = _pow2_ceil(cap * float(size))
         over = b > allowed
         if np.any(over):
             j = int(np.flatnonzero(over)[0])

@@ -172,9 +172,14 @@ def _marginals_bound(message):
             "X: the column sums of X overflow float64 (the values are finite, "
             "their sums are not); rescale X."
         )
+    return _pow2_ceil(top)
+
+
+def _pow2_ceil(x):
+    """Elementwise: the smallest power of two at least ``x >= 0`` (0 for 0)."""
     with np.errstate(divide="ignore"):
-        bound = np.exp2(np.ceil(np.log2(np.where(top > 0, top, 1.0))))
-    return np.where(top > 0, np.maximum(bound, top), 0.0)
+        bound = np.exp2(np.ceil(np.log2(np.where(x > 0, x, 1.0))))
+    return np.where(x > 0, np.maximum(bound, x), 0.0)
 
 
 def _marginals_plan(bound, n_clients, *, integer_x, frac_bits=None):

@@ -212,11 +212,7 @@ def _as_generator(random_state):
     """A Generator for ``random_state``; None means fresh OS entropy."""
     if isinstance(random_state, np.random.Generator):
         return random_state
-    if isinstance(random_state, np.random.RandomState):
-        # A RandomState is never "secure": the seed is a SeedSequence.
-        return np.random.default_rng(
-            check_seed_sequence(random_state, allow_secure=False)
-        )
+    # Anything else (a RandomState included) is turned into a SeedSequence.
     return np.random.default_rng(check_seed_sequence(random_state, allow_secure=False))
 
 

@@ -314,6 +314,9 @@ def test_vectorised_plan_equals_the_per_client_checks(monkeypatch, max_value):
     bounds = np.vstack([_marginals_bound(row) for row in bounds])
     kwargs = {"n_classes": 3, "n_features": 6, "max_value": max_value}
     fast = chi2_server_plan(sizes, bounds, **kwargs)
+    # The first plan took the one-pass route (else both plans are per-client).
+    cap = None if max_value is None else np.full(6, max_value)
+    assert _plan._all_valid(sizes, bounds, 6, 10**9, cap, 2.0**62 / 200) is not None
     monkeypatch.setattr(_plan, "_all_valid", lambda *args: None)
     slow = chi2_server_plan(sizes, bounds, **kwargs)
     np.testing.assert_array_equal(fast.plan.bound, slow.plan.bound)

@@ -719,8 +719,9 @@ def _announced_width(matrices: NDArray[Any]) -> int:
     """The number of classes of the clients' score matrices (public).
 
     One width for all (stacked ``(n_clients, rows, n_classes)``, or every
-    client with rows agreeing) is the common case; otherwise the width most
-    clients use, and the check of the messages flags the others.
+    client with rows agreeing) is the common case; clients with rows that
+    disagree raise :class:`_WidthsDisagree` (no vote of the messages decides
+    which width is right), and no client with rows an InvalidMessageError.
     """
     if matrices.dtype != object and matrices.ndim == 3 and matrices.shape[2] >= 2:
         return int(matrices.shape[2])
