@@ -259,6 +259,12 @@ def _hello_problem(reply, request, max_size, max_classes):
     return None
 
 
+def _is_text(value, expected):
+    """``value`` is the string ``expected``; checked on the type first, so that
+    a node's array (compared element-wise) cannot stop the run."""
+    return isinstance(value, str) and value == expected
+
+
 def _replay_reason(nonce, tag, rounds, name):
     """The warning text for a reply whose nonce is not the one sent."""
     if not isinstance(nonce, str):
@@ -415,7 +421,7 @@ class ServerSession:
                 failed[node] = reply.reason
             elif not isinstance(reply, Mapping):
                 replays[node] = f"its reply is a {type(reply).__name__}, not a record"
-            elif reply.get("nonce") != nonces[node]:
+            elif not _is_text(reply.get("nonce"), nonces[node]):
                 nonce = reply.get("nonce")
                 replays[node] = _replay_reason(nonce, self.tag, self.rounds, name)
             else:
