@@ -589,27 +589,18 @@ class ServerSession:
                 )
 
     def usable(self, nodes, size_key):
-        """Nodes with at least ``min_rows`` rows (others excluded)."""
-        kept = []
-        for node in nodes:
-            n = self.info[node].get(size_key)
-            if n is None:
-                self.exclude(node, "it did not report its number of rows")
-            elif isinstance(n, bool) or not isinstance(n, Integral | np.integer):
-                # The sizes feed the public plans: a dishonest value never
-                # reaches them.
-                self.exclude(
-                    node, f"its field {size_key!r} is not an integer", invalid=True
-                )
-            elif n < self.min_rows:
-                self.exclude(
-                    node,
-                    f"it holds {n} row(s) < min_rows={self.min_rows}",
-                    failed=False,
-                )
-            else:
-                kept.append(node)
-        return kept
+        """Nodes with at least ``min_rows`` rows (others excluded).
+
+        ``size_key`` (``"n"`` or ``"selection_n"``) was checked by
+        :meth:`hello` (an integer within ``max_client_size``) for every node
+        it kept.
+        """
+        reasons = {
+            node: f"it holds {n} row(s) < min_rows={self.min_rows}"
+            for node in nodes
+            if (n := self.info[node][size_key]) < self.min_rows
+        }
+        return self.leave_out(nodes, reasons, failed=False)
 
     def check_fingerprints(self, nodes, expected):
         """Keep the nodes whose model fingerprint is ``expected``.
