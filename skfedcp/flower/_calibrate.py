@@ -25,7 +25,7 @@ from ._protocol import (
     _alias_of,
     calibrator_to_spec,
 )
-from ._session import _short
+from ._session import _is_text, _short
 
 __all__ = ["calibrate_nodes"]
 
@@ -42,7 +42,7 @@ def _check_replies(ok, invalid, fingerprint):
     """Move the replies whose model fingerprint is not the expected one to
     ``invalid`` (the node announced the expected one in hello)."""
     for node, reply in list(ok.items()):
-        if fingerprint and reply.get("fingerprint") != fingerprint:
+        if fingerprint and not _is_text(reply.get("fingerprint"), fingerprint):
             invalid[node] = (
                 f"its message carries model fingerprint "
                 f"{_short(reply.get('fingerprint'))}, not {fingerprint}"

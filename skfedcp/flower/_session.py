@@ -259,6 +259,12 @@ def _hello_problem(reply, request, max_size, max_classes):
     return None
 
 
+def _is_text(value, expected):
+    """``value`` is the string ``expected``; checked on the type first, so that
+    a node's array (compared element-wise) cannot stop the run."""
+    return isinstance(value, str) and value == expected
+
+
 def _replay_reason(nonce, tag, rounds, name):
     """The warning text for a reply whose nonce is not the one sent."""
     if not isinstance(nonce, str):
@@ -415,7 +421,7 @@ class ServerSession:
                 failed[node] = reply.reason
             elif not isinstance(reply, Mapping):
                 replays[node] = f"its reply is a {type(reply).__name__}, not a record"
-            elif reply.get("nonce") != nonces[node]:
+            elif not _is_text(reply.get("nonce"), nonces[node]):
                 nonce = reply.get("nonce")
                 replays[node] = _replay_reason(nonce, self.tag, self.rounds, name)
             else:
@@ -583,27 +589,18 @@ class ServerSession:
                 )
 
     def usable(self, nodes, size_key):
-        """Nodes with at least ``min_rows`` rows (others excluded)."""
-        kept = []
-        for node in nodes:
-            n = self.info[node].get(size_key)
-            if n is None:
-                self.exclude(node, "it did not report its number of rows")
-            elif isinstance(n, bool) or not isinstance(n, Integral | np.integer):
-                # The sizes feed the public plans: a dishonest value never
-                # reaches them.
-                self.exclude(
-                    node, f"its field {size_key!r} is not an integer", invalid=True
-                )
-            elif n < self.min_rows:
-                self.exclude(
-                    node,
-                    f"it holds {n} row(s) < min_rows={self.min_rows}",
-                    failed=False,
-                )
-            else:
-                kept.append(node)
-        return kept
+        """Nodes with at least ``min_rows`` rows (others excluded).
+
+        ``size_key`` (``"n"`` or ``"selection_n"``) was checked by
+        :meth:`hello` (an integer within ``max_client_size``) for every node
+        it kept.
+        """
+        reasons = {
+            node: f"it holds {n} row(s) < min_rows={self.min_rows}"
+            for node in nodes
+            if (n := self.info[node][size_key]) < self.min_rows
+        }
+        return self.leave_out(nodes, reasons, failed=False)
 
     def check_fingerprints(self, nodes, expected):
         """Keep the nodes whose model fingerprint is ``expected``.

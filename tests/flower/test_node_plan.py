@@ -621,3 +621,66 @@ def test_nan_is_not_a_size():
     with pytest.warns(InvalidMessageWarning, match="field 'n' is nan"):
         with pytest.raises(RuntimeError):
             session.hello(calibration=True)
+
+
+def _hello_exchange(sent, override):
+    """An exchange whose node 1 answers hello with ``override`` merged in."""
+
+    def exchange(requests, timeout):
+        sent.append(requests)
+        return {
+            node: {
+                "label": node,
+                "n": 5,
+                "fingerprint": "f",
+                "nonce": r["nonce"],
+                **(override if node == 1 else {}),
+            }
+            for node, r in requests.items()
+        }, {}
+
+    return exchange
+
+
+def test_an_array_nonce_is_a_replay_not_a_crash():
+    # An array compared with a string is element-wise: it must be refused by
+    # type, leaving the node out, not stop the run with "truth value ambiguous".
+    session = ServerSession(
+        _hello_exchange([], {"nonce": np.array(["a", "b"])}),
+        [1, 2],
+        timeout=1.0,
+        planned_clients=[1, 2],
+    )
+    with pytest.warns(InvalidMessageWarning, match="carries no nonce"):
+        assert session.hello(calibration=True) == [2]
+    assert session.invalid == {1}
+
+
+def test_an_array_model_fingerprint_is_invalid_not_a_crash():
+    from skfedcp.flower._calibrate import _check_replies
+
+    ok = {1: {"fingerprint": np.array(["f", "f"])}, 2: {"fingerprint": "f"}}
+    invalid = {}
+    _check_replies(ok, invalid, "f")
+    assert list(ok) == [2] and list(invalid) == [1]
+    assert "not f" in invalid[1]
+
+
+def test_the_data_fingerprint_salt_is_fresh_per_run():
+    # The salt is the session's tag from the secrets module: fresh per run,
+    # not from NumPy's global state (reseeding it changes nothing).
+    salts, state = [], np.random.get_state()  # noqa: NPY002
+    try:
+        for _ in range(2):
+            np.random.seed(0)  # noqa: NPY002
+            sent = []
+            session = ServerSession(
+                _hello_exchange(sent, {}), [1, 2], timeout=1.0, planned_clients=[1, 2]
+            )
+            session.hello(calibration=True)
+            (salt,) = {r["salt"] for r in sent[0].values()}
+            assert salt == session.tag and len(salt) == 16
+            salts.append(salt)
+    finally:
+        np.random.set_state(state)  # noqa: NPY002
+    assert salts[0] != salts[1]

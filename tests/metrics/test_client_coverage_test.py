@@ -86,7 +86,11 @@ def test_detects_an_undercovering_client_and_spares_the_others():
     # 20 clients of 400 rows at coverage 0.9, one at 0.75. Monte Carlo over 200
     # draws: the honest clients are flagged in at most 5% of draws (+ 3 MC SE
     # of a proportion at 0.05 over 200 draws: 3 * sqrt(.05 * .95 / 200) = 0.046),
-    # and the shifted one in at least 95% of draws (its power is ~1).
+    # and the shifted one in at least 95% of draws. Its power is ~1: Holm
+    # flags the smallest p-value when it is <= 0.05 / 21, i.e. when it covers
+    # at most 341 of its 400 rows (P(Binom(400, 0.9) <= 341) <= 0.05 / 21),
+    # and P(Binom(400, 0.75) > 341) = 2e-7, so a miss in any of the 200
+    # draws has probability <= 4e-5: it is caught in every draw.
     rng = np.random.default_rng(0)
     false, caught = 0, 0
     for _ in range(200):
@@ -98,6 +102,7 @@ def test_detects_an_undercovering_client_and_spares_the_others():
         caught += bool(res.below[20])
     assert false / 200 <= 0.05 + 0.046
     assert caught / 200 >= 0.95
+    assert caught == 200
 
 
 def test_tolerance_lowers_the_target():

@@ -68,8 +68,13 @@ def test_every_group_and_every_client_covers_under_label_shift(strategy, seed):
     c_mean = per_client.mean(0)
     c_se = per_client.std(0, ddof=1) / np.sqrt(reps)
     assert np.all(c_mean >= 1 - ALPHA - Z * c_se)
-    # Power: the marginal threshold leaves some client well below target.
-    assert marginal_client.mean(0).min() < 0.85
+    # Power: the marginal threshold leaves some client well below target,
+    # by more than Z SE of its own Monte Carlo mean (its mean is ~0.838 with
+    # SE ~0.0015 on this design, ~40 SE below 1 - alpha and ~8 SE below 0.85).
+    m_mean = marginal_client.mean(0)
+    m_se = marginal_client.std(0, ddof=1) / np.sqrt(reps)
+    assert np.min(m_mean + Z * m_se) < 1 - ALPHA
+    assert m_mean.min() < 0.85
 
 
 def test_dp_qq_groups_cover(seed):
@@ -118,6 +123,13 @@ def test_class_conditional_classifier_covers_every_class(seed):
         hit = sets[np.arange(y_test.size), y_test]
         cov[r] = [hit[y_test == c].mean() for c in range(n_classes)]
     se = cov.std(0, ddof=1) / np.sqrt(reps)
-    # The test rows' own sampling error adds sd ~ sqrt(0.09/5000) ~ 0.004 per
-    # class and repetition, inside the repetitions' spread measured by se.
-    assert np.all(cov.mean(0) >= 1 - ALPHA - Z * se)
+    # The test rows are drawn once, so their own sampling error is shared by
+    # every repetition and does not shrink with reps (se does not measure
+    # it): the mean over reps estimates the coverage on this test set, which
+    # is the class's coverage within SE sqrt(p (1 - p) / n_c) <=
+    # sqrt(alpha (1 - alpha) / n_c) ~ 0.004 for p >= 1 - alpha (a hit's
+    # variance given the test row is part of p (1 - p)). The two independent
+    # errors add in quadrature.
+    n_c = np.bincount(y_test, minlength=n_classes)
+    test_se = np.sqrt(ALPHA * (1 - ALPHA) / n_c)
+    assert np.all(cov.mean(0) >= 1 - ALPHA - Z * np.sqrt(se**2 + test_se**2))
