@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from numbers import Real
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -72,6 +73,7 @@ def binomial_band(
     return np.asarray(low, dtype=float), np.asarray(high, dtype=float)
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class ClientCoverageDisplay(Display):
     """Coverage of each client, with the band its test size allows.
 
@@ -164,26 +166,14 @@ class ClientCoverageDisplay(Display):
     ([0.5, 1.0], [2, 2])
     """
 
-    def __init__(
-        self,
-        *,
-        clients: ArrayLike,
-        coverage: ArrayLike,
-        n_samples: ArrayLike,
-        alpha: float,
-        guarantee: float | None = None,
-        band: Literal["target", "clopper-pearson"] = "target",
-        confidence: float = 0.95,
-        estimator_name: str | None = None,
-    ) -> None:
-        self.clients = clients
-        self.coverage = coverage
-        self.n_samples = n_samples
-        self.alpha = alpha
-        self.guarantee = guarantee
-        self.band = band
-        self.confidence = confidence
-        self.estimator_name = estimator_name
+    clients: ArrayLike
+    coverage: ArrayLike
+    n_samples: ArrayLike
+    alpha: float
+    guarantee: float | None = None
+    band: Literal["target", "clopper-pearson"] = "target"
+    confidence: float = 0.95
+    estimator_name: str | None = None
 
     def plot(
         self, ax: Axes | None = None, *, name: str | None = None, **kwargs: Any

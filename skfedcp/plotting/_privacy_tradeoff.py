@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -106,6 +107,7 @@ def _check_metric(values, name, n_eps, *, unit_interval):
     return values
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class PrivacyTradeoffDisplay(Display):
     """Coverage and mean set size (or width) against the privacy level epsilon.
 
@@ -173,24 +175,13 @@ class PrivacyTradeoffDisplay(Display):
     'log'
     """
 
-    def __init__(
-        self,
-        *,
-        epsilons: ArrayLike,
-        coverage: ArrayLike,
-        size: ArrayLike,
-        non_private: tuple[float, float] | None = None,
-        alpha: float | None = None,
-        size_label: str = "mean set size",
-        estimator_name: str | None = None,
-    ) -> None:
-        self.epsilons = epsilons
-        self.coverage = coverage
-        self.size = size
-        self.non_private = non_private
-        self.alpha = alpha
-        self.size_label = size_label
-        self.estimator_name = estimator_name
+    epsilons: ArrayLike
+    coverage: ArrayLike
+    size: ArrayLike
+    non_private: tuple[float, float] | None = None
+    alpha: float | None = None
+    size_label: str = "mean set size"
+    estimator_name: str | None = None
 
     def plot(
         self,
