@@ -17,6 +17,7 @@ from ..utils._validation import check_alpha
 from ._base import (
     Display,
     check_matplotlib,
+    display_docfiller,
     estimator_alpha,
     estimator_guarantee,
     estimator_name,
@@ -73,6 +74,20 @@ def binomial_band(
     return np.asarray(low, dtype=float), np.asarray(high, dtype=float)
 
 
+_fill_doc = display_docfiller(
+    "ClientCoverageDisplay",
+    "scatter",
+    from_draw_params="""\
+band : {"target", "clopper-pearson"}, default="target"
+    See :class:`ClientCoverageDisplay`.
+confidence : float, default=0.95
+    Probability content of the bands.
+ax : matplotlib Axes, default=None
+    Axes to draw on.""",
+)
+
+
+@_fill_doc
 @dataclass(kw_only=True, eq=False, repr=False)
 class ClientCoverageDisplay(Display):
     """Coverage of each client, with the band its test size allows.
@@ -146,10 +161,7 @@ class ClientCoverageDisplay(Display):
         The target ``1 - alpha``.
     guarantee_line_ : matplotlib Line2D or None
         The guaranteed coverage, if given.
-    ax_ : matplotlib Axes
-        Axes with the plot.
-    figure_ : matplotlib Figure
-        Figure containing the plot.
+    %(ax_figure_attrs)s
 
     See Also
     --------
@@ -182,9 +194,7 @@ class ClientCoverageDisplay(Display):
 
         Parameters
         ----------
-        ax : matplotlib Axes, default=None
-            Axes to draw on; ``None`` creates a new figure, with a constrained
-            layout so that the labels stay inside it.
+        %(plot_ax)s
         name : str, default=None
             Legend label of the points; ``None`` uses ``estimator_name``.
         **kwargs : dict
@@ -335,20 +345,12 @@ class ClientCoverageDisplay(Display):
             ``"auto"`` uses the lower end of the fitted calibrator's
             ``coverage_bounds`` at its calibration sizes (no line when theory
             gives none, e.g. for ``"avg"``); ``None`` draws no line.
-        band : {"target", "clopper-pearson"}, default="target"
-            See :class:`ClientCoverageDisplay`.
-        confidence : float, default=0.95
-            Probability content of the bands.
-        ax : matplotlib Axes, default=None
-            Axes to draw on.
+        %(from_draw_params)s
         name : str, default=None
             Legend label; ``None`` names the estimator and its calibrator.
-        **kwargs : dict
-            Passed to :meth:`matplotlib.axes.Axes.scatter`.
+        %(from_kwargs)s
 
-        Returns
-        -------
-        display : ClientCoverageDisplay
+        %(returns)s
         """
         check_matplotlib(f"{cls.__name__}.from_estimator")
         kind, region = predict_region(estimator, X)
@@ -408,20 +410,12 @@ class ClientCoverageDisplay(Display):
         classes : array-like of shape (n_classes,), default=None
             Labels of the set columns; ``None`` means column indices (sets
             must then be boolean).
-        band : {"target", "clopper-pearson"}, default="target"
-            See :class:`ClientCoverageDisplay`.
-        confidence : float, default=0.95
-            Probability content of the bands.
-        ax : matplotlib Axes, default=None
-            Axes to draw on.
+        %(from_draw_params)s
         name : str, default=None
             Legend label of the points.
-        **kwargs : dict
-            Passed to :meth:`matplotlib.axes.Axes.scatter`.
+        %(from_kwargs)s
 
-        Returns
-        -------
-        display : ClientCoverageDisplay
+        %(returns)s
         """
         check_matplotlib(f"{cls.__name__}.from_predictions")
         alpha = check_alpha(alpha)
