@@ -115,10 +115,9 @@ def display_docfiller(display: str, artist: str, **blocks: str) -> Callable[[_T]
 class Display:
     """Plumbing shared by the displays (scikit-learn's Display convention).
 
-    A display is a keyword-only dataclass (``eq=False, repr=False``): its
-    generated ``__init__`` stores its arguments (``estimator_name`` among
-    them) and does nothing else; ``plot`` draws and keeps the axes and figure
-    as ``ax_`` and ``figure_``.
+    A display's ``__init__`` stores its arguments (``estimator_name`` among
+    them); ``plot`` draws and keeps the axes and figure as ``ax_`` and
+    ``figure_``.
     """
 
     estimator_name: str | None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from numbers import Real
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -101,7 +100,6 @@ ax : matplotlib Axes, default=None
 
 
 @_fill_doc
-@dataclass(kw_only=True, eq=False, repr=False)
 class ClientCoverageDisplay(Display):
     """Coverage of each client, with the band its test size allows.
 
@@ -126,8 +124,8 @@ class ClientCoverageDisplay(Display):
 
     Clients whose coverage is below ``1 - alpha`` beyond chance, by the
     one-sided exact binomial test of :func:`~skfedcp.metrics.client_coverage_test`
-    corrected for testing every client (``correction``, at level
-    ``significance``), are circled in black. Unlike the bands (one two-sided
+    corrected for testing every client (``correction`` and ``significance``
+    of :meth:`plot`), are circled in black. Unlike the bands (one two-sided
     look per client, no correction), a circled client is evidence that holds
     for the whole federation: with Holm's correction the chance that any
     client covering at least ``1 - alpha`` is circled is at most
@@ -157,7 +155,6 @@ class ClientCoverageDisplay(Display):
         Which binomial band to draw (see above).
     confidence : float, default=0.95
         Probability content of the bands.
-    %(test_params)s
     estimator_name : str, default=None
         Label of the points in the legend.
 
@@ -223,19 +220,35 @@ class ClientCoverageDisplay(Display):
     [0.0, 0.646, 0.794]
     """
 
-    clients: ArrayLike
-    coverage: ArrayLike
-    n_samples: ArrayLike
-    alpha: float
-    guarantee: float | None = None
-    band: Literal["target", "clopper-pearson"] = "target"
-    confidence: float = 0.95
-    significance: float = 0.05
-    correction: Literal["holm", "bh", "none"] = "holm"
-    estimator_name: str | None = None
+    def __init__(
+        self,
+        *,
+        clients: ArrayLike,
+        coverage: ArrayLike,
+        n_samples: ArrayLike,
+        alpha: float,
+        guarantee: float | None = None,
+        band: Literal["target", "clopper-pearson"] = "target",
+        confidence: float = 0.95,
+        estimator_name: str | None = None,
+    ) -> None:
+        self.clients = clients
+        self.coverage = coverage
+        self.n_samples = n_samples
+        self.alpha = alpha
+        self.guarantee = guarantee
+        self.band = band
+        self.confidence = confidence
+        self.estimator_name = estimator_name
 
     def plot(
-        self, ax: Axes | None = None, *, name: str | None = None, **kwargs: Any
+        self,
+        ax: Axes | None = None,
+        *,
+        name: str | None = None,
+        significance: float = 0.05,
+        correction: Literal["holm", "bh", "none"] = "holm",
+        **kwargs: Any,
     ) -> ClientCoverageDisplay:
         """Draw the display.
 
@@ -244,6 +257,7 @@ class ClientCoverageDisplay(Display):
         %(plot_ax)s
         name : str, default=None
             Legend label of the points; ``None`` uses ``estimator_name``.
+        %(test_params)s
         **kwargs : dict
             Passed to :meth:`matplotlib.axes.Axes.scatter` for the points.
 
@@ -259,7 +273,7 @@ class ClientCoverageDisplay(Display):
         confidence = check_alpha(self.confidence, name="confidence")
         if self.band not in _BANDS:
             raise ValueError(f"band must be one of {list(_BANDS)}; got {self.band!r}.")
-        check_test_params(self.significance, self.correction)
+        check_test_params(significance, correction)
         clients = np.asarray(self.clients)
         coverage = np.asarray(self.coverage, dtype=float)
         n = np.asarray(self.n_samples)
@@ -290,8 +304,8 @@ class ClientCoverageDisplay(Display):
             n,
             coverage * n,
             target=target,
-            significance=self.significance,
-            correction=self.correction,
+            significance=significance,
+            correction=correction,
         )
         order = np.lexsort((np.arange(n.size), n))
         x = np.arange(n.size)
@@ -332,8 +346,7 @@ class ClientCoverageDisplay(Display):
                 linewidths=1.2,
                 zorder=4,
                 label=(
-                    f"below {target:g} beyond chance ({self.correction}, "
-                    f"{self.significance:g})"
+                    f"below {target:g} beyond chance ({correction}, {significance:g})"
                 ),
             )
         self.target_line_ = ax.axhline(
@@ -517,8 +530,8 @@ class ClientCoverageDisplay(Display):
             guarantee=guarantee,
             band=band,
             confidence=confidence,
-            significance=significance,
-            correction=correction,
             estimator_name=name,
         )
-        return display.plot(ax=ax, **kwargs)
+        return display.plot(
+            ax=ax, significance=significance, correction=correction, **kwargs
+        )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -104,7 +103,6 @@ ax : matplotlib Axes, default=None
 
 
 @_fill_doc
-@dataclass(kw_only=True, eq=False, repr=False)
 class IntervalDisplay(Display):
     """Prediction intervals, point predictions and truths on sorted rows.
 
@@ -161,11 +159,20 @@ class IntervalDisplay(Display):
     [0, 2]
     """
 
-    y_intervals: ArrayLike
-    y_pred: ArrayLike | None = None
-    y_true: ArrayLike | None = None
-    client_ids: ArrayLike | None = None
-    estimator_name: str | None = None
+    def __init__(
+        self,
+        *,
+        y_intervals: ArrayLike,
+        y_pred: ArrayLike | None = None,
+        y_true: ArrayLike | None = None,
+        client_ids: ArrayLike | None = None,
+        estimator_name: str | None = None,
+    ) -> None:
+        self.y_intervals = y_intervals
+        self.y_pred = y_pred
+        self.y_true = y_true
+        self.client_ids = client_ids
+        self.estimator_name = estimator_name
 
     def plot(
         self,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -120,7 +119,6 @@ name : str, default=None
 
 
 @_fill_doc
-@dataclass(kw_only=True, eq=False, repr=False)
 class PrivacyTradeoffDisplay(Display):
     """Coverage and mean set size (or width) against the privacy level epsilon.
 
@@ -188,13 +186,24 @@ class PrivacyTradeoffDisplay(Display):
     'log'
     """
 
-    epsilons: ArrayLike
-    coverage: ArrayLike
-    size: ArrayLike
-    non_private: tuple[float, float] | None = None
-    alpha: float | None = None
-    size_label: str = "mean set size"
-    estimator_name: str | None = None
+    def __init__(
+        self,
+        *,
+        epsilons: ArrayLike,
+        coverage: ArrayLike,
+        size: ArrayLike,
+        non_private: tuple[float, float] | None = None,
+        alpha: float | None = None,
+        size_label: str = "mean set size",
+        estimator_name: str | None = None,
+    ) -> None:
+        self.epsilons = epsilons
+        self.coverage = coverage
+        self.size = size
+        self.non_private = non_private
+        self.alpha = alpha
+        self.size_label = size_label
+        self.estimator_name = estimator_name
 
     def plot(
         self,

@@ -352,6 +352,20 @@ def test_no_circle_when_no_client_is_below():
     assert not disp.below_.any()
 
 
+def test_plot_takes_the_test_options():
+    # The counts of _four_clients, drawn from the constructor.
+    disp = ClientCoverageDisplay(
+        clients=np.array(["a", "b", "c", "d"]),
+        coverage=np.array([0.7, 0.84, 0.95, 0.9]),
+        n_samples=np.array([100, 100, 100, 20]),
+        alpha=0.1,
+    )
+    assert disp.plot().below_clients_.tolist() == ["a"]
+    assert disp.plot(correction="none").below_clients_.tolist() == ["a", "b"]
+    with pytest.raises(ValueError, match="significance"):
+        disp.plot(significance=0.0)
+
+
 def test_significance_sets_the_level_of_the_test():
     # b's Holm-adjusted p-value is about 0.12: below at 0.2, not at 0.05.
     y, intervals, ids, _ = _four_clients()
