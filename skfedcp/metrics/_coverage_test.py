@@ -125,6 +125,11 @@ def client_coverage_test(
         Sorted client labels, their sizes, coverage, raw and adjusted
         p-values and the flagged clients; prints as a short table.
 
+    See Also
+    --------
+    skfedcp.plotting.ClientCoverageDisplay : draws each client's coverage and
+        circles the clients this test flags.
+
     Examples
     --------
     >>> import numpy as np
