@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from numbers import Integral
 from typing import Any
 
+from .utils._docstrings import docfiller
+
 __all__ = ["config_context", "get_config", "set_config"]
 
 #: Safe defaults, public like every plan parameter. A server raises them for
@@ -30,6 +32,18 @@ _DEFAULTS: dict[str, int] = {
 _CEILING = 2**62
 
 _local = threading.local()
+
+#: The parameter section of :func:`set_config` and :func:`config_context`.
+_fill_limits_doc = docfiller(
+    {
+        "limits_params": """\
+Parameters
+----------
+**limits : int
+    Any of ``max_client_size``, ``max_clients``, ``max_total_size``,
+    ``max_classes``, ``max_features``: positive integers up to ``2**62``."""
+    }
+)
 
 
 def _current() -> dict[str, int]:
@@ -59,14 +73,11 @@ def get_config() -> dict[str, int]:
     return dict(_current())
 
 
+@_fill_limits_doc
 def set_config(**limits: int) -> None:
     """Set the plan policy for this thread (see :func:`config_context`).
 
-    Parameters
-    ----------
-    **limits : int
-        Any of ``max_client_size``, ``max_clients``, ``max_total_size``,
-        ``max_classes``, ``max_features``: positive integers up to ``2**62``.
+    %(limits_params)s
 
     Examples
     --------
@@ -81,6 +92,7 @@ def set_config(**limits: int) -> None:
 
 
 @contextmanager
+@_fill_limits_doc
 def config_context(**limits: int) -> Iterator[None]:
     """Temporarily change the plan policy (the limits a server accepts).
 
@@ -92,11 +104,7 @@ def config_context(**limits: int) -> Iterator[None]:
     with the announced number. A server that expects a larger federation
     raises the limits for its round.
 
-    Parameters
-    ----------
-    **limits : int
-        Any of ``max_client_size``, ``max_clients``, ``max_total_size``,
-        ``max_classes``, ``max_features``: positive integers up to ``2**62``.
+    %(limits_params)s
 
     Examples
     --------

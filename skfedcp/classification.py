@@ -108,24 +108,12 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         Run the clients' steps of strategies without a vectorised simulation
         in parallel.
     group_by : None, "class", str, int or callable, default=None
-        Group-conditional (Mondrian) calibration: one threshold per group,
-        each calibrated across clients on that group's rows only, so that
-        coverage holds within every group, and for every client whose rows
-        differ from the others' only in their mix of groups (see
-        :ref:`heterogeneity`). ``None``: one marginal threshold.
+        %(wrapper_group_by_intro)s
         ``"class"``: class-conditional sets (the group of a calibration row
         is its label; label ``c`` enters a set when its score is at most
         class ``c``'s threshold, so every class covers). A column name that
         is literally ``"class"`` must be given by its index.
-        A column of ``X`` (its name in a DataFrame, or its integer index) or
-        a callable ``X -> labels`` gives each row's group, at fit and
-        predict time alike (so pipelines, searches and scorers work
-        unchanged). Needs ``calibrator`` in ``"qq"``, ``"central"``,
-        ``"avg"``, ``"dp-qq"``. Each client sends one message per group it
-        holds, which reveals its group counts to the server. A group too
-        small for a finite threshold gets ``+inf`` (warned); rows of a group
-        unseen in calibration get ``fallback_threshold_`` (warned at
-        predict).
+        %(wrapper_group_by_rows)s
     %(wrapper_min_group_size)s
 
     Attributes
@@ -317,10 +305,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
     def predict_proba(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return the model's class probabilities (columns follow ``classes_``).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
 
         Returns
         -------
@@ -340,10 +325,7 @@ class PrivateConformalClassifier(ClassifierMixin, BaseFedConformal):
         serving one row at a time covers exactly as well as serving a batch,
         and calling twice on the same row may give two different sets.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
         random_state : None, int, SeedSequence, Generator or RandomState, \
                 default=None
             Source of the uniforms of a randomized score: ``None`` draws

@@ -28,6 +28,7 @@ from ..calibrators import (
 from ..exceptions import PrefitEstimatorWarning, PrivacyLeakWarning, SingleClientWarning
 from ..federated import ClientPartition
 from ..utils._atomic import atomic_fit
+from ..utils._docstrings import fill_doc
 from ..utils._random import SECURE
 from ..utils._sklearn_compat import (
     Interval,
@@ -158,6 +159,7 @@ class _TrainRows(NamedTuple):
     params: dict
 
 
+@fill_doc
 class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     """Base of the conformal wrappers; not for direct use.
 
@@ -396,10 +398,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         :class:`~skfedcp.FedCQRRegressor`, the midpoint of the two predicted
         quantiles. It serves ``score``, pipelines and model selection.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
 
         Returns
         -------
@@ -735,6 +734,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         self.messages_ = stack_level_messages([u[2] for u in units])
 
 
+@fill_doc
 class ConformalIntervalMixin(BaseFedConformal):
     """What the conformal regressors share: one interval per row.
 
@@ -755,10 +755,7 @@ class ConformalIntervalMixin(BaseFedConformal):
     def predict_interval(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return conformal prediction intervals.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
 
         Returns
         -------

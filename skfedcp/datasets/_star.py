@@ -94,11 +94,7 @@ def load_star(*, return_X_y: bool = False, as_frame: bool = False) -> Bunch | Xy
       ``systemk`` (an identifier of the school system, above the school) and
       the client ``schoolidk``.
 
-    Parameters
-    ----------
-    %(return_X_y_as_frame)s
-
-    %(returns_rdatasets)s
+    %(params_returns_rdatasets)s
 
     Notes
     -----

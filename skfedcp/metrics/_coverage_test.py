@@ -125,6 +125,11 @@ def client_coverage_test(
         Sorted client labels, their sizes, coverage, raw and adjusted
         p-values and the flagged clients; prints as a short table.
 
+    See Also
+    --------
+    skfedcp.plotting.ClientCoverageDisplay : draws each client's coverage and
+        circles the clients this test flags.
+
     Examples
     --------
     >>> import numpy as np
@@ -141,34 +146,65 @@ def client_coverage_test(
         raise ValueError(f"covered must be 1-D; got shape {hits.shape}.")
     if hits.dtype.kind not in "biuf" or not np.isin(hits, (0, 1)).all():
         raise ValueError("covered must hold booleans or 0/1 (one per held-out row).")
-    for name, value, high in (
-        ("tolerance", tolerance, 1.0 - alpha),
-        ("significance", significance, 1.0),
-    ):
-        if isinstance(value, bool) or not isinstance(value, Real):
-            raise TypeError(f"{name} must be a number; got {value!r}.")
-        low_ok = value >= 0.0 if name == "tolerance" else value > 0.0
-        if not (low_ok and value < high):
-            raise ValueError(
-                f"{name} must be in {'[0' if name == 'tolerance' else '(0'}, "
-                f"{high:g}); got {value!r}."
-            )
+    _check_fraction("tolerance", tolerance, 1.0 - alpha)
+    check_test_params(significance, correction)
+    part = ClientPartition(client_ids, hits.shape[0])
+    c = np.bincount(
+        part.client_codes(), weights=hits.astype(np.float64), minlength=part.n_clients
+    )
+    return coverage_test_from_counts(
+        part.clients,
+        part.sizes,
+        c,
+        target=1.0 - alpha - float(tolerance),
+        significance=significance,
+        correction=correction,
+    )
+
+
+def _check_fraction(name: str, value: object, high: float) -> None:
+    """``value`` must be a number in ``[0, high)`` (``(0, high)`` unless tolerance)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number; got {value!r}.")
+    number = float(value)
+    low_ok = number >= 0.0 if name == "tolerance" else number > 0.0
+    if not (low_ok and number < high):
+        raise ValueError(
+            f"{name} must be in {'[0' if name == 'tolerance' else '(0'}, "
+            f"{high:g}); got {value!r}."
+        )
+
+
+def check_test_params(significance: object, correction: object) -> None:
+    """Check the level and the multiplicity correction of the per-client test."""
+    _check_fraction("significance", significance, 1.0)
     if correction not in _CORRECTIONS:
         raise ValueError(
             f"correction must be one of {', '.join(map(repr, _CORRECTIONS))}; "
             f"got {correction!r}."
         )
-    part = ClientPartition(client_ids, hits.shape[0])
-    n = np.asarray(part.sizes, dtype=np.intp)
-    c = np.bincount(
-        part.client_codes(), weights=hits.astype(np.float64), minlength=part.n_clients
-    )
-    c = np.rint(c).astype(np.intp)
-    target = 1.0 - alpha - float(tolerance)
+
+
+def coverage_test_from_counts(
+    clients: ArrayLike,
+    n_samples: ArrayLike,
+    n_covered: ArrayLike,
+    *,
+    target: float,
+    significance: float,
+    correction: str,
+) -> ClientCoverageTest:
+    """The tests of :func:`client_coverage_test` from per-client counts.
+
+    ``n_covered`` (rounded to integers) of the ``n_samples`` held-out rows of
+    each client are covered; the parameters are checked by the caller.
+    """
+    n = np.asarray(n_samples, dtype=np.intp)
+    c = np.rint(np.asarray(n_covered, dtype=np.float64)).astype(np.intp)
     pvalues = stats.binom.cdf(c, n, target)
     adjusted = _adjust(pvalues, correction)
     return ClientCoverageTest(
-        clients=np.asarray(part.clients),
+        clients=np.asarray(clients),
         n_samples=n,
         coverage=c / n,
         pvalues=pvalues,

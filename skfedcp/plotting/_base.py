@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -12,6 +13,7 @@ from sklearn.pipeline import Pipeline
 from ..metrics._intervals import _check_intervals
 from ..metrics._scorers import _final_step
 from ..metrics._sets import _check_sets
+from ..utils._docstrings import docfiller
 
 if TYPE_CHECKING:  # matplotlib is imported only when drawing
     from matplotlib.axes import Axes
@@ -74,6 +76,40 @@ def finish_axes(
 
 
 _D = TypeVar("_D", bound="Display")
+_T = TypeVar("_T")
+
+#: Docstring blocks the displays share (see :func:`display_docfiller`).
+DISPLAY_DOCS = {
+    "plot_ax": """\
+ax : matplotlib Axes, default=None
+    Axes to draw on; ``None`` creates a new figure, with a constrained
+    layout so that the labels stay inside it.""",
+    "ax_figure_attrs": """\
+ax_ : matplotlib Axes
+    Axes with the plot.
+figure_ : matplotlib Figure
+    Figure containing the plot.""",
+}
+
+
+def display_docfiller(display: str, artist: str, **blocks: str) -> Callable[[_T], _T]:
+    """Fill a display's docstrings (:func:`~skfedcp.utils._docstrings.docfiller`).
+
+    Besides :data:`DISPLAY_DOCS` and the display's own ``blocks``:
+    ``from_kwargs``, the ``**kwargs`` that ``from_estimator`` and
+    ``from_predictions`` pass to the matplotlib method ``Axes.<artist>``, and
+    ``returns``, the section returning the ``display``.
+    """
+    return docfiller(
+        {
+            **DISPLAY_DOCS,
+            "from_kwargs": (
+                f"**kwargs : dict\n    Passed to :meth:`matplotlib.axes.Axes.{artist}`."
+            ),
+            "returns": f"Returns\n-------\ndisplay : {display}",
+            **blocks,
+        }
+    )
 
 
 class Display:

@@ -12,10 +12,12 @@ from sklearn.base import BaseEstimator
 
 from ..federated import ClientPartition
 from ..metrics import per_client_coverage, per_client_set_coverage
+from ..metrics._coverage_test import check_test_params, coverage_test_from_counts
 from ..utils._validation import check_alpha
 from ._base import (
     Display,
     check_matplotlib,
+    display_docfiller,
     estimator_alpha,
     estimator_guarantee,
     estimator_name,
@@ -72,6 +74,32 @@ def binomial_band(
     return np.asarray(low, dtype=float), np.asarray(high, dtype=float)
 
 
+_TEST_PARAMS = """\
+significance : float, default=0.05
+    Level of the per-client tests, after the correction, in (0, 1).
+correction : {"holm", "bh", "none"}, default="holm"
+    Multiplicity correction of the per-client tests, as in
+    :func:`~skfedcp.metrics.client_coverage_test`: Holm (family-wise
+    error), Benjamini-Hochberg (false discovery rate) or none."""
+
+_fill_doc = display_docfiller(
+    "ClientCoverageDisplay",
+    "scatter",
+    test_params=_TEST_PARAMS,
+    from_draw_params="""\
+band : {"target", "clopper-pearson"}, default="target"
+    See :class:`ClientCoverageDisplay`.
+confidence : float, default=0.95
+    Probability content of the bands.
+"""
+    + _TEST_PARAMS
+    + """
+ax : matplotlib Axes, default=None
+    Axes to draw on.""",
+)
+
+
+@_fill_doc
 class ClientCoverageDisplay(Display):
     """Coverage of each client, with the band its test size allows.
 
@@ -93,6 +121,15 @@ class ClientCoverageDisplay(Display):
     * ``"clopper-pearson"``: the exact (Clopper-Pearson) ``confidence``
       interval for the client's true coverage around its observed one; the
       client is flagged when the interval misses the target.
+
+    Clients whose coverage is below ``1 - alpha`` beyond chance, by the
+    one-sided exact binomial test of :func:`~skfedcp.metrics.client_coverage_test`
+    corrected for testing every client (``correction`` and ``significance``
+    of :meth:`plot`), are circled in black. Unlike the bands (one two-sided
+    look per client, no correction), a circled client is evidence that holds
+    for the whole federation: with Holm's correction the chance that any
+    client covering at least ``1 - alpha`` is circled is at most
+    ``significance``.
 
     Both count test-row noise only: with a fixed calibration set, the
     coverage of new points also varies from one calibration draw to another
@@ -136,6 +173,16 @@ class ClientCoverageDisplay(Display):
         interval misses the target (drawn red).
     flagged_clients_ : ndarray of shape (n_flagged,)
         Labels of the flagged clients, ``clients[flagged_]``.
+    coverage_test_ : ClientCoverageTest
+        The per-client tests (:func:`~skfedcp.metrics.client_coverage_test`
+        on the same counts): p-values, adjusted p-values and ``below``.
+    below_ : ndarray of bool, shape (n_clients,)
+        Mask of the clients below ``1 - alpha`` beyond chance after the
+        correction, in the order of ``clients`` (circled).
+    below_clients_ : ndarray of shape (n_below,)
+        Their labels, ``clients[below_]``.
+    below_scatter_ : matplotlib PathCollection or None
+        The circles, ``None`` when no client is below.
     scatter_ : matplotlib PathCollection
         The clients' coverage.
     bands_ : matplotlib BarContainer
@@ -144,14 +191,12 @@ class ClientCoverageDisplay(Display):
         The target ``1 - alpha``.
     guarantee_line_ : matplotlib Line2D or None
         The guaranteed coverage, if given.
-    ax_ : matplotlib Axes
-        Axes with the plot.
-    figure_ : matplotlib Figure
-        Figure containing the plot.
+    %(ax_figure_attrs)s
 
     See Also
     --------
     skfedcp.metrics.per_client_coverage : the numbers behind the points.
+    skfedcp.metrics.client_coverage_test : the test behind the circles.
     IntervalDisplay : intervals and truths row by row.
 
     Examples
@@ -162,6 +207,17 @@ class ClientCoverageDisplay(Display):
     ...     alpha=0.1)
     >>> display.coverage.tolist(), display.n_samples.tolist()
     ([0.5, 1.0], [2, 2])
+
+    A client covering 60 of its 100 rows is circled; one covering 17 of
+    20 (0.85) is within chance of 0.9:
+
+    >>> display = ClientCoverageDisplay(
+    ...     clients=["a", "b", "c"], coverage=[0.6, 0.85, 0.92],
+    ...     n_samples=[100, 20, 100], alpha=0.1).plot()
+    >>> display.below_clients_.tolist()
+    ['a']
+    >>> display.coverage_test_.adjusted_pvalues.round(3).tolist()
+    [0.0, 0.646, 0.794]
     """
 
     def __init__(
@@ -186,17 +242,22 @@ class ClientCoverageDisplay(Display):
         self.estimator_name = estimator_name
 
     def plot(
-        self, ax: Axes | None = None, *, name: str | None = None, **kwargs: Any
+        self,
+        ax: Axes | None = None,
+        *,
+        name: str | None = None,
+        significance: float = 0.05,
+        correction: Literal["holm", "bh", "none"] = "holm",
+        **kwargs: Any,
     ) -> ClientCoverageDisplay:
         """Draw the display.
 
         Parameters
         ----------
-        ax : matplotlib Axes, default=None
-            Axes to draw on; ``None`` creates a new figure, with a constrained
-            layout so that the labels stay inside it.
+        %(plot_ax)s
         name : str, default=None
             Legend label of the points; ``None`` uses ``estimator_name``.
+        %(test_params)s
         **kwargs : dict
             Passed to :meth:`matplotlib.axes.Axes.scatter` for the points.
 
@@ -212,6 +273,7 @@ class ClientCoverageDisplay(Display):
         confidence = check_alpha(self.confidence, name="confidence")
         if self.band not in _BANDS:
             raise ValueError(f"band must be one of {list(_BANDS)}; got {self.band!r}.")
+        check_test_params(significance, correction)
         clients = np.asarray(self.clients)
         coverage = np.asarray(self.coverage, dtype=float)
         n = np.asarray(self.n_samples)
@@ -237,6 +299,14 @@ class ClientCoverageDisplay(Display):
             flagged = (coverage < low) | (coverage > high)
         else:
             flagged = (target < low) | (target > high)
+        test = coverage_test_from_counts(
+            clients,
+            n,
+            coverage * n,
+            target=target,
+            significance=significance,
+            correction=correction,
+        )
         order = np.lexsort((np.arange(n.size), n))
         x = np.arange(n.size)
 
@@ -264,6 +334,21 @@ class ClientCoverageDisplay(Display):
             **kwargs,
         }
         self.scatter_ = ax.scatter(x, coverage[order], **scatter_kwargs)
+        below = test.below[order]
+        self.below_scatter_ = None
+        if below.any():
+            self.below_scatter_ = ax.scatter(
+                x[below],
+                coverage[order][below],
+                s=160,
+                facecolors="none",
+                edgecolors="k",
+                linewidths=1.2,
+                zorder=4,
+                label=(
+                    f"below {target:g} beyond chance ({correction}, {significance:g})"
+                ),
+            )
         self.target_line_ = ax.axhline(
             target, color="k", ls="--", lw=1, label=f"target {target:g}"
         )
@@ -310,6 +395,9 @@ class ClientCoverageDisplay(Display):
         self.band_high_ = high
         self.flagged_ = flagged
         self.flagged_clients_ = clients[flagged]
+        self.coverage_test_ = test
+        self.below_ = test.below
+        self.below_clients_ = clients[test.below]
         return self._drawn(ax, fig)
 
     @classmethod
@@ -323,6 +411,8 @@ class ClientCoverageDisplay(Display):
         guarantee: float | Literal["auto"] | None = "auto",
         band: Literal["target", "clopper-pearson"] = "target",
         confidence: float = 0.95,
+        significance: float = 0.05,
+        correction: Literal["holm", "bh", "none"] = "holm",
         ax: Axes | None = None,
         name: str | None = None,
         **kwargs: Any,
@@ -345,20 +435,12 @@ class ClientCoverageDisplay(Display):
             ``"auto"`` uses the lower end of the fitted calibrator's
             ``coverage_bounds`` at its calibration sizes (no line when theory
             gives none, e.g. for ``"avg"``); ``None`` draws no line.
-        band : {"target", "clopper-pearson"}, default="target"
-            See :class:`ClientCoverageDisplay`.
-        confidence : float, default=0.95
-            Probability content of the bands.
-        ax : matplotlib Axes, default=None
-            Axes to draw on.
+        %(from_draw_params)s
         name : str, default=None
             Legend label; ``None`` names the estimator and its calibrator.
-        **kwargs : dict
-            Passed to :meth:`matplotlib.axes.Axes.scatter`.
+        %(from_kwargs)s
 
-        Returns
-        -------
-        display : ClientCoverageDisplay
+        %(returns)s
         """
         check_matplotlib(f"{cls.__name__}.from_estimator")
         kind, region = predict_region(estimator, X)
@@ -379,6 +461,8 @@ class ClientCoverageDisplay(Display):
             classes=classes if kind == "set" else None,
             band=band,
             confidence=confidence,
+            significance=significance,
+            correction=correction,
             ax=ax,
             name=estimator_name(estimator, name),
             **kwargs,
@@ -396,6 +480,8 @@ class ClientCoverageDisplay(Display):
         classes: ArrayLike | None = None,
         band: Literal["target", "clopper-pearson"] = "target",
         confidence: float = 0.95,
+        significance: float = 0.05,
+        correction: Literal["holm", "bh", "none"] = "holm",
         ax: Axes | None = None,
         name: str | None = None,
         **kwargs: Any,
@@ -418,20 +504,12 @@ class ClientCoverageDisplay(Display):
         classes : array-like of shape (n_classes,), default=None
             Labels of the set columns; ``None`` means column indices (sets
             must then be boolean).
-        band : {"target", "clopper-pearson"}, default="target"
-            See :class:`ClientCoverageDisplay`.
-        confidence : float, default=0.95
-            Probability content of the bands.
-        ax : matplotlib Axes, default=None
-            Axes to draw on.
+        %(from_draw_params)s
         name : str, default=None
             Legend label of the points.
-        **kwargs : dict
-            Passed to :meth:`matplotlib.axes.Axes.scatter`.
+        %(from_kwargs)s
 
-        Returns
-        -------
-        display : ClientCoverageDisplay
+        %(returns)s
         """
         check_matplotlib(f"{cls.__name__}.from_predictions")
         alpha = check_alpha(alpha)
@@ -454,4 +532,6 @@ class ClientCoverageDisplay(Display):
             confidence=confidence,
             estimator_name=name,
         )
-        return display.plot(ax=ax, **kwargs)
+        return display.plot(
+            ax=ax, significance=significance, correction=correction, **kwargs
+        )

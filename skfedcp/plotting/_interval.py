@@ -14,6 +14,7 @@ from ..metrics._intervals import _check_intervals
 from ._base import (
     Display,
     check_matplotlib,
+    display_docfiller,
     estimator_name,
     final_step,
     finish_axes,
@@ -85,6 +86,23 @@ def _client_handles(clients):
     return handles
 
 
+_fill_doc = display_docfiller(
+    "IntervalDisplay",
+    "vlines",
+    from_draw_params="""\
+client_ids : array-like of shape (n_samples,), default=None
+    Client of each row, to colour the bars.
+sort_by : {"prediction", "width", "true", "client"} or array-like, \
+                default="prediction"
+    See :meth:`plot`.
+max_rows : int or None, default=200
+    See :meth:`plot`.
+ax : matplotlib Axes, default=None
+    Axes to draw on.""",
+)
+
+
+@_fill_doc
 class IntervalDisplay(Display):
     """Prediction intervals, point predictions and truths on sorted rows.
 
@@ -126,10 +144,7 @@ class IntervalDisplay(Display):
         True values inside their interval.
     missed_scatter_ : matplotlib PathCollection or None
         True values outside their interval.
-    ax_ : matplotlib Axes
-        Axes with the plot.
-    figure_ : matplotlib Figure
-        Figure containing the plot.
+    %(ax_figure_attrs)s
 
     See Also
     --------
@@ -172,9 +187,7 @@ class IntervalDisplay(Display):
 
         Parameters
         ----------
-        ax : matplotlib Axes, default=None
-            Axes to draw on; ``None`` creates a new figure, with a constrained
-            layout so that the labels stay inside it.
+        %(plot_ax)s
         sort_by : {"prediction", "width", "true", "client"} or array-like of \
                 shape (n_samples,), default="prediction"
             Key that orders the rows from left to right (``"client"``: by
@@ -187,9 +200,7 @@ class IntervalDisplay(Display):
         **kwargs : dict
             Passed to :meth:`matplotlib.axes.Axes.vlines` for the bars.
 
-        Returns
-        -------
-        display : IntervalDisplay
+        %(returns)s
         """
         plt = check_matplotlib(f"{type(self).__name__}.plot")
         intervals = np.asarray(self.y_intervals, dtype=float)
@@ -331,23 +342,12 @@ class IntervalDisplay(Display):
             Features.
         y : array-like of shape (n_samples,), default=None
             True targets, drawn when given.
-        client_ids : array-like of shape (n_samples,), default=None
-            Client of each row, to colour the bars.
-        sort_by : {"prediction", "width", "true", "client"} or array-like, \
-                default="prediction"
-            See :meth:`plot`.
-        max_rows : int or None, default=200
-            See :meth:`plot`.
-        ax : matplotlib Axes, default=None
-            Axes to draw on.
+        %(from_draw_params)s
         name : str, default=None
             Title; ``None`` names the estimator and its calibrator.
-        **kwargs : dict
-            Passed to :meth:`matplotlib.axes.Axes.vlines`.
+        %(from_kwargs)s
 
-        Returns
-        -------
-        display : IntervalDisplay
+        %(returns)s
         """
         check_matplotlib(f"{cls.__name__}.from_estimator")
         kind, intervals = predict_region(estimator, X)
@@ -393,23 +393,12 @@ class IntervalDisplay(Display):
             Lower and upper bounds.
         y_pred : array-like of shape (n_samples,), default=None
             Point predictions; ``None`` uses the interval midpoints.
-        client_ids : array-like of shape (n_samples,), default=None
-            Client of each row, to colour the bars.
-        sort_by : {"prediction", "width", "true", "client"} or array-like, \
-                default="prediction"
-            See :meth:`plot`.
-        max_rows : int or None, default=200
-            See :meth:`plot`.
-        ax : matplotlib Axes, default=None
-            Axes to draw on.
+        %(from_draw_params)s
         name : str, default=None
             Title of the axes.
-        **kwargs : dict
-            Passed to :meth:`matplotlib.axes.Axes.vlines`.
+        %(from_kwargs)s
 
-        Returns
-        -------
-        display : IntervalDisplay
+        %(returns)s
         """
         check_matplotlib(f"{cls.__name__}.from_predictions")
         display = cls(

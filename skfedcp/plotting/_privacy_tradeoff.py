@@ -31,6 +31,7 @@ from ..utils._warnings import warn_user
 from ._base import (
     Display,
     check_matplotlib,
+    display_docfiller,
     estimator_alpha,
     estimator_name,
     final_step,
@@ -106,6 +107,18 @@ def _check_metric(values, name, n_eps, *, unit_interval):
     return values
 
 
+_fill_doc = display_docfiller(
+    "PrivacyTradeoffDisplay",
+    "errorbar",
+    from_plot_params="""\
+ax : sequence of two matplotlib Axes, default=None
+    Axes to draw on.
+name : str, default=None
+    Label of the private curves.""",
+)
+
+
+@_fill_doc
 class PrivacyTradeoffDisplay(Display):
     """Coverage and mean set size (or width) against the privacy level epsilon.
 
@@ -211,9 +224,7 @@ class PrivacyTradeoffDisplay(Display):
         **kwargs : dict
             Passed to :meth:`matplotlib.axes.Axes.errorbar` for both curves.
 
-        Returns
-        -------
-        display : PrivacyTradeoffDisplay
+        %(returns)s
         """
         plt = check_matplotlib(f"{type(self).__name__}.plot")
         eps = np.asarray(self.epsilons, dtype=float)
@@ -353,16 +364,10 @@ class PrivacyTradeoffDisplay(Display):
         random_state : int, RandomState, Generator, SeedSequence or None, \
                 default=None
             Root of the seeds of all fits (spawned, one per fit).
-        ax : sequence of two matplotlib Axes, default=None
-            Axes to draw on.
-        name : str, default=None
-            Label of the private curves.
-        **kwargs : dict
-            Passed to :meth:`matplotlib.axes.Axes.errorbar`.
+        %(from_plot_params)s
+        %(from_kwargs)s
 
-        Returns
-        -------
-        display : PrivacyTradeoffDisplay
+        %(returns)s
         """
         check_matplotlib(f"{cls.__name__}.from_estimator")
         eps = np.asarray(epsilons, dtype=float)
@@ -477,16 +482,10 @@ class PrivacyTradeoffDisplay(Display):
             Target miscoverage, drawn as ``1 - alpha``.
         size_label : str, default="mean set size"
             Y-axis label of the size panel.
-        ax : sequence of two matplotlib Axes, default=None
-            Axes to draw on.
-        name : str, default=None
-            Label of the private curves.
-        **kwargs : dict
-            Passed to :meth:`matplotlib.axes.Axes.errorbar`.
+        %(from_plot_params)s
+        %(from_kwargs)s
 
-        Returns
-        -------
-        display : PrivacyTradeoffDisplay
+        %(returns)s
         """
         check_matplotlib(f"{cls.__name__}.from_predictions")
         display = cls(

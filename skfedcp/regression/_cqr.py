@@ -594,10 +594,7 @@ class FedCQRRegressor(RegressorMixin, ConformalIntervalMixin, BaseFedConformal):
     def predict_quantiles(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return the quantile models' raw bounds, before calibration.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
 
         Returns
         -------

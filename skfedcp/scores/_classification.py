@@ -91,6 +91,9 @@ class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
     #: Natural range of the score (public: it does not depend on data).
     bounds = (0.0, 1.0)
     _parameter_constraints: dict[str, list[Any]] = {}
+    #: Whether :meth:`label_scores` validates ``proba`` itself, so that
+    #: :meth:`predict_set` need not check it first (LAC: checked once).
+    _label_scores_check_proba = False
 
     def label_scores(
         self, proba: ArrayLike, *, random_state: RandomStateLike = None
@@ -138,6 +141,16 @@ class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
         """
         p = _check_proba(proba)
         labels = _check_labels(y_encoded, p)
+        return self._true_label_scores(p, labels, random_state)
+
+    def _true_label_scores(
+        self, p: NDArray[np.float64], labels: NDArray[Any], random_state: Any
+    ) -> NDArray[np.float64]:
+        """The score of label ``labels[i]`` of row ``i`` (``p`` and ``labels`` checked).
+
+        By default from :meth:`label_scores`; a score may read only the
+        labels' own columns.
+        """
         scores = self.label_scores(p, random_state=random_state)
         return scores[np.arange(p.shape[0]), labels]
 
@@ -167,7 +180,8 @@ class BaseClassificationScore(ParamNamesCacheMixin, BaseEstimator):
         sets : ndarray of bool, shape (n_samples, n_classes) or \
                 (n_samples, n_classes, n_levels)
         """
-        proba = _check_proba(proba)
+        if not self._label_scores_check_proba:
+            proba = _check_proba(proba)
         return _label_sets(
             self.label_scores(proba, random_state=random_state), threshold
         )
@@ -190,6 +204,8 @@ class LACScore(BaseClassificationScore):
            [ True,  True,  True]])
     """
 
+    _label_scores_check_proba = True
+
     def label_scores(
         self, proba: ArrayLike, *, random_state: RandomStateLike = None
     ) -> NDArray[np.float64]:
@@ -197,32 +213,10 @@ class LACScore(BaseClassificationScore):
         scores = np.subtract(1.0, _check_proba(proba))
         return np.clip(scores, 0.0, 1.0, out=scores)  # in place: one temporary
 
-    def predict_set(
-        self,
-        proba: ArrayLike,
-        threshold: float | NDArray[np.float64],
-        *,
-        random_state: RandomStateLike = None,
-    ) -> NDArray[np.bool_]:
-        """Return the boolean label sets ``{y : 1 - p_y(x) <= threshold}``.
-
-        Same sets as the base class, with ``proba`` checked once.
-        """
-        return _label_sets(self.label_scores(proba), threshold)
-
-    def conformity_score(
-        self,
-        y_encoded: ArrayLike,
-        proba: ArrayLike,
-        *,
-        random_state: RandomStateLike = None,
+    def _true_label_scores(
+        self, p: NDArray[np.float64], labels: NDArray[Any], random_state: Any
     ) -> NDArray[np.float64]:
-        """Return ``1 - p_y`` of each row's label, clipped to [0, 1].
-
-        Reads one probability per row instead of scoring every label.
-        """
-        p = _check_proba(proba)
-        labels = _check_labels(y_encoded, p)
+        """``1 - p_y`` of each row's label, clipped: one probability per row."""
         scores = np.subtract(1.0, p[np.arange(p.shape[0]), labels])
         return np.clip(scores, 0.0, 1.0, out=scores)
 
@@ -269,6 +263,7 @@ class APSScore(BaseClassificationScore):
     """
 
     _parameter_constraints = {"randomized": ["boolean"]}
+    _label_scores_check_proba = True
 
     def __init__(self, *, randomized: bool = False) -> None:
         self.randomized = randomized

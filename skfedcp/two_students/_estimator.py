@@ -22,6 +22,7 @@ from ..base._levels import nested_intervals
 from ..base._search_warnings import warn_user_once_in_search
 from ..exceptions import DistillationWarning, PrivacyLeakWarning, TeacherFilterWarning
 from ..utils._atomic import atomic_fit
+from ..utils._docstrings import fill_doc
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions, _fit_context
 from ..utils._validation import check_client_ids
 from ..utils._warnings import warn_user
@@ -61,6 +62,7 @@ def _supports_multi_output(estimator):
         return False
 
 
+@fill_doc
 class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     """Two Students: client models distilled into a mean and an uncertainty student.
 
@@ -666,10 +668,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return the mean student's predictions (the distilled ensemble mean).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
 
         Returns
         -------
@@ -686,10 +685,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         ``2 · Φ⁻¹((1 + credible_level) / 2)``. Either way it is at least
         ``sigma_floor_``.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
 
         Returns
         -------
@@ -712,10 +708,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
         :class:`~skfedcp.FedConformalRegressor` with
         ``conformity_score="two_students"`` for calibrated intervals.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
         alpha : float or array-like of float, default=0.1
             Nominal miscoverage of the Gaussian reading, in (0, 1), or a
             sequence of distinct such levels: one interval per level, from
@@ -737,10 +730,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     def predict_teachers(self, X: MatrixLike) -> NDArray[np.float64]:
         """Return every ensemble member's predictions.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
 
         Returns
         -------
@@ -754,10 +744,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     def staged_predict(self, X: MatrixLike) -> Iterator[NDArray[np.float64]]:
         """Yield the mean student's predictions after each round.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
 
         Yields
         ------
@@ -773,10 +760,7 @@ class TwoStudentsRegressor(RegressorMixin, BaseEstimator):
     ) -> Iterator[NDArray[np.float64]]:
         """Yield the uncalibrated interval of :meth:`predict_raw_interval` per round.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
+        %(predict_params)s
         alpha : float or array-like of float, default=0.1
             Nominal miscoverage, in (0, 1), or a sequence of distinct levels
             (as in :meth:`predict_raw_interval`).

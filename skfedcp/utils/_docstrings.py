@@ -128,6 +128,15 @@ result : PerClientCoverage
     named tuple that prints as a short table and has ``to_frame()``."""
 
 
+# -- predict methods of the wrappers and Two Students -------------------------
+
+docdict["predict_params"] = """\
+Parameters
+----------
+X : array-like of shape (n_samples, n_features)
+    Inputs."""
+
+
 # -- wrappers (regressors and the classifier) -------------------------------
 
 docdict["wrapper_alpha"] = """\
@@ -140,28 +149,25 @@ alpha : float or array-like of float, default=0.1
     levels (see Notes); a private calibrator splits ``epsilon`` equally
     among them."""
 
-docdict["wrapper_group_by"] = """\
-group_by : None, str, int or callable, default=None
-    Group-conditional (Mondrian) calibration: one threshold per group,
-    each calibrated across clients on that group's rows only, so that
-    coverage holds within every group, and for every client whose rows
-    differ from the others' only in their mix of groups (see
-    :ref:`heterogeneity`). ``None``: one marginal threshold.
-    A column of ``X`` (its name in a DataFrame, or its integer index) or
-    a callable ``X -> labels`` gives each row's group, at fit and
-    predict time alike (so pipelines, searches and scorers work
-    unchanged). Needs ``calibrator`` in ``"qq"``, ``"central"``,
-    ``"avg"``, ``"dp-qq"``. Each client sends one message per group it
-    holds, which reveals its group counts to the server. A group too
-    small for a finite threshold gets ``+inf`` (warned); rows of a group
-    unseen in calibration get ``fallback_threshold_`` (warned at
-    predict).
-min_group_size : int, default=None
-    With ``group_by``: groups with fewer calibration rows are calibrated
-    together as one merged group, whose threshold they share (as do
-    unseen groups); their guarantee holds for the merged groups
-    together, not each (see :ref:`heterogeneity`). ``None``: every group
-    on its own."""
+# The parts of ``group_by`` the regressors and the classifier share (the
+# classifier adds its ``"class"`` option between them).
+docdict["wrapper_group_by_intro"] = """\
+Group-conditional (Mondrian) calibration: one threshold per group,
+each calibrated across clients on that group's rows only, so that
+coverage holds within every group, and for every client whose rows
+differ from the others' only in their mix of groups (see
+:ref:`heterogeneity`). ``None``: one marginal threshold."""
+
+docdict["wrapper_group_by_rows"] = """\
+A column of ``X`` (its name in a DataFrame, or its integer index) or
+a callable ``X -> labels`` gives each row's group, at fit and
+predict time alike (so pipelines, searches and scorers work
+unchanged). Needs ``calibrator`` in ``"qq"``, ``"central"``,
+``"avg"``, ``"dp-qq"``. Each client sends one message per group it
+holds, which reveals its group counts to the server. A group too
+small for a finite threshold gets ``+inf`` (warned); rows of a group
+unseen in calibration get ``fallback_threshold_`` (warned at
+predict)."""
 
 docdict["wrapper_min_group_size"] = """\
 min_group_size : int, default=None
@@ -170,6 +176,15 @@ min_group_size : int, default=None
     unseen groups); their guarantee holds for the merged groups
     together, not each (see :ref:`heterogeneity`). ``None``: every group
     on its own."""
+
+docdict["wrapper_group_by"] = "\n".join(
+    [
+        "group_by : None, str, int or callable, default=None",
+        textwrap.indent(docdict["wrapper_group_by_intro"], "    "),
+        textwrap.indent(docdict["wrapper_group_by_rows"], "    "),
+        docdict["wrapper_min_group_size"],
+    ]
+)
 
 docdict["wrapper_clients_attrs"] = """\
 clients_ : ndarray of shape (n_clients,)

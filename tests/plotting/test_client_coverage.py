@@ -9,7 +9,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skfedcp import FedConformalRegressor, PrivateConformalClassifier
-from skfedcp.metrics import per_client_coverage
+from skfedcp.metrics import client_coverage_test, per_client_coverage
 from skfedcp.plotting import ClientCoverageDisplay
 from skfedcp.plotting._client_coverage import binomial_band
 
@@ -195,6 +195,9 @@ def test_from_estimator_classifier():
         ({"guarantee": 1.5}, ValueError, "guarantee"),
         ({"guarantee": "auto"}, TypeError, "guarantee"),
         ({"client_ids": [0, 1]}, ValueError, "client_ids has 2 entries"),
+        ({"significance": 1.5}, ValueError, "significance"),
+        ({"significance": True}, TypeError, "significance"),
+        ({"correction": "bonferroni"}, ValueError, "correction must be one of"),
     ],
 )
 def test_input_errors(three_clients, kwargs, error, match):
@@ -285,3 +288,111 @@ def test_flagged_clients_are_listed():
         alpha=0.1,
     ).plot()
     assert disp.flagged_clients_.shape == (0,)
+
+
+def _four_clients():
+    """Clients a-d: 70/100, 84/100, 95/100 and 18/20 covered (target 0.9).
+
+    One-sided exact p-values P(Bin(n, 0.9) <= covered): a about 1e-9, b 0.040,
+    c 0.94, d 0.61. Holm multiplies the second smallest by 3 (0.12) and BH by
+    2 (0.080): only a stays below 0.05; without a correction b is below too.
+    """
+    ids = np.repeat(["a", "b", "c", "d"], [100, 100, 100, 20])
+    covered = np.concatenate(
+        [
+            np.arange(100) < 70,
+            np.arange(100) < 84,
+            np.arange(100) < 95,
+            np.arange(20) < 18,
+        ]
+    )
+    y = np.where(covered, 0.0, 5.0)
+    intervals = np.tile([-1.0, 1.0], (ids.size, 1))
+    return y, intervals, ids, covered
+
+
+@pytest.mark.parametrize(
+    "correction, below",
+    [("holm", ["a"]), ("bh", ["a"]), ("none", ["a", "b"])],
+)
+def test_clients_below_beyond_chance_are_circled(correction, below):
+    y, intervals, ids, covered = _four_clients()
+    disp = ClientCoverageDisplay.from_predictions(
+        y, intervals, client_ids=ids, alpha=0.1, correction=correction
+    )
+    assert disp.below_clients_.tolist() == below
+    assert disp.below_.tolist() == [c in below for c in "abcd"]
+    # The same tests as the metric on the rows.
+    expected = client_coverage_test(covered, ids, alpha=0.1, correction=correction)
+    np.testing.assert_array_equal(disp.below_, expected.below)
+    np.testing.assert_allclose(
+        disp.coverage_test_.adjusted_pvalues, expected.adjusted_pvalues, rtol=1e-12
+    )
+    assert disp.coverage_test_.correction == correction
+    # One circle per client below, on its point (display order: by test size,
+    # d (20 rows) first, then a, b, c).
+    assert disp.order_.tolist() == [3, 0, 1, 2]
+    circles = disp.below_scatter_.get_offsets()
+    positions = {"a": 1, "b": 2}
+    np.testing.assert_allclose(circles[:, 0], [positions[c] for c in below])
+    np.testing.assert_allclose(circles[:, 1], [{"a": 0.7, "b": 0.84}[c] for c in below])
+    legend = [t.get_text() for t in disp.ax_.get_legend().get_texts()]
+    assert f"below 0.9 beyond chance ({correction}, 0.05)" in legend
+
+
+def test_no_circle_when_no_client_is_below():
+    disp = ClientCoverageDisplay(
+        clients=np.array([3, 7]),
+        coverage=np.array([0.9, 0.91]),
+        n_samples=np.array([100, 100]),
+        alpha=0.1,
+    ).plot()
+    assert disp.below_scatter_ is None
+    assert disp.below_clients_.shape == (0,)
+    assert not disp.below_.any()
+
+
+def test_plot_takes_the_test_options():
+    # The counts of _four_clients, drawn from the constructor.
+    disp = ClientCoverageDisplay(
+        clients=np.array(["a", "b", "c", "d"]),
+        coverage=np.array([0.7, 0.84, 0.95, 0.9]),
+        n_samples=np.array([100, 100, 100, 20]),
+        alpha=0.1,
+    )
+    assert disp.plot().below_clients_.tolist() == ["a"]
+    assert disp.plot(correction="none").below_clients_.tolist() == ["a", "b"]
+    with pytest.raises(ValueError, match="significance"):
+        disp.plot(significance=0.0)
+
+
+def test_significance_sets_the_level_of_the_test():
+    # b's Holm-adjusted p-value is about 0.12: below at 0.2, not at 0.05.
+    y, intervals, ids, _ = _four_clients()
+    disp = ClientCoverageDisplay.from_predictions(
+        y, intervals, client_ids=ids, alpha=0.1, significance=0.2
+    )
+    assert disp.below_clients_.tolist() == ["a", "b"]
+    assert disp.coverage_test_.significance == 0.2
+
+
+def test_from_estimator_passes_the_test_options(linear_data):
+    X_train, y_train, X, y, ids = linear_data
+    frozen = FrozenEstimator(LinearRegression().fit(X_train, y_train))
+    reg = FedConformalRegressor(frozen, calibrator="qq").fit(
+        X[:300], y[:300], client_ids=ids[:300]
+    )
+    disp = ClientCoverageDisplay.from_estimator(
+        reg, X[300:], y[300:], client_ids=ids[300:], correction="bh", significance=0.1
+    )
+    intervals = reg.predict_interval(X[300:])
+    covered = (intervals[:, 0] <= y[300:]) & (y[300:] <= intervals[:, 1])
+    expected = client_coverage_test(
+        covered, ids[300:], alpha=0.1, correction="bh", significance=0.1
+    )
+    np.testing.assert_array_equal(disp.below_, expected.below)
+    np.testing.assert_allclose(
+        disp.coverage_test_.pvalues, expected.pvalues, rtol=1e-12
+    )
+    assert disp.coverage_test_.correction == "bh"
+    assert disp.coverage_test_.significance == 0.1
