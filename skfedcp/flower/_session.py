@@ -481,7 +481,7 @@ class ServerSession:
 
     # -- hello -----------------------------------------------------------------
 
-    def hello(self, *, calibration=False, selection=False, classes=False):
+    def hello(self, *, calibration=False, selection=False, classes=False, groups=False):
         """Ask every node for its label, sizes, fingerprints and key.
 
         Then keep the nodes that may take part: every field well formed and
@@ -496,6 +496,7 @@ class ServerSession:
             "calibration": bool(calibration),
             "selection": bool(selection),
             "classes": bool(classes),
+            "groups": bool(groups),  # each node's cells: group labels and sizes
             "salt": self.tag,  # of the data fingerprints: unlinkable across runs
         }
         ok, failed, replays = self.query("hello", dict.fromkeys(self.node_ids, request))
