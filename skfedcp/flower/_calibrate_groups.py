@@ -1,4 +1,4 @@
-"""Server side, group-conditional calibration: one round per group, one message per cell.
+"""Server side, group-conditional calibration: one round per group, per-cell messages.
 
 The group list is public and fixed by the server before the run (never a
 vote of the nodes). In the hello round each node announces its cells: the
@@ -35,11 +35,11 @@ from ..exceptions import InfiniteThresholdWarning
 from ..utils._validation import check_alpha
 from ._calibrate import (
     _check_replies,
-    calibrate_nodes,
     _decode_message,
     _fit_private_round,
     _invalid_nodes,
     _private_failure,
+    calibrate_nodes,
 )
 from ._protocol import _alias_of, calibrator_to_spec
 from ._session import _short
@@ -304,8 +304,9 @@ def calibrate_groups(
 def _round_fits(session, plan, cells, base, alpha, random_state):
     """Per group round: its ``fit_from_messages`` (partial) and its nodes.
 
-    A node without a usable reply (failed, replayed, malformed) has an empty (invalid) message in its every round, so that
-    the plan stays the announced one.
+    A node without a usable reply (failed, replayed, malformed) has an empty
+    (invalid) message in its every round, so that the plan stays the
+    announced one.
     """
     seeds = _unit_seeds(random_state, len(plan.members))
     rounds = []

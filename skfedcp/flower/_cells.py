@@ -1,4 +1,4 @@
-"""Node side of group-conditional calibration: each row's group, one message per cell."""
+"""Node side of group-conditional calibration: row groups, one message per cell."""
 
 from __future__ import annotations
 
