@@ -285,7 +285,9 @@ def calibrate_groups(
         else:  # the other messages of the round are checked all the same
             for fit, members in rounds:
                 found = _invalid_nodes(fit, members, session.labels(members))
-                invalid.update((n, r) for n, r in found.items() if n in ok)
+                invalid.update(
+                    (n, r) for n, r in found.items() if n in ok and n not in invalid
+                )
         left = len(nodes) - len(failed) - len(invalid)
         again = (
             f" {alias} (per group) is recalibrated with the remaining {left} node(s)"
