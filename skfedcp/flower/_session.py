@@ -249,10 +249,12 @@ def _hello_problem(reply, request, max_size, max_classes):
                 or classes.ndim != 1
                 or classes.dtype.kind not in "iub" + "U"
                 or classes.shape[0] > max_classes
+                or classes.dtype.itemsize > 4 * _MAX_LABEL_CHARS
             ):
                 return (
                     "its field 'classes' is not a vector of at most "
-                    f"max_classes={max_classes} int or string labels"
+                    f"max_classes={max_classes} int or string labels (strings of "
+                    f"at most {_MAX_LABEL_CHARS} characters)"
                 )
     if not isinstance(reply.get("data_fingerprint", ""), str):
         return "its field 'data_fingerprint' is not a string"

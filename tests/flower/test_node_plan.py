@@ -420,6 +420,59 @@ class TestMalformedAnnouncements:
             )
         assert 1 not in deployed.clients_.tolist()
 
+    def test_string_class_list_cannot_poison_the_derived_union(self, data):
+        # classes=None: the union of the nodes' lists. Node 1's string labels
+        # would turn it into strings; node 1 is left out instead.
+        def edit(payload):
+            payload["classes"] = payload["classes"].astype(str)
+
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        grid = _grid(data, configs, wrap=_tampering(1, edit))
+        with pytest.warns(InvalidMessageWarning) as caught:
+            deployed, report = flower.run_chi2_selection(
+                grid, FedChi2Selector(k=10), planned_clients=list(range(HONEST))
+            )
+        node = _node_of(grid, 1)
+        (text,) = [t for t in _texts(caught) if f"node {node} (client 1)" in t]
+        assert "field 'classes' holds string labels, not int labels" in text
+        assert deployed.classes_.dtype.kind == "i"
+        assert deployed.clients_.tolist() == [0, 2, 3, 4]
+        keep = _honest(data, "sel_ids") & (data["sel_ids"] != 1)
+        reference = FedChi2Selector(k=10, random_state=RS).fit(
+            data["X_sel"][keep], data["y_sel"][keep], data["sel_ids"][keep]
+        )
+        assert_same_fit(deployed, reference)
+
+    def test_class_kinds_in_equal_numbers_need_public_classes(self, data):
+        def edit(payload):
+            if "classes" in payload:
+                payload["classes"] = payload["classes"].astype(str)
+
+        configs = [_config(k, k, data) for k in range(2)]
+        grid = _grid(data, configs, wrap=_tampering(1, edit))
+        with pytest.raises(ValueError, match="mix int and string labels in equal"):
+            flower.run_chi2_selection(
+                grid, FedChi2Selector(k=10), planned_clients=[0, 1]
+            )
+        # With the public classes, node 1's list is never asked for.
+        grid = _grid(data, configs, wrap=_tampering(1, edit))
+        deployed, _ = flower.run_chi2_selection(
+            grid, FedChi2Selector(k=10), classes=np.arange(10), planned_clients=[0, 1]
+        )
+        assert deployed.clients_.tolist() == [0, 1]
+
+    def test_overlong_string_classes_are_refused(self, data):
+        def edit(payload):
+            payload["classes"] = np.array(["x" * 300])
+
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        grid = _grid(data, configs, wrap=_tampering(1, edit))
+        with pytest.warns(InvalidMessageWarning, match="at most 256 characters"):
+            deployed, _ = flower.run_chi2_selection(
+                grid, FedChi2Selector(k=10), planned_clients=list(range(HONEST))
+            )
+        assert 1 not in deployed.clients_.tolist()
+
     def test_duplicate_public_keys_leave_both_out(self, data):
         keys = {}
 
