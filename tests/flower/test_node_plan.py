@@ -26,6 +26,7 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LinearRegression
 from sklearn.utils import check_random_state
 
+from skfedcp import config_context, get_config
 from skfedcp.calibrators import CALIBRATORS, QuantileOfQuantilesCalibrator
 from skfedcp.exceptions import InvalidMessageWarning
 from skfedcp.feature_selection import FedChi2Selector
@@ -512,6 +513,37 @@ class TestMalformedAnnouncements:
         configs[1]["client-id"] = "one"
         with pytest.raises(ValueError, match="mix types in equal numbers"):
             _quiet_run(_grid(data, configs))
+
+    def test_run_calibration_bounds_are_the_calibrators_policy(self, data):
+        # The policy in force says 100 rows; the run's own max_client_size
+        # (1000) must reach the calibrator's plan too, not only hello, or the
+        # honest nodes (120 rows each) are blamed for the policy's bound.
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        scores = np.abs(data["y"] - data["model"].predict(data["X"]))
+        keep = _honest(data)
+        reference = QuantileOfQuantilesCalibrator().fit(
+            scores[keep], data["ids"][keep], alpha=0.1
+        )
+        with config_context(max_client_size=100):
+            deployed, report = flower.run_calibration(
+                _grid(data, configs),
+                "qq",
+                alpha=0.1,
+                planned_clients=list(range(HONEST)),
+                max_client_size=1000,
+            )
+            assert get_config()["max_client_size"] == 100  # restored after the run
+        assert not report.excluded
+        assert_same_fit(deployed, reference)
+        # The run's bound below the rows: every node refused at hello.
+        with pytest.warns(InvalidMessageWarning, match="max_client_size=50"):
+            with pytest.raises(RuntimeError, match="no node is left"):
+                flower.run_calibration(
+                    _grid(data, configs),
+                    "qq",
+                    planned_clients=list(range(HONEST)),
+                    max_client_size=50,
+                )
 
     def test_hello_is_refused_in_milliseconds(self):
         # A session's checks of hostile announcements never allocate n rows.
