@@ -261,9 +261,10 @@ def run_calibration(
         (with SuperNode authentication, see the user guide): only those node
         ids are asked, each must announce its planned label. ``None``
         checks nothing and warns. In every case two nodes with one label,
-        one public key or the same rows are all left out (duplicates,
-        Sybils), and a reply must carry its own request's nonce (no
-        replays).
+        one public key are all left out (duplicates), and so are two nodes
+        with the same rows (Sybils) unless the plan pins their node ids (a
+        mapping: authenticated planned participants, both used with a
+        warning); a reply must carry its own request's nonce (no replays).
     max_client_size : int, default=None
         Public bound on the rows a node may announce; above it the node is
         left out before any plan is made. None: the plan policy's

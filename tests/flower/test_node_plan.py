@@ -209,6 +209,44 @@ class TestHostileNodes:
         assert not honest & set(report.excluded)
         assert len(report.excluded) == len(SYBILS) + 2
 
+    def test_pinned_nodes_with_identical_rows_are_both_used(self, data):
+        # Two authenticated planned nodes (node ids pinned) may hold the same
+        # rows (one public data set): not Sybils. Both are used, with a
+        # warning naming them; the result is the in-process fit with both.
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        configs.append(_config(HONEST, 0, data))  # client 5 holds client 0's rows
+        grid = _grid(data, configs)
+        pinned = {node: c.node_config["client-id"] for node, c in grid.contexts.items()}
+        with pytest.warns(UserWarning, match="hold the same rows") as caught:
+            deployed, report = flower.run_calibration(
+                grid, "qq", alpha=0.1, planned_clients=pinned
+            )
+        (text,) = [t for t in _texts(caught) if "hold the same rows" in t]
+        assert f"node {_node_of(grid, 0)} (client 0)" in text
+        assert f"node {_node_of(grid, HONEST)} (client {HONEST})" in text
+        assert not report.excluded
+        scores = np.abs(data["y"] - data["model"].predict(data["X"]))
+        keep = _honest(data)
+        both = QuantileOfQuantilesCalibrator().fit(
+            np.concatenate([scores[keep], scores[data["ids"] == 0]]),
+            np.concatenate([data["ids"][keep], np.full(N, HONEST)]),
+            alpha=0.1,
+        )
+        assert_same_fit(deployed, both)
+
+    def test_unpinned_nodes_with_identical_rows_are_left_out(self, data):
+        # Without authentication the same two nodes are Sybils: both out.
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        configs.append(_config(HONEST, 0, data))
+        grid = _grid(data, configs)
+        with pytest.warns(InvalidMessageWarning, match="Sybil") as caught:
+            deployed, report = flower.run_calibration(
+                grid, "qq", alpha=0.1, planned_clients=list(range(HONEST + 1))
+            )
+        assert deployed.clients_.tolist() == [1, 2, 3, 4]
+        assert set(report.excluded) == {_node_of(grid, 0), _node_of(grid, HONEST)}
+        assert not any("are used" in t for t in _texts(caught))
+
     def test_chi2_leaves_them_out_and_equals_the_honest_fit(self, data):
         grid = _hostile_grid(data)
         with pytest.warns(InvalidMessageWarning):
