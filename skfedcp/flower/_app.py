@@ -173,15 +173,17 @@ def _session(grid, timeout, min_rows, **plan):
 
 
 @contextmanager
-def _task(grid, timeout, min_rows, *, planned_clients, max_client_size, max_clients):
+def _task(grid, timeout, min_rows, plan):
     """The session of a one-task runner, under the run's plan policy.
 
-    The bounds the run passes (``max_client_size``, ``max_clients``) are the
-    plan policy (:func:`skfedcp.get_config`) of everything the task runs:
-    the session's hello checks and the calibrators' and FED-chi2's own
-    plans, as in :func:`~skfedcp.flower.make_server_app`'s app.
+    ``plan`` is ``(planned_clients, max_client_size, max_clients)``. The
+    bounds the run passes are the plan policy (:func:`skfedcp.get_config`)
+    of everything the task runs: the session's hello checks and the
+    calibrators' and FED-chi2's own plans, as in
+    :func:`~skfedcp.flower.make_server_app`'s app.
     """
     _require_flwr()
+    planned_clients, max_client_size, max_clients = plan
     session = _session(
         grid,
         timeout,
@@ -316,14 +318,8 @@ def run_calibration(
     ...     calibrator, report = run_calibration(grid, "qq", alpha=0.1)
     ...     print(calibrator.threshold_)
     """
-    with _task(
-        grid,
-        timeout,
-        min_rows,
-        planned_clients=planned_clients,
-        max_client_size=max_client_size,
-        max_clients=max_clients,
-    ) as session:
+    plan = (planned_clients, max_client_size, max_clients)
+    with _task(grid, timeout, min_rows, plan) as session:
         nodes = session.hello(calibration=True, groups=groups is not None)
         nodes = session.usable(nodes, "n")
         nodes, expected = session.check_fingerprints(nodes, model_fingerprint)
@@ -417,14 +413,8 @@ def run_chi2_selection(
     ...     print(selector.get_support(indices=True))
     """
     selector = FedChi2Selector() if selector is None else selector
-    with _task(
-        grid,
-        timeout,
-        min_rows,
-        planned_clients=planned_clients,
-        max_client_size=max_client_size,
-        max_clients=max_clients,
-    ) as session:
+    plan = (planned_clients, max_client_size, max_clients)
+    with _task(grid, timeout, min_rows, plan) as session:
         nodes = session.hello(selection=True, classes=classes is None)
         nodes = session.usable(nodes, "selection_n")
         fitted, used = select_chi2_nodes(

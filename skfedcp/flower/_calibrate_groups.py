@@ -37,9 +37,11 @@ from ._calibrate import (
     _check_replies,
     _decode_message,
     _fit_private_round,
-    _invalid_nodes,
     _private_failure,
     calibrate_nodes,
+    exclude_invalid,
+    find_invalid,
+    next_round_nodes,
 )
 from ._protocol import _alias_of, calibrator_to_spec
 from ._session import _short
@@ -273,33 +275,15 @@ def calibrate_groups(
                 cells[node] = split
         rounds = _round_fits(session, plan, cells, base, alpha, random_state)
         if base._randomized:
+            exclude_invalid(session, invalid)
             return _fit_private(session, grouped, plan, public, rounds, invalid, alpha)
+        find_invalid(session, rounds, ok, invalid)
         if not failed and not invalid:
-            for fit, members in rounds:
-                invalid.update(_invalid_nodes(fit, members, session.labels(members)))
-            if not invalid:
-                fitted = [_fit_quietly(fit, "raise") for fit, _ in rounds]
-                return _assemble(
-                    session, grouped, plan, public, fitted, alpha, plan.nodes
-                )
-        else:  # the other messages of the round are checked all the same
-            for fit, members in rounds:
-                found = _invalid_nodes(fit, members, session.labels(members))
-                invalid.update(
-                    (n, r) for n, r in found.items() if n in ok and n not in invalid
-                )
-        left = len(nodes) - len(failed) - len(invalid)
-        again = (
-            f" {alias} (per group) is recalibrated with the remaining {left} node(s)"
+            fitted = [_fit_quietly(fit, "raise") for fit, _ in rounds]
+            return _assemble(session, grouped, plan, public, fitted, alpha, plan.nodes)
+        nodes = next_round_nodes(
+            session, nodes, failed, invalid, f"{alias} (per group)"
         )
-        session.leave_out(nodes, failed, consequence=again + ".")
-        session.leave_out(
-            nodes,
-            invalid,
-            consequence=again + " (a new round with their plan).",
-            invalid=True,
-        )
-        nodes = [n for n in nodes if n not in failed and n not in invalid]
     raise RuntimeError(f"{alias}: nodes kept failing after {max_attempts} attempts.")
 
 
@@ -341,13 +325,6 @@ def _fit_private(session, grouped, plan, public, rounds, invalid, alpha):
     other cells count as invalid too): refitting from the same messages is
     post-processing and spends no budget.
     """
-    for node, reason in invalid.items():
-        session.exclude(
-            node,
-            reason,
-            " Its messages count as invalid under the round's plan.",
-            invalid=True,
-        )
     bad = set(invalid)
     fitted = []
     for fit, members in rounds:

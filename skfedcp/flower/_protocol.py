@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Any, Literal, cast
 
@@ -297,6 +298,7 @@ def node_label(node_config: Mapping[str, Any], node_id: int) -> Any:
 # Node side
 
 
+@dataclass
 class NodeConfig:
     """What a node needs to answer requests (built by ``make_client_app``).
 
@@ -319,21 +321,12 @@ class NodeConfig:
         as the wrappers' ``group_by``.
     """
 
-    def __init__(
-        self,
-        load_data: Callable[[Any], tuple[Any, Any]],
-        load_model: Callable[[Any], Any] | None,
-        load_selection_data: Callable[[Any], tuple[Any, Any]] | None,
-        conformity_score: ConformityScoreLike,
-        allow_raw_scores: bool,
-        group_by: Any = None,
-    ) -> None:
-        self.group_by = group_by
-        self.load_data = load_data
-        self.load_model = load_model
-        self.load_selection_data = load_selection_data
-        self.conformity_score = conformity_score
-        self.allow_raw_scores = allow_raw_scores
+    load_data: Callable[[Any], tuple[Any, Any]]
+    load_model: Callable[[Any], Any] | None
+    load_selection_data: Callable[[Any], tuple[Any, Any]] | None
+    conformity_score: ConformityScoreLike
+    allow_raw_scores: bool
+    group_by: Any = None
 
 
 def _check_xy(data, what):
@@ -350,17 +343,17 @@ def _check_xy(data, what):
     return X, y
 
 
+@dataclass
 class _NodeSession:
     """One request on one node: lazy loading, then the requested step."""
 
-    def __init__(self, config, context, node_id, node_config, state):
-        self.config = config
-        self.context = context
-        self.node_id = node_id
-        self.node_config = node_config
-        self.state = state
-        self._calibration = None
-        self._selection = None
+    config: NodeConfig
+    context: Any
+    node_id: int
+    node_config: Mapping[str, Any]
+    state: MutableMapping[str, dict[str, Any]]
+    _calibration: Any = field(default=None, init=False)
+    _selection: Any = field(default=None, init=False)
 
     # -- data ------------------------------------------------------------------
 
