@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import warnings
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -198,7 +198,7 @@ def _requests(plan, public, base):
 
 def _split_cells(reply, positions):
     """A node's reply as one message per round, or the reason it is malformed."""
-    cells = {}
+    cells: dict[int, dict[str, Any]] = {}
     for key, value in _decode_message(reply).items():
         unit, _, field = key.partition(".")
         if not unit.isdigit() or not field:

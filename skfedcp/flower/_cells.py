@@ -74,7 +74,7 @@ def cell_messages(
         )
     unit = np.asarray(request["unit_of_group"], dtype=np.int64)[code]
     alpha = float(request["alpha"])
-    message = {}
+    message: dict[str, Any] = {}
     for u, position in enumerate(np.asarray(request["positions"]).tolist()):
         if position < 0:
             continue

@@ -251,7 +251,7 @@ def node_random_state(
     return np.random.RandomState(np.random.PCG64(sequence))
 
 
-def _seed_sequence(seed):
+def _seed_sequence(seed: int | str | None) -> np.random.SeedSequence | None:
     """The ``SeedSequence`` a node config ``seed`` names; None for the secure
     generator (no seed). See :func:`node_random_state`."""
     if seed is None or (isinstance(seed, str) and seed.strip() == ""):
@@ -395,7 +395,9 @@ class _NodeSession:
                 "node a classification score ('lac', 'aps' or a score object)."
             )
         if score is None:
-            scores = self.config.conformity_score(model, X, y)
+            # resolve_node_score returns None for a user's callable only.
+            score_fn = cast(Callable[..., Any], self.config.conformity_score)
+            scores = score_fn(model, X, y)
         else:
             if getattr(score, "requires_fit", False):
                 _check_score_fitted(score)
