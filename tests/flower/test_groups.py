@@ -203,7 +203,9 @@ class TestEqualsInProcessFit:
         grid = InMemoryGrid(app, [{"client-id": k} for k in range(2)])
         with pytest.raises(RuntimeError, match="no node is left"):
             with pytest.warns(UserWarning, match="has no group_by"):
-                flower.run_calibration(grid, "qq", groups=GROUPS)
+                flower.run_calibration(
+                    grid, "qq", groups=GROUPS, planned_clients=[0, 1]
+                )
 
 
 def test_class_groups_with_string_labels():
