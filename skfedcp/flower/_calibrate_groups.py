@@ -110,6 +110,11 @@ def _cells_problem(info, public, max_size):
             f"its field 'group_labels' is not a vector of {kind} group labels (the "
             "public group list's kind)"
         )
+    if labels.shape[0] > public.shape[0]:
+        return (
+            f"its field 'group_labels' announces {labels.shape[0]} groups, more "
+            f"than the {public.shape[0]} of the public group list"
+        )
     values, times = np.unique(labels, return_counts=True)
     if np.any(times > 1):
         return (

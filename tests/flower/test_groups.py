@@ -10,6 +10,7 @@ on the honest nodes. ``test_deployment_groups.py`` runs the same on a real
 loopback deployment.
 """
 
+import json
 import math
 import warnings
 
@@ -155,7 +156,7 @@ class TestEqualsInProcessFit:
         child = np.random.SeedSequence(7).spawn(2)[1]
         assert flower.simulation_seeds(child, 2, grouped=True) == ["7:1", "7:1"]
 
-    def test_server_app_runs_every_strategy_per_group(self, data):
+    def test_server_app_runs_every_strategy_per_group(self, data, tmp_path):
         grid = _grid(data)
         results = []
         app = flower.make_server_app(
@@ -163,9 +164,12 @@ class TestEqualsInProcessFit:
             groups=GROUPS,
             on_result=lambda result, context: results.append(result),
         )
-        context = Context(1, 1, {}, RecordDict(), {})
+        output = tmp_path / "result.pkl"
+        context = Context(1, 1, {}, RecordDict(), {"output": str(output)})
         _quiet(app, grid, context)
         (result,) = results
+        summary = json.loads(output.with_suffix(".json").read_text())
+        assert len(summary["thresholds"]["qq"]) == len(GROUPS)  # one per group
         keep = np.ones(data["ids"].shape[0], dtype=bool)
         for alias in ("qq", "avg"):
             reference = _quiet(_reference, data, alias, keep)
@@ -350,6 +354,12 @@ class TestHostileNodes:
             ),
             (lambda p: p.update(group_n=p["group_n"] * 0), "outside \\[1"),
             (lambda p: p.pop("group_labels"), "'group_labels' is not"),
+            (
+                lambda p: p.update(
+                    group_labels=np.arange(9), group_n=np.ones(9, dtype=int)
+                ),
+                "announces 9 groups, more than the 5",
+            ),
         ],
     )
     def test_malformed_cells_are_refused_before_any_plan(self, data, edit, match):
