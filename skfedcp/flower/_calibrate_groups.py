@@ -110,22 +110,19 @@ def _cells_problem(info, public, max_size):
             f"its field 'group_labels' is not a vector of {kind} group labels (the "
             "public group list's kind)"
         )
-    if labels.shape[0] > public.shape[0]:
+    # Known labels first (a hash lookup); then, each in the public list, a
+    # node can only repeat one (a duplicated cell) to announce more.
+    unknown = labels[pd.Index(public).get_indexer(labels) < 0]
+    if unknown.size:
         return (
-            f"its field 'group_labels' announces {labels.shape[0]} groups, more "
-            f"than the {public.shape[0]} of the public group list"
+            f"its field 'group_labels' holds group(s) {_short(unknown.tolist())} "
+            "outside the server's public group list"
         )
     values, times = np.unique(labels, return_counts=True)
     if np.any(times > 1):
         return (
             f"its field 'group_labels' repeats group(s) "
             f"{_short(values[times > 1].tolist())} (a duplicated cell)"
-        )
-    unknown = labels[pd.Index(public).get_indexer(labels) < 0]
-    if unknown.size:
-        return (
-            f"its field 'group_labels' holds group(s) {_short(unknown.tolist())} "
-            "outside the server's public group list"
         )
     if (
         not isinstance(counts, np.ndarray)

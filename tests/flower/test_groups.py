@@ -356,9 +356,9 @@ class TestHostileNodes:
             (lambda p: p.pop("group_labels"), "'group_labels' is not"),
             (
                 lambda p: p.update(
-                    group_labels=np.arange(9), group_n=np.ones(9, dtype=int)
+                    group_labels=np.zeros(9, dtype=int), group_n=np.ones(9, dtype=int)
                 ),
-                "announces 9 groups, more than the 5",
+                "repeats group\\(s\\) \\[0\\]",
             ),
         ],
     )
