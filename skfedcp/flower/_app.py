@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from numpy.typing import ArrayLike
 
+from .._config import config_context
 from .._typing import ConformityScoreLike, SecureRandomStateLike
-from ..calibrators import BaseCalibrator
+from ..calibrators import BaseCalibrator, GroupedCalibrator
 from ..feature_selection import FedChi2Selector
-from ._calibrate import calibrate_nodes
+from ._calibrate_groups import calibrate
 from ._protocol import NodeConfig, handle_request
 from ._select import select_chi2_nodes
 from ._session import DeploymentReport, ServerSession
@@ -45,6 +47,7 @@ def make_client_app(
     load_selection_data: Callable[[Context], tuple[Any, Any]] | None = None,
     conformity_score: ConformityScoreLike = "absolute",
     allow_raw_scores: bool = False,
+    group_by: str | int | Callable[[Any], ArrayLike] | None = None,
 ) -> ClientApp:
     """Build the Flower ``ClientApp`` a node runs.
 
@@ -74,6 +77,12 @@ def make_client_app(
         Whether this node answers strategies that send its per-row scores
         (``"central"``, ``"dp-central"``, ``"ldp-l"``, ``"ldp-l*"``); the node
         config ``allow-raw-scores`` overrides it.
+    group_by : None, "class", str, int or callable, default=None
+        The group of each calibration row, for group-conditional calibration
+        (the server's ``groups``), by the wrappers' rule: ``"class"`` (the
+        row's label), a column of X (name or index) or a callable ``X ->
+        labels``. The node then announces its cells (group labels and
+        sizes) and sends one message per non-empty cell.
 
     Returns
     -------
@@ -127,6 +136,7 @@ def make_client_app(
         load_selection_data,
         conformity_score,
         bool(allow_raw_scores),
+        group_by,
     )
     app = ClientApp()
 
@@ -162,6 +172,32 @@ def _session(grid, timeout, min_rows, **plan):
     )
 
 
+@contextmanager
+def _task(grid, timeout, min_rows, plan):
+    """The session of a one-task runner, under the run's plan policy.
+
+    ``plan`` is ``(planned_clients, max_client_size, max_clients)``. The
+    bounds the run passes are the plan policy (:func:`skfedcp.get_config`)
+    of everything the task runs: the session's hello checks and the
+    calibrators' and FED-chi2's own plans, as in
+    :func:`~skfedcp.flower.make_server_app`'s app.
+    """
+    _require_flwr()
+    planned_clients, max_client_size, max_clients = plan
+    session = _session(
+        grid,
+        timeout,
+        min_rows,
+        planned_clients=planned_clients,
+        max_client_size=max_client_size,
+        max_clients=max_clients,
+    )
+    with config_context(
+        max_client_size=session.max_client_size, max_clients=session.max_clients
+    ):
+        yield session
+
+
 def run_calibration(
     grid: Grid,
     calibrator: str | BaseCalibrator = "qq",
@@ -175,7 +211,9 @@ def run_calibration(
     planned_clients: PlannedClients = None,
     max_client_size: int | None = None,
     max_clients: int | None = None,
-) -> tuple[BaseCalibrator, DeploymentReport]:
+    groups: ArrayLike | None = None,
+    min_group_size: int | None = None,
+) -> tuple[BaseCalibrator | GroupedCalibrator, DeploymentReport]:
     """Calibrate a threshold over the nodes of a Flower ``Grid``.
 
     Round 1 asks every node for its label, its number of calibration rows
@@ -225,9 +263,10 @@ def run_calibration(
         (with SuperNode authentication, see the user guide): only those node
         ids are asked, each must announce its planned label. ``None``
         checks nothing and warns. In every case two nodes with one label,
-        one public key or the same rows are all left out (duplicates,
-        Sybils), and a reply must carry its own request's nonce (no
-        replays).
+        one public key are all left out (duplicates), and so are two nodes
+        with the same rows (Sybils) unless the plan pins their node ids (a
+        mapping: authenticated planned participants, both used with a
+        warning); a reply must carry its own request's nonce (no replays).
     max_client_size : int, default=None
         Public bound on the rows a node may announce; above it the node is
         left out before any plan is made. None: the plan policy's
@@ -236,13 +275,36 @@ def run_calibration(
     max_clients : int, default=None
         Public bound on the number of nodes (and planned clients); more
         connected nodes without a pinned plan is an error. None: the plan
-        policy's (``10**5`` by default).
+        policy's (``10**5`` by default). Both bounds are the plan policy of
+        the whole run (hello and the calibrator's own plan), as
+        :func:`skfedcp.config_context` would set them.
+    groups : array-like of int or str, default=None
+        Group-conditional (Mondrian) calibration: the public group list,
+        fixed by the server before the run (e.g. the model's ``classes_``
+        for nodes grouping by class; at most the plan policy's
+        ``max_classes``). Every node (``make_client_app(group_by=...)``)
+        announces its cells (the groups it holds rows of, and how many: the
+        server learns each node's group histogram), then sends one message
+        per non-empty cell; the strategy (``"qq"``, ``"central"``, ``"avg"``
+        or ``"dp-qq"``) runs once per group with that group's exact plan. A
+        node announcing a group outside the list, a group twice (a
+        duplicated cell) or cells that do not add up to its rows is left out
+        before any plan, with an
+        :class:`~skfedcp.exceptions.InvalidMessageWarning` naming it and
+        the field. None: marginal calibration.
+    min_group_size : int, default=None
+        With ``groups``: groups with fewer rows (all nodes together) are
+        calibrated together, as
+        :class:`~skfedcp.calibrators.GroupedCalibrator`'s
+        ``min_group_size``.
 
     Returns
     -------
-    calibrator : BaseCalibrator
+    calibrator : BaseCalibrator or GroupedCalibrator
         Fitted: the same attributes as its in-process ``fit``
-        (``threshold_``, ``messages_``, ``clients_``, ...).
+        (``threshold_``, ``messages_``, ``clients_``, ...); with ``groups``,
+        the :class:`~skfedcp.calibrators.GroupedCalibrator` its in-process
+        ``fit(scores, clients, group_ids=..., known_groups=groups)`` gives.
     report : DeploymentReport
         Nodes used and excluded, rounds and message sizes.
 
@@ -256,28 +318,23 @@ def run_calibration(
     ...     calibrator, report = run_calibration(grid, "qq", alpha=0.1)
     ...     print(calibrator.threshold_)
     """
-    _require_flwr()
-    session = _session(
-        grid,
-        timeout,
-        min_rows,
-        planned_clients=planned_clients,
-        max_client_size=max_client_size,
-        max_clients=max_clients,
-    )
-    nodes = session.hello(calibration=True)
-    nodes = session.usable(nodes, "n")
-    nodes, expected = session.check_fingerprints(nodes, model_fingerprint)
-    fitted, used = calibrate_nodes(
-        session,
-        nodes,
-        calibrator,
-        alpha=alpha,
-        fingerprint=expected,
-        random_state=random_state,
-        max_attempts=max_attempts,
-    )
-    return fitted, session.report(used)
+    plan = (planned_clients, max_client_size, max_clients)
+    with _task(grid, timeout, min_rows, plan) as session:
+        nodes = session.hello(calibration=True, groups=groups is not None)
+        nodes = session.usable(nodes, "n")
+        nodes, expected = session.check_fingerprints(nodes, model_fingerprint)
+        fitted, used = calibrate(
+            session,
+            nodes,
+            calibrator,
+            alpha=alpha,
+            fingerprint=expected,
+            random_state=random_state,
+            max_attempts=max_attempts,
+            groups=groups,
+            min_group_size=min_group_size,
+        )
+        return fitted, session.report(used)
 
 
 def run_chi2_selection(
@@ -355,25 +412,18 @@ def run_chi2_selection(
     ...     selector, report = run_chi2_selection(grid, FedChi2Selector(k=5))
     ...     print(selector.get_support(indices=True))
     """
-    _require_flwr()
     selector = FedChi2Selector() if selector is None else selector
-    session = _session(
-        grid,
-        timeout,
-        min_rows,
-        planned_clients=planned_clients,
-        max_client_size=max_client_size,
-        max_clients=max_clients,
-    )
-    nodes = session.hello(selection=True, classes=classes is None)
-    nodes = session.usable(nodes, "selection_n")
-    fitted, used = select_chi2_nodes(
-        session,
-        nodes,
-        selector,
-        classes=classes,
-        n_features=n_features,
-        max_value=max_value,
-        max_attempts=max_attempts,
-    )
-    return fitted, session.report(used)
+    plan = (planned_clients, max_client_size, max_clients)
+    with _task(grid, timeout, min_rows, plan) as session:
+        nodes = session.hello(selection=True, classes=classes is None)
+        nodes = session.usable(nodes, "selection_n")
+        fitted, used = select_chi2_nodes(
+            session,
+            nodes,
+            selector,
+            classes=classes,
+            n_features=n_features,
+            max_value=max_value,
+            max_attempts=max_attempts,
+        )
+        return fitted, session.report(used)

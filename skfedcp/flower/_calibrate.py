@@ -153,31 +153,58 @@ def calibrate_nodes(
             random_state=random_state,
         )
         if calibrator._randomized:
-            for node, reason in invalid.items():
-                session.exclude(
-                    node,
-                    reason,
-                    " Its message counts as invalid under the round's plan.",
-                    invalid=True,
-                )
+            exclude_invalid(session, invalid)
             return _fit_private_round(session, fit, nodes, labels, set(invalid))
+        find_invalid(session, [(fit, nodes)], ok, invalid)
         if not failed and not invalid:
-            invalid = _invalid_nodes(fit, nodes, labels)
-            if not invalid:
-                return fit(on_invalid="raise"), nodes
-        else:  # the other messages of the round are checked all the same
-            found = _invalid_nodes(fit, nodes, labels)
-            invalid.update((n, r) for n, r in found.items() if n in ok)
-        left = len(nodes) - len(failed) - len(invalid)
-        again = f" {alias} is recalibrated with the remaining {left} node(s)"
-        for node, reason in failed.items():
-            session.exclude(node, reason, again + ".")
-        for node, reason in invalid.items():
-            session.exclude(
-                node, reason, again + " (a new round with their plan).", invalid=True
-            )
-        nodes = [n for n in nodes if n not in failed and n not in invalid]
+            return fit(on_invalid="raise"), nodes
+        nodes = next_round_nodes(session, nodes, failed, invalid, alias)
     raise RuntimeError(f"{alias}: nodes kept failing after {max_attempts} attempts.")
+
+
+def exclude_invalid(session, invalid):
+    """Private one-shot round: the ``invalid`` nodes are out, no new round.
+
+    Their messages count as invalid under the round's plan (no second ask:
+    it would spend more budget).
+    """
+    for node, reason in invalid.items():
+        session.exclude(
+            node,
+            reason,
+            " Its message counts as invalid under the round's plan.",
+            invalid=True,
+        )
+
+
+def find_invalid(session, rounds, ok, invalid):
+    """Add to ``invalid`` the nodes whose message a fit finds invalid.
+
+    ``rounds`` holds ``(fit, nodes)`` pairs (one per group round with
+    ``groups``); only the replies in ``ok`` are checked, and a node already
+    in ``invalid`` keeps its first reason.
+    """
+    for fit, nodes in rounds:
+        found = _invalid_nodes(fit, nodes, session.labels(nodes))
+        invalid.update((n, r) for n, r in found.items() if n in ok and n not in invalid)
+
+
+def next_round_nodes(session, nodes, failed, invalid, alias):
+    """Leave the failed and invalid nodes out; return those asked again.
+
+    A non-private strategy is recalibrated with the remaining nodes, in a new
+    round with their plan, so the result equals the in-process fit on their
+    rows.
+    """
+    left = len(nodes) - len(failed) - len(invalid)
+    again = f" {alias} is recalibrated with the remaining {left} node(s)"
+    for node, reason in failed.items():
+        session.exclude(node, reason, again + ".")
+    for node, reason in invalid.items():
+        session.exclude(
+            node, reason, again + " (a new round with their plan).", invalid=True
+        )
+    return [n for n in nodes if n not in failed and n not in invalid]
 
 
 def _fit_private_round(session, fit, nodes, labels, replayed):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Any, Literal, cast
 
@@ -45,6 +46,7 @@ from ..scores import (
     BaseClassificationScore,
 )
 from ..utils._random import check_seed_sequence
+from ._cells import cell_messages, node_groups
 from ._fingerprint import data_fingerprint, model_fingerprint, resolve_node_score
 from ._secagg import generate_keypair, mask_vector
 
@@ -142,7 +144,10 @@ def calibrator_from_spec(spec):
 
 
 def simulation_seeds(
-    random_state: int | np.random.SeedSequence, n_clients: int
+    random_state: int | np.random.SeedSequence,
+    n_clients: int,
+    *,
+    grouped: bool = False,
 ) -> list[str]:
     """Node-config ``seed`` values that reproduce an in-process fit's client streams.
 
@@ -168,6 +173,14 @@ def simulation_seeds(
         The ``random_state`` of the in-process fit being reproduced.
     n_clients : int
         Number of calibrating clients (nodes), in sorted-label order.
+    grouped : bool, default=False
+        For group-conditional calibration (``groups`` on the server): each
+        group's round spawns its own client streams, and a node's position
+        differs from group to group, so every node gets the root seed and
+        derives the stream of its cell of group round ``u`` at position
+        ``j`` (both public, sent with the plan) as ``spawn_key + (u, j +
+        1)``, as the in-process
+        :class:`~skfedcp.calibrators.GroupedCalibrator` does.
 
     Returns
     -------
@@ -198,6 +211,8 @@ def simulation_seeds(
             "random_state must be an int or a SeedSequence with integer entropy."
         )
     prefix = ",".join(str(k) for k in seed.spawn_key)
+    if grouped:
+        return [f"{entropy}:{prefix}" if prefix else f"{entropy}"] * n_clients
     return [
         f"{entropy}:{prefix + ',' if prefix else ''}{j + 1}" for j in range(n_clients)
     ]
@@ -230,8 +245,17 @@ def node_random_state(
     >>> type(node_random_state("7:1")).__name__
     'RandomState'
     """
-    if seed is None or (isinstance(seed, str) and seed.strip() == ""):
+    sequence = _seed_sequence(seed)
+    if sequence is None:
         return SECURE
+    return np.random.RandomState(np.random.PCG64(sequence))
+
+
+def _seed_sequence(seed: int | str | None) -> np.random.SeedSequence | None:
+    """The ``SeedSequence`` a node config ``seed`` names; None for the secure
+    generator (no seed). See :func:`node_random_state`."""
+    if seed is None or (isinstance(seed, str) and seed.strip() == ""):
+        return None
     if isinstance(seed, bool):
         raise TypeError(f"node config seed must be an int or a string; got {seed!r}.")
     if isinstance(seed, Integral):
@@ -247,7 +271,7 @@ def node_random_state(
             "node config seed must be a non-negative int or '<entropy>:<k1>,...' "
             f"(see skfedcp.flower.simulation_seeds); got {seed!r}."
         )
-    return np.random.RandomState(np.random.PCG64(sequence))
+    return sequence
 
 
 def _parse_seed(text: str) -> np.random.SeedSequence | None:
@@ -274,6 +298,7 @@ def node_label(node_config: Mapping[str, Any], node_id: int) -> Any:
 # Node side
 
 
+@dataclass
 class NodeConfig:
     """What a node needs to answer requests (built by ``make_client_app``).
 
@@ -291,21 +316,17 @@ class NodeConfig:
         ``score(model, X, y) -> scores``.
     allow_raw_scores : bool
         Whether this node answers strategies that send raw scores.
+    group_by : None, "class", str, int or callable, default=None
+        The group of each calibration row (group-conditional calibration),
+        as the wrappers' ``group_by``.
     """
 
-    def __init__(
-        self,
-        load_data: Callable[[Any], tuple[Any, Any]],
-        load_model: Callable[[Any], Any] | None,
-        load_selection_data: Callable[[Any], tuple[Any, Any]] | None,
-        conformity_score: ConformityScoreLike,
-        allow_raw_scores: bool,
-    ) -> None:
-        self.load_data = load_data
-        self.load_model = load_model
-        self.load_selection_data = load_selection_data
-        self.conformity_score = conformity_score
-        self.allow_raw_scores = allow_raw_scores
+    load_data: Callable[[Any], tuple[Any, Any]]
+    load_model: Callable[[Any], Any] | None
+    load_selection_data: Callable[[Any], tuple[Any, Any]] | None
+    conformity_score: ConformityScoreLike
+    allow_raw_scores: bool
+    group_by: Any = None
 
 
 def _check_xy(data, what):
@@ -322,17 +343,17 @@ def _check_xy(data, what):
     return X, y
 
 
+@dataclass
 class _NodeSession:
     """One request on one node: lazy loading, then the requested step."""
 
-    def __init__(self, config, context, node_id, node_config, state):
-        self.config = config
-        self.context = context
-        self.node_id = node_id
-        self.node_config = node_config
-        self.state = state
-        self._calibration = None
-        self._selection = None
+    config: NodeConfig
+    context: Any
+    node_id: int
+    node_config: Mapping[str, Any]
+    state: MutableMapping[str, dict[str, Any]]
+    _calibration: Any = field(default=None, init=False)
+    _selection: Any = field(default=None, init=False)
 
     # -- data ------------------------------------------------------------------
 
@@ -374,7 +395,9 @@ class _NodeSession:
                 "node a classification score ('lac', 'aps' or a score object)."
             )
         if score is None:
-            scores = self.config.conformity_score(model, X, y)
+            # resolve_node_score returns None for a user's callable only.
+            score_fn = cast(Callable[..., Any], self.config.conformity_score)
+            scores = score_fn(model, X, y)
         else:
             if getattr(score, "requires_fit", False):
                 _check_score_fitted(score)
@@ -382,6 +405,11 @@ class _NodeSession:
                 score.set_estimator(model)
             scores = score.conformity_score(y, model.predict(X), X)
         return np.asarray(scores, dtype=np.float64), None
+
+    def groups(self):
+        """The group of each calibration row (the node's ``group_by``)."""
+        X, y, _, _ = self.calibration()
+        return node_groups(self.config.group_by, X, y)
 
     def selection(self):
         if self._selection is None:
@@ -404,6 +432,9 @@ class _NodeSession:
             X, y, _, fingerprint = self.calibration()
             reply["n"] = int(y.shape[0])
             reply["fingerprint"] = fingerprint
+            if request.get("groups", False):
+                cells = np.unique(self.groups(), return_counts=True)
+                reply["group_labels"], reply["group_n"] = cells
         if request.get("selection", False):
             X, y = self.selection()
             reply["selection_n"] = int(y.shape[0])
@@ -444,6 +475,15 @@ class _NodeSession:
         needs_matrix = getattr(calibrator, "requires_score_matrix", False)
         scores, labels = self.scores(matrix=needs_matrix)
         extra = {"labels": labels} if needs_matrix else {}
+        if "unit_of_group" in request:  # group-conditional: one message per cell
+            message = cell_messages(
+                calibrator,
+                scores,
+                self.groups(),
+                request,
+                seed=_seed_sequence(self.node_config.get("seed")),
+            )
+            return _reply(fingerprint, message)
         random_state = self.random_source() if calibrator._randomized else None
         message = calibrator.client_step(
             scores,

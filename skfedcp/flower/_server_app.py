@@ -11,15 +11,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
 from numpy.typing import ArrayLike
 
 from .._config import config_context, get_config
 from .._typing import ConformityScoreLike
 from ..calibrators import BaseCalibrator, get_calibrator
+from ..calibrators._grouped import check_grouped_calibrator
 from ..feature_selection import FedChi2Selector
 from ..utils._validation import check_alpha
 from ._app import PlannedClients, _session
-from ._calibrate import calibrate_nodes
+from ._calibrate_groups import calibrate, check_public_groups
 from ._fingerprint import model_fingerprint
 from ._protocol import _alias_of
 from ._select import select_chi2_nodes
@@ -139,8 +141,9 @@ def _wait_for_nodes(grid, min_nodes, timeout):
 def _summary(result):
     report = result.report
     return {
-        "thresholds": {
-            alias: float(cal.threshold_) for alias, cal in result.calibrators.items()
+        "thresholds": {  # one per group with group-conditional calibration
+            alias: np.asarray(cal.threshold_).tolist()
+            for alias, cal in result.calibrators.items()
         },
         "selected_features": (
             None
@@ -218,6 +221,8 @@ def make_server_app(
     planned_clients: PlannedClients = None,
     max_client_size: int | None = None,
     max_clients: int | None = None,
+    groups: ArrayLike | None = None,
+    min_group_size: int | None = None,
 ) -> ServerApp:
     """Build the Flower ``ServerApp`` that calibrates (and selects) over the nodes.
 
@@ -268,6 +273,11 @@ def make_server_app(
         The server's randomness for private strategies (each strategy starts
         from it, as separate in-process fits would). The nodes' noise never
         comes from it: each node draws its own (see :func:`simulation_seeds`).
+    groups, min_group_size
+        Group-conditional calibration: the public group list (the nodes run
+        ``make_client_app(group_by=...)``), as in :func:`run_calibration`.
+        Every strategy then runs once per group; its fitted object is a
+        :class:`~skfedcp.calibrators.GroupedCalibrator`.
     planned_clients, max_client_size, max_clients
         The planned node set and public bounds, as in :func:`run_calibration`.
         The plan policy (:func:`skfedcp.get_config`) in force when the app
@@ -318,6 +328,22 @@ def make_server_app(
     if max_clients is not None:
         policy["max_clients"] = max_clients
     check_planned_clients(planned_clients, max_clients=policy["max_clients"])
+    if groups is not None:
+        groups = check_public_groups(groups, max_groups=policy["max_classes"])
+        for cal in calibrators:  # fail now on a strategy with no per-group round
+            check_grouped_calibrator(cal, owner="make_server_app")
+    # What the app serves, fixed when it is built (the run config tunes the
+    # rest, see _settings).
+    task = {
+        "selector": selector,
+        "load_model": load_model,
+        "conformity_score": conformity_score,
+        "classes": classes,
+        "n_features": n_features,
+        "max_value": max_value,
+        "groups": groups,
+        "min_group_size": min_group_size,
+    }
     defaults = {
         "alpha": alpha,
         "calibrators": list(calibrators),
@@ -344,17 +370,7 @@ def make_server_app(
         }
         with config_context(**limits), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = _serve(
-                grid,
-                context,
-                settings,
-                selector=selector,
-                load_model=load_model,
-                conformity_score=conformity_score,
-                classes=classes,
-                n_features=n_features,
-                max_value=max_value,
-            )
+            result = _serve(grid, context, settings, **task)
         for w in caught:  # shown as usual, and kept in the report
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         notes = tuple(f"{w.category.__name__}: {w.message}" for w in caught)
@@ -378,6 +394,8 @@ def _serve(
     classes,
     n_features,
     max_value,
+    groups,
+    min_group_size,
 ):
     """The ServerApp's work: hello, every strategy, then FED-chi2."""
     timeout = float(settings["timeout"])
@@ -404,13 +422,14 @@ def _serve(
         calibration=bool(cals),
         selection=run_selection,
         classes=run_selection and classes is None,
+        groups=bool(cals) and groups is not None,
     )
     fitted, used = {}, set()
     if cals:
         cal_nodes = session.usable(nodes, "n")
         cal_nodes, fingerprint = session.check_fingerprints(cal_nodes, fingerprint)
         for cal in cals:
-            estimator, nodes_used = calibrate_nodes(
+            estimator, nodes_used = calibrate(
                 session,
                 cal_nodes,
                 cal,
@@ -418,8 +437,10 @@ def _serve(
                 fingerprint=fingerprint,
                 random_state=settings["random-state"],
                 n_classes=n_classes,
+                groups=groups,
+                min_group_size=min_group_size,
             )
-            fitted[_alias_of(estimator)] = estimator
+            fitted[_alias_of(get_calibrator(cal))] = estimator
             used.update(nodes_used)
     fitted_selector = None
     if run_selection:

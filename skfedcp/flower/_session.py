@@ -13,7 +13,9 @@ planned node set (``planned_clients``), against public bounds
 label, one public key or the same rows: Sybils), and every reply must carry
 the nonce the server sent with that node's request of that round (a reply
 replayed from another node or round is refused). A node that fails a check
-is left out with a warning naming it; the others go on.
+is left out with a warning naming it; the others go on. Nodes with the same
+rows whose node ids the plan pins (authenticated SuperNodes) are planned
+participants, not Sybils: they are used, with a warning.
 """
 
 from __future__ import annotations
@@ -249,10 +251,12 @@ def _hello_problem(reply, request, max_size, max_classes):
                 or classes.ndim != 1
                 or classes.dtype.kind not in "iub" + "U"
                 or classes.shape[0] > max_classes
+                or classes.dtype.itemsize > 4 * _MAX_LABEL_CHARS
             ):
                 return (
                     "its field 'classes' is not a vector of at most "
-                    f"max_classes={max_classes} int or string labels"
+                    f"max_classes={max_classes} int or string labels (strings of "
+                    f"at most {_MAX_LABEL_CHARS} characters)"
                 )
     if not isinstance(reply.get("data_fingerprint", ""), str):
         return "its field 'data_fingerprint' is not a string"
@@ -481,13 +485,14 @@ class ServerSession:
 
     # -- hello -----------------------------------------------------------------
 
-    def hello(self, *, calibration=False, selection=False, classes=False):
+    def hello(self, *, calibration=False, selection=False, classes=False, groups=False):
         """Ask every node for its label, sizes, fingerprints and key.
 
         Then keep the nodes that may take part: every field well formed and
         within the public bounds, the label planned (and, with a pinned plan,
         the one planned for that node id), no two nodes with one label, one
-        public key or the same rows. The others are left out of the run with
+        public key, or the same rows (unless their node ids are pinned: then
+        a warning). The others are left out of the run with
         an :class:`~skfedcp.exceptions.InvalidMessageWarning` naming them.
         Returns the kept nodes in client-label order.
         """
@@ -496,6 +501,7 @@ class ServerSession:
             "calibration": bool(calibration),
             "selection": bool(selection),
             "classes": bool(classes),
+            "groups": bool(groups),  # each node's cells: group labels and sizes
             "salt": self.tag,  # of the data fingerprints: unlinkable across runs
         }
         ok, failed, replays = self.query("hello", dict.fromkeys(self.node_ids, request))
@@ -516,11 +522,14 @@ class ServerSession:
                 self.info[node] = {**reply, "label": label}
         self._check_plan()
         self._leave_out_duplicates("label", "announce the same client label {!r}")
-        self._leave_out_duplicates(
-            "data_fingerprint",
-            "hold the same rows (one party running several nodes over the same "
-            "data: Sybil nodes)",
-        )
+        if self.pinned is None:
+            self._leave_out_duplicates(
+                "data_fingerprint",
+                "hold the same rows (one party running several nodes over the "
+                "same data: Sybil nodes)",
+            )
+        else:
+            self._warn_same_rows()
         self._leave_out_duplicates("public_key", "announce the same public key")
         if not self.info:
             raise RuntimeError(
@@ -567,19 +576,42 @@ class ServerSession:
         del self.info[node]
         self.exclude(node, reason, invalid=True)
 
-    def _leave_out_duplicates(self, key, what):
-        """Leave out every node that shares the value of ``key`` with another.
-
-        The server cannot tell which of them is genuine, so none is used.
-        """
+    def _sharing(self, key):
+        """``{value: nodes}`` for each value of ``key`` two or more nodes share."""
         groups: defaultdict[Hashable, list[int]] = defaultdict(list)
         for node, info in self.info.items():
             value = info.get(key)
             if value is not None and value != "":
                 groups[value].append(node)
-        for value, nodes in groups.items():
-            if len(nodes) < 2:
-                continue
+        return {value: nodes for value, nodes in groups.items() if len(nodes) > 1}
+
+    def _warn_same_rows(self):
+        """Pinned plan: nodes with the same rows are authenticated, both used.
+
+        With ``planned_clients={node id: label}`` and SuperNode
+        authentication every node id is a registered key the server planned,
+        so two nodes holding the same rows are two planned participants (two
+        sites holding one public data set, a test copy), not one party's
+        Sybils: both are used, with a warning naming them.
+        """
+        for nodes in self._sharing("data_fingerprint").values():
+            named = ", ".join(
+                f"node {n} (client {self.info[n]['label']!r})" for n in nodes
+            )
+            _warn(
+                f"{named} hold the same rows. Their node ids are pinned by the "
+                "plan (planned_clients, with SuperNode authentication), so each is "
+                "a planned participant and all are used; their rows count once per "
+                "node. Check that no planned key was handed to another party.",
+                UserWarning,
+            )
+
+    def _leave_out_duplicates(self, key, what):
+        """Leave out every node that shares the value of ``key`` with another.
+
+        The server cannot tell which of them is genuine, so none is used.
+        """
+        for value, nodes in self._sharing(key).items():
             for node in nodes:
                 others = [n for n in nodes if n != node]
                 self._drop(

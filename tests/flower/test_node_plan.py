@@ -26,6 +26,7 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LinearRegression
 from sklearn.utils import check_random_state
 
+from skfedcp import config_context, get_config
 from skfedcp.calibrators import CALIBRATORS, QuantileOfQuantilesCalibrator
 from skfedcp.exceptions import InvalidMessageWarning
 from skfedcp.feature_selection import FedChi2Selector
@@ -207,6 +208,44 @@ class TestHostileNodes:
         honest = {_node_of(grid, k) for k in range(HONEST)}
         assert not honest & set(report.excluded)
         assert len(report.excluded) == len(SYBILS) + 2
+
+    def test_pinned_nodes_with_identical_rows_are_both_used(self, data):
+        # Two authenticated planned nodes (node ids pinned) may hold the same
+        # rows (one public data set): not Sybils. Both are used, with a
+        # warning naming them; the result is the in-process fit with both.
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        configs.append(_config(HONEST, 0, data))  # client 5 holds client 0's rows
+        grid = _grid(data, configs)
+        pinned = {node: c.node_config["client-id"] for node, c in grid.contexts.items()}
+        with pytest.warns(UserWarning, match="hold the same rows") as caught:
+            deployed, report = flower.run_calibration(
+                grid, "qq", alpha=0.1, planned_clients=pinned
+            )
+        (text,) = [t for t in _texts(caught) if "hold the same rows" in t]
+        assert f"node {_node_of(grid, 0)} (client 0)" in text
+        assert f"node {_node_of(grid, HONEST)} (client {HONEST})" in text
+        assert not report.excluded
+        scores = np.abs(data["y"] - data["model"].predict(data["X"]))
+        keep = _honest(data)
+        both = QuantileOfQuantilesCalibrator().fit(
+            np.concatenate([scores[keep], scores[data["ids"] == 0]]),
+            np.concatenate([data["ids"][keep], np.full(N, HONEST)]),
+            alpha=0.1,
+        )
+        assert_same_fit(deployed, both)
+
+    def test_unpinned_nodes_with_identical_rows_are_left_out(self, data):
+        # Without authentication the same two nodes are Sybils: both out.
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        configs.append(_config(HONEST, 0, data))
+        grid = _grid(data, configs)
+        with pytest.warns(InvalidMessageWarning, match="Sybil") as caught:
+            deployed, report = flower.run_calibration(
+                grid, "qq", alpha=0.1, planned_clients=list(range(HONEST + 1))
+            )
+        assert deployed.clients_.tolist() == [1, 2, 3, 4]
+        assert set(report.excluded) == {_node_of(grid, 0), _node_of(grid, HONEST)}
+        assert not any("are used" in t for t in _texts(caught))
 
     def test_chi2_leaves_them_out_and_equals_the_honest_fit(self, data):
         grid = _hostile_grid(data)
@@ -420,6 +459,59 @@ class TestMalformedAnnouncements:
             )
         assert 1 not in deployed.clients_.tolist()
 
+    def test_string_class_list_cannot_poison_the_derived_union(self, data):
+        # classes=None: the union of the nodes' lists. Node 1's string labels
+        # would turn it into strings; node 1 is left out instead.
+        def edit(payload):
+            payload["classes"] = payload["classes"].astype(str)
+
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        grid = _grid(data, configs, wrap=_tampering(1, edit))
+        with pytest.warns(InvalidMessageWarning) as caught:
+            deployed, report = flower.run_chi2_selection(
+                grid, FedChi2Selector(k=10), planned_clients=list(range(HONEST))
+            )
+        node = _node_of(grid, 1)
+        (text,) = [t for t in _texts(caught) if f"node {node} (client 1)" in t]
+        assert "field 'classes' holds string labels, not int labels" in text
+        assert deployed.classes_.dtype.kind == "i"
+        assert deployed.clients_.tolist() == [0, 2, 3, 4]
+        keep = _honest(data, "sel_ids") & (data["sel_ids"] != 1)
+        reference = FedChi2Selector(k=10, random_state=RS).fit(
+            data["X_sel"][keep], data["y_sel"][keep], data["sel_ids"][keep]
+        )
+        assert_same_fit(deployed, reference)
+
+    def test_class_kinds_in_equal_numbers_need_public_classes(self, data):
+        def edit(payload):
+            if "classes" in payload:
+                payload["classes"] = payload["classes"].astype(str)
+
+        configs = [_config(k, k, data) for k in range(2)]
+        grid = _grid(data, configs, wrap=_tampering(1, edit))
+        with pytest.raises(ValueError, match="mix int and string labels in equal"):
+            flower.run_chi2_selection(
+                grid, FedChi2Selector(k=10), planned_clients=[0, 1]
+            )
+        # With the public classes, node 1's list is never asked for.
+        grid = _grid(data, configs, wrap=_tampering(1, edit))
+        deployed, _ = flower.run_chi2_selection(
+            grid, FedChi2Selector(k=10), classes=np.arange(10), planned_clients=[0, 1]
+        )
+        assert deployed.clients_.tolist() == [0, 1]
+
+    def test_overlong_string_classes_are_refused(self, data):
+        def edit(payload):
+            payload["classes"] = np.array(["x" * 300])
+
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        grid = _grid(data, configs, wrap=_tampering(1, edit))
+        with pytest.warns(InvalidMessageWarning, match="at most 256 characters"):
+            deployed, _ = flower.run_chi2_selection(
+                grid, FedChi2Selector(k=10), planned_clients=list(range(HONEST))
+            )
+        assert 1 not in deployed.clients_.tolist()
+
     def test_duplicate_public_keys_leave_both_out(self, data):
         keys = {}
 
@@ -459,6 +551,37 @@ class TestMalformedAnnouncements:
         configs[1]["client-id"] = "one"
         with pytest.raises(ValueError, match="mix types in equal numbers"):
             _quiet_run(_grid(data, configs))
+
+    def test_run_calibration_bounds_are_the_calibrators_policy(self, data):
+        # The policy in force says 100 rows; the run's own max_client_size
+        # (1000) must reach the calibrator's plan too, not only hello, or the
+        # honest nodes (120 rows each) are blamed for the policy's bound.
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        scores = np.abs(data["y"] - data["model"].predict(data["X"]))
+        keep = _honest(data)
+        reference = QuantileOfQuantilesCalibrator().fit(
+            scores[keep], data["ids"][keep], alpha=0.1
+        )
+        with config_context(max_client_size=100):
+            deployed, report = flower.run_calibration(
+                _grid(data, configs),
+                "qq",
+                alpha=0.1,
+                planned_clients=list(range(HONEST)),
+                max_client_size=1000,
+            )
+            assert get_config()["max_client_size"] == 100  # restored after the run
+        assert not report.excluded
+        assert_same_fit(deployed, reference)
+        # The run's bound below the rows: every node refused at hello.
+        with pytest.warns(InvalidMessageWarning, match="max_client_size=50"):
+            with pytest.raises(RuntimeError, match="no node is left"):
+                flower.run_calibration(
+                    _grid(data, configs),
+                    "qq",
+                    planned_clients=list(range(HONEST)),
+                    max_client_size=50,
+                )
 
     def test_hello_is_refused_in_milliseconds(self):
         # A session's checks of hostile announcements never allocate n rows.

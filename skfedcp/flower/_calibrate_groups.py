@@ -1,0 +1,387 @@
+"""Server side, group-conditional calibration: one round per group, per-cell messages.
+
+The group list is public and fixed by the server before the run (never a
+vote of the nodes). In the hello round each node announces its cells: the
+groups it holds rows of and how many (``group_labels``, ``group_n``); a
+node announcing a group outside the public list, one group twice or counts
+that are not its rows is left out before any plan is made. The server then
+plans every group round with that group's exact cell sizes, each node sends
+one message per non-empty cell, and the strategy's own
+``fit_from_messages`` checks and aggregates each round. The result is the
+:class:`~skfedcp.calibrators.GroupedCalibrator` the in-process ``fit``
+gives on the same rows.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from functools import partial
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+
+from .._config import get_config
+from ..calibrators._grouped import (
+    _MERGED,
+    GroupedCalibrator,
+    _cell_messages,
+    _unit_seeds,
+    check_grouped_calibrator,
+)
+from ..exceptions import InfiniteThresholdWarning
+from ..utils._validation import check_alpha
+from ._calibrate import (
+    _check_replies,
+    _decode_message,
+    _fit_private_round,
+    _private_failure,
+    calibrate_nodes,
+    exclude_invalid,
+    find_invalid,
+    next_round_nodes,
+)
+from ._protocol import _alias_of, calibrator_to_spec
+from ._session import _short
+
+__all__ = ["calibrate", "calibrate_groups", "check_public_groups"]
+
+
+def calibrate(session, nodes, calibrator, *, groups=None, min_group_size=None, **how):
+    """One calibration task: marginal (``groups`` None) or per group."""
+    if groups is None:
+        if min_group_size is not None:
+            raise ValueError(
+                "min_group_size is for group-conditional calibration: pass the "
+                "public group list (groups) too."
+            )
+        return calibrate_nodes(session, nodes, calibrator, **how)
+    how.pop("n_classes", None)
+    return calibrate_groups(
+        session,
+        nodes,
+        calibrator,
+        groups=groups,
+        min_group_size=min_group_size,
+        **how,
+    )
+
+
+def check_public_groups(groups, *, max_groups=None):
+    """The server's public group list: sorted, distinct ints or strings.
+
+    At most ``max_groups`` (None: the plan policy's ``max_classes``).
+    """
+    max_groups = get_config()["max_classes"] if max_groups is None else max_groups
+    public = np.asarray(groups)
+    if public.ndim != 1 or public.shape[0] < 1 or public.dtype.kind not in "iuU":
+        raise ValueError(
+            "groups must be a non-empty 1-D list of int or string group labels "
+            f"(the public group list); got {_short(groups)}."
+        )
+    if public.shape[0] > max_groups:
+        raise ValueError(
+            f"groups has {public.shape[0]} labels > the plan policy's "
+            f"max_classes={max_groups}."
+        )
+    unique = np.unique(public)
+    if unique.shape[0] != public.shape[0]:
+        raise ValueError("groups repeats a label: list every group once.")
+    return unique
+
+
+def _same_kind(a, b):
+    return (a.dtype.kind == "U") == (b.dtype.kind == "U")
+
+
+def _cells_problem(info, public, max_size):
+    """Why a node's announced cells cannot be planned, or None."""
+    labels, counts = info.get("group_labels"), info.get("group_n")
+    kind = "string" if public.dtype.kind == "U" else "int"
+    if (
+        not isinstance(labels, np.ndarray)
+        or labels.ndim != 1
+        or labels.dtype.kind not in "iuU"
+        or not _same_kind(labels, public)
+    ):
+        return (
+            f"its field 'group_labels' is not a vector of {kind} group labels (the "
+            "public group list's kind)"
+        )
+    # Known labels first (a hash lookup); then, each in the public list, a
+    # node can only repeat one (a duplicated cell) to announce more.
+    unknown = labels[pd.Index(public).get_indexer(labels) < 0]
+    if unknown.size:
+        return (
+            f"its field 'group_labels' holds group(s) {_short(unknown.tolist())} "
+            "outside the server's public group list"
+        )
+    values, times = np.unique(labels, return_counts=True)
+    if np.any(times > 1):
+        return (
+            f"its field 'group_labels' repeats group(s) "
+            f"{_short(values[times > 1].tolist())} (a duplicated cell)"
+        )
+    if (
+        not isinstance(counts, np.ndarray)
+        or counts.shape != labels.shape
+        or counts.dtype.kind not in "iu"
+    ):
+        return "its field 'group_n' is not one integer count per announced group"
+    if np.any(counts < 1) or np.any(counts > max_size):
+        return (
+            f"its field 'group_n' holds a count outside [1, max_client_size={max_size}]"
+        )
+    total = int(counts.astype(np.int64).sum())
+    if total != info["n"]:
+        return (
+            f"its field 'group_n' sums to {total}, not its announced size {info['n']}"
+        )
+    return None
+
+
+class _GroupPlan(NamedTuple):
+    """The public plan of every group round over ``nodes``."""
+
+    nodes: list
+    counts: np.ndarray  # (n_nodes, n_groups) cell sizes
+    seen: np.ndarray  # groups with rows
+    small: np.ndarray  # groups merged (min_group_size)
+    unit_of_group: np.ndarray  # round of each group, -1 without rows
+    members: list  # per round: positions (into nodes) of its clients
+    sizes: list  # per round: its clients' cell sizes
+
+
+def _plan(session, nodes, public, min_group_size):
+    counts = np.zeros((len(nodes), public.shape[0]), dtype=np.int64)
+    for i, node in enumerate(nodes):
+        info = session.info[node]
+        columns = np.searchsorted(public, info["group_labels"])
+        counts[i, columns] = info["group_n"]
+    total = counts.sum(axis=0)
+    seen = total > 0
+    small = np.zeros_like(seen)
+    if min_group_size is not None:
+        small = seen & (total < min_group_size)
+    alone = np.flatnonzero(seen & ~small)
+    unit_of_group = np.full(public.shape[0], -1, dtype=np.int64)
+    unit_of_group[alone] = np.arange(alone.shape[0])
+    unit_of_group[small] = alone.shape[0]
+    n_units = alone.shape[0] + int(small.any())
+    members, sizes = [], []
+    for u in range(n_units):
+        cells = counts[:, unit_of_group == u].sum(axis=1)
+        members.append(np.flatnonzero(cells > 0))
+        sizes.append(cells[cells > 0])
+    return _GroupPlan(nodes, counts, seen, small, unit_of_group, members, sizes)
+
+
+def _requests(plan, public, base):
+    """One request per node: the public plan and the node's position per round."""
+    plans = {f"plan.{u}": sizes for u, sizes in enumerate(plan.sizes)}
+    requests = {}
+    for i, node in enumerate(plan.nodes):
+        positions = np.full(len(plan.members), -1, dtype=np.int64)
+        for u, members in enumerate(plan.members):
+            where = np.flatnonzero(members == i)
+            if where.size:
+                positions[u] = where[0]
+        requests[node] = {
+            **base,
+            "groups": public,
+            "unit_of_group": plan.unit_of_group,
+            "positions": positions,
+            **plans,
+        }
+    return requests
+
+
+def _split_cells(reply, positions):
+    """A node's reply as one message per round, or the reason it is malformed."""
+    cells: dict[int, dict[str, Any]] = {}
+    for key, value in _decode_message(reply).items():
+        unit, _, field = key.partition(".")
+        if not unit.isdigit() or not field:
+            return None, f"its field {_short('message.' + key)} names no group round"
+        cells.setdefault(int(unit), {})[field] = value
+    extra = sorted(u for u in cells if u >= len(positions) or positions[u] < 0)
+    if extra:
+        return None, (
+            f"its fields 'message.<u>.*' hold a message for group round(s) "
+            f"{_short(extra)} where it announced no rows"
+        )
+    return cells, None
+
+
+def calibrate_groups(
+    session,
+    nodes,
+    calibrator,
+    *,
+    groups,
+    alpha,
+    fingerprint,
+    min_group_size=None,
+    random_state=None,
+    max_attempts=3,
+):
+    """Group-conditional calibration over ``nodes`` (already checked by hello).
+
+    ``groups`` is the public group list. Each round is one strategy run per
+    group (the merged small groups together, ``min_group_size``), on that
+    group's cells, with its exact plan. Nodes that fail or send an invalid
+    message are handled as in :func:`~skfedcp.flower._calibrate.calibrate_nodes`:
+    non-private strategies re-plan every group round for the remaining nodes
+    and ask them again, ``"dp-qq"`` excludes an invalid node's every cell in
+    its single round.
+
+    Returns the fitted :class:`~skfedcp.calibrators.GroupedCalibrator` and the
+    nodes whose messages it used.
+    """
+    base = check_grouped_calibrator(calibrator, owner="the Flower deployment")
+    grouped = GroupedCalibrator(base, min_group_size=min_group_size)
+    grouped._validate_params()
+    public = check_public_groups(groups, max_groups=session.max_classes)
+    alpha = check_alpha(alpha)
+    alias = _alias_of(base)
+    nodes = [n for n in nodes if n not in session.invalid]
+    reasons = {}
+    for node in nodes:
+        problem = _cells_problem(session.info[node], public, session.max_client_size)
+        if problem:
+            reasons[node] = problem + " (left out before any plan is made)"
+    nodes = session.leave_out(nodes, reasons, invalid=True)
+    request = {
+        "kind": "calibrate",
+        "calibrator": calibrator_to_spec(base),
+        "alpha": alpha,
+        "fingerprint": fingerprint or "",
+    }
+    for _ in range(max_attempts):
+        if not nodes:
+            raise RuntimeError(f"{alias}: no node is left to calibrate.")
+        plan = _plan(session, nodes, public, min_group_size)
+        requests = _requests(plan, public, request)
+        ok, failed, invalid = session.query(f"calibrate:{alias}[groups]", requests)
+        _check_replies(ok, invalid, fingerprint)
+        if failed and base._randomized:
+            raise _private_failure(alias, failed)
+        cells = {}
+        for node, reply in ok.items():
+            split, problem = _split_cells(reply, requests[node]["positions"])
+            if problem:
+                invalid[node] = problem
+            else:
+                cells[node] = split
+        rounds = _round_fits(session, plan, cells, base, alpha, random_state)
+        if base._randomized:
+            exclude_invalid(session, invalid)
+            return _fit_private(session, grouped, plan, public, rounds, invalid, alpha)
+        find_invalid(session, rounds, ok, invalid)
+        if not failed and not invalid:
+            fitted = [_fit_quietly(fit, "raise") for fit, _ in rounds]
+            return _assemble(session, grouped, plan, public, fitted, alpha, plan.nodes)
+        nodes = next_round_nodes(
+            session, nodes, failed, invalid, f"{alias} (per group)"
+        )
+    raise RuntimeError(f"{alias}: nodes kept failing after {max_attempts} attempts.")
+
+
+def _round_fits(session, plan, cells, base, alpha, random_state):
+    """Per group round: its ``fit_from_messages`` (partial) and its nodes.
+
+    A node without a usable reply (failed, replayed, malformed) has an empty
+    (invalid) message in its every round, so that the plan stays the
+    announced one.
+    """
+    seeds = _unit_seeds(random_state, len(plan.members))
+    rounds = []
+    for u, (members, sizes) in enumerate(zip(plan.members, plan.sizes, strict=True)):
+        nodes = [plan.nodes[i] for i in members]
+        messages = [cells.get(n, {}).get(u, {}) for n in nodes]
+        fit = partial(
+            clone(base).fit_from_messages,  # one fitted strategy per group
+            messages,
+            alpha=alpha,
+            n_per_client=sizes,
+            clients=session.labels(nodes),
+            random_state=seeds[u],
+        )
+        rounds.append((fit, nodes))
+    return rounds
+
+
+def _fit_quietly(fit, on_invalid):
+    """One group round's fit; one warning for all infinite groups, later."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InfiniteThresholdWarning)
+        return fit(on_invalid=on_invalid)
+
+
+def _fit_private(session, grouped, plan, public, rounds, invalid, alpha):
+    """``dp-qq``: one round, no second ask (budget); invalid nodes excluded.
+
+    A node invalid in one group round is dropped from all of them (its
+    other cells count as invalid too): refitting from the same messages is
+    post-processing and spends no budget.
+    """
+    bad = set(invalid)
+    fitted = []
+    for fit, members in rounds:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InfiniteThresholdWarning)
+            cal, used = _fit_private_round(
+                session, fit, members, session.labels(members), bad
+            )
+        fitted.append(cal)
+        bad.update(n for n in members if n not in used)
+    if bad - set(invalid):  # drop their other cells too, and refit
+        rounds = [(_without(fit, members, bad), members) for fit, members in rounds]
+        fitted = [_fit_quietly(fit, "exclude") for fit, _ in rounds]
+    used = [n for n in plan.nodes if n not in bad]
+    return _assemble(session, grouped, plan, public, fitted, alpha, used)
+
+
+def _without(fit, members, dropped):
+    """``fit`` with the messages of the ``dropped`` nodes emptied (invalid)."""
+    messages = [
+        {} if n in dropped else m for n, m in zip(members, fit.args[0], strict=True)
+    ]
+    return partial(fit.func, messages, **fit.keywords)
+
+
+def _assemble(session, grouped, plan, public, fitted, alpha, used):
+    """The fitted attributes :meth:`GroupedCalibrator.fit` sets, from the rounds.
+
+    Mirrors the end of ``GroupedCalibrator.fit`` (the per-group calibrators
+    are those its loop fits, from the same messages and plans). Returns the
+    fitted calibrator and ``used`` in client-label order.
+    """
+    seen, small = plan.seen, plan.small
+    merged = fitted[-1] if small.any() else None
+    per_group = [merged] * public.shape[0]
+    for g, cal in zip(np.flatnonzero(seen & ~small), fitted, strict=False):
+        per_group[g] = cal
+    grouped.groups_ = public
+    grouped.calibrators_ = per_group
+    grouped.threshold_ = np.array(
+        [np.inf if c is None else c.threshold_ for c in per_group], dtype=np.float64
+    )
+    grouped.fallback_threshold_ = np.inf if merged is None else merged.threshold_
+    grouped.n_per_group_ = plan.counts.sum(axis=0)
+    grouped.merged_groups_ = public[small]
+    grouped.infinite_groups_ = public[np.isposinf(grouped.threshold_)]
+    labels = [*public[seen & ~small], *([_MERGED] if merged is not None else [])]
+    grouped.messages_ = _cell_messages(fitted, labels)
+    grouped.clients_ = np.unique(session.labels(plan.nodes))
+    grouped.n_clients_ = int(grouped.clients_.shape[0])
+    grouped.epsilon_spent_ = max(
+        float(getattr(c, "epsilon_spent_", math.inf)) for c in fitted
+    )
+    grouped._fitted_alpha = alpha
+    grouped.coverage_bounds_ = grouped.coverage_bounds()
+    if grouped.infinite_groups_.size:
+        grouped._warn_infinite(alpha)
+    return grouped, session.ordered(used)
