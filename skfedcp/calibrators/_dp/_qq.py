@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import math
 import warnings
+from numbers import Integral
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.utils.validation import check_is_fitted
 
 from ..._typing import ClientIds, SecureRandomStateLike
 from ...exceptions import ClippedScoresWarning
 from ...privacy import private_quantile
 from ...privacy._quantile import _release_many
 from ...utils._docstrings import fill_doc
-from ...utils._sklearn_compat import StrOptions
+from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_alpha, check_scores
 from .._base import CoverageBounds
 from .._messages import Problem
 from .._qq._calibrator import _client_of_size, _QuantileOfQuantilesProtocol
+from ._byzantine import check_n_byzantine, dpqq_byzantine_plan, dpqq_max_byzantine
 from ._common import (
     _PRIVACY_CONSTRAINTS,
     ThresholdDistribution,
@@ -167,6 +170,7 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
     _parameter_constraints = {
         **_PRIVACY_CONSTRAINTS,
         "utility": [StrOptions({"quantile", "rank"})],
+        "n_byzantine": [Interval(Integral, 0, None, closed="left")],
     }
     _randomized = True
 
@@ -179,6 +183,7 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         gamma: float | Literal["auto"] = "auto",
         rule: Literal["paper", "tight"] = "paper",
         utility: Literal["quantile", "rank"] = "quantile",
+        n_byzantine: int = 0,
     ) -> None:
         self.epsilon = epsilon
         self.score_bounds = score_bounds
@@ -186,6 +191,7 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         self.gamma = gamma
         self.rule = rule
         self.utility = utility
+        self.n_byzantine = n_byzantine
 
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the public plan: ``gamma``, ranks, correction and levels.
@@ -198,12 +204,14 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         rule = _check_rule(getattr(self, "rule", "paper"))
         utility = _check_utility(getattr(self, "utility", "quantile"), rule)
         key = ("dp-qq", alpha, epsilon, self.n_bins, self.gamma, rule, utility)
+        c = check_n_byzantine(getattr(self, "n_byzantine", 0))
+        if c:
+            key = (*key, c)
         plan = _PLAN_MEMO.get(n_per_client, key)
         if plan is None:
             sizes = tuple(_plan_sizes(n_per_client).tolist())
-            plan = _dpqq_plan(
-                sizes, alpha, epsilon, self.n_bins, self.gamma, rule, utility
-            )
+            args = (sizes, alpha, epsilon, self.n_bins, self.gamma, rule, utility)
+            plan = dpqq_byzantine_plan(*args, c) if c else _dpqq_plan(*args)
             _PLAN_MEMO.put(n_per_client, key, plan)
         plan = _copy_plan(plan)
         plan["score_bounds"] = bounds
@@ -289,6 +297,28 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
 
     def _after_fit(self, received, *, alpha, details=None):
         _after_private_fit(self, received)
+        self.coverage_bounds_ = self.coverage_bounds(received.sizes, alpha)
+
+    def max_byzantine(self) -> int:
+        """Largest number of dishonest clients the fitted plan tolerates.
+
+        The largest ``c`` for which the fitted plan's coverage stays
+        certified ``>= 1 - alpha`` with ``c`` dishonest clients, whatever
+        ``n_byzantine`` it was chosen for: ``rule="paper"``, ``(1 - gamma
+        alpha) min_H M_H(l_gamma, k - c)``; ``rule="tight"``, the tight
+        bound of the worst ``m - c`` honest clients at rank ``k - c`` (see
+        the user guide, "Dishonest clients"). ``n_clients_`` when the plan
+        is infeasible (the threshold is ``+inf``), ``-1`` if the plan is not
+        certified even with honest clients. As for
+        :meth:`QuantileOfQuantilesCalibrator.max_byzantine`, ``c > m - k``
+        clients sending ``+inf`` make the threshold (validly) infinite.
+        """
+        check_is_fitted(self, "calibration_info_")
+        plan = self.calibration_info_
+        sizes = np.asarray(self.n_per_client_)
+        if not plan["feasible"]:
+            return int(sizes.shape[0])
+        return dpqq_max_byzantine(tuple(sizes.tolist()), self._fitted_alpha, plan)
 
     def threshold_probabilities(
         self,
