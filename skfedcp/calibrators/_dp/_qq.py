@@ -101,6 +101,20 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         0.908 / 0.911 instead of 0.912 / 0.925 for ``rule="tight"`` at 5 x
         200 uniform scores, ``epsilon = 10 / 5``). The tight plan's proof
         covers it with its own tail bound (user guide, "Tight corrections").
+    n_byzantine : int, default=0
+        Number ``c`` of dishonest clients to tolerate: clients that may send
+        any value passing validation (a bin edge of the announced grid or
+        ``+inf``), even after seeing the others'. With ``c > 0`` the plan
+        keeps ``c < k <= m - c`` (``c`` clients sending ``+inf`` cannot make
+        the threshold infinite on their own) and certifies the coverage of
+        the honest clients at rank ``k - c``, DP noise included, ``>= 1 -
+        alpha`` for every honest set: ``rule="paper"``, ``(1 - gamma alpha)
+        min_H M_H(l_gamma, k - c)`` (exact with equal sizes, a proved bound
+        otherwise, as :class:`QuantileOfQuantilesCalibrator`); ``rule="tight"``,
+        the tight bound of the worst ``m - c`` honest clients (exact; with
+        unequal sizes every honest mix of sizes is enumerated, refused beyond
+        64 mixes). ``c >= m / 2``, or a ``c`` no plan certifies, raises
+        ``ValueError``. ``0``: the usual plan, bit for bit.
 
     Attributes
     ----------
@@ -119,7 +133,15 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         mechanism level), ``score`` (``M(l_gamma + l_cor, k_gamma)``),
         ``coverage_lower`` (``(1 - gamma alpha) M(l_gamma, k_gamma)``),
         ``n_bins``, ``epsilon``, ``score_bounds``, ``feasible`` and, when not
-        feasible, ``reason``.
+        feasible, ``reason``. With ``n_byzantine > 0`` also ``n_byzantine``;
+        ``coverage_lower`` is then the bound certified against that many
+        dishonest clients and ``score`` the coverage of the plan when every
+        client is honest.
+    coverage_bounds_ : CoverageBounds
+        ``(coverage_lower, nan)`` of the fitted plan (:meth:`coverage_bounds`
+        at the fitted sizes and ``alpha``): the certified lower bound, and no
+        upper bound (the privacy noise has none); ``(1, 1)`` when the plan
+        is infeasible.
 
     See Also
     --------
@@ -165,6 +187,18 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
     0.91622
     >>> sorted(cal.messages_), cal.epsilon_spent_
     (['client', 'n', 'quantile'], 10.0)
+
+    Certified against 2 dishonest clients among 20:
+
+    >>> scores = rng.uniform(size=20 * 100)
+    >>> client_ids = np.repeat(np.arange(20), 100)
+    >>> cal = PrivateQuantileOfQuantilesCalibrator(
+    ...     epsilon=10.0, score_bounds=(0, 1), n_byzantine=2)
+    >>> cal = cal.fit(scores, client_ids, alpha=0.1, random_state=0)
+    >>> cal.calibration_info_["k"], round(cal.coverage_bounds_.lower, 4)
+    (16, 0.9026)
+    >>> cal.max_byzantine()
+    3
     """
 
     _parameter_constraints = {
