@@ -236,7 +236,9 @@ def test_max_byzantine_of_a_certified_plan(rule):
     plan = cal.calibration_info_
     if rule == "paper" and tolerated + 1 < plan["k"]:
         g, l, k = plan["gamma"], int(plan["local_ranks"][0]), plan["k"]
-        above = (1 - g * alpha) * qq_coverage(m - tolerated - 1, n, l, k - tolerated - 1)
+        above = (1 - g * alpha) * qq_coverage(
+            m - tolerated - 1, n, l, k - tolerated - 1
+        )
         assert above < 1 - alpha - TOL
 
 
