@@ -224,22 +224,35 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
     if best is None:
         return None
     score, g, local_ranks, k, lower, correction, ranks = best
+    levels = tuple(
+        max(r / n, 0.5) if r <= n else math.inf
+        for r, n in zip(ranks, sizes, strict=True)
+    )
+    return _feasible_plan(
+        (local_ranks, k, levels, score, (1.0 - g * alpha) * lower),
+        gamma=g,
+        correction=correction,
+        public=(n_bins, epsilon, "paper", "quantile"),
+    )
+
+
+def _feasible_plan(chosen, *, gamma, correction, public):
+    """The plan dict of both rules (the keys of the ``c = 0`` plans)."""
+    local_ranks, k, levels, score, lower = chosen
+    n_bins, epsilon, rule, utility = public
     return {
         "feasible": True,
-        "gamma": g,
+        "gamma": gamma,
         "local_ranks": local_ranks,
         "k": k,
         "correction": correction,
-        "levels": tuple(
-            max(r / n, 0.5) if r <= n else math.inf
-            for r, n in zip(ranks, sizes, strict=True)
-        ),
+        "levels": levels,
         "score": score,
-        "coverage_lower": (1.0 - g * alpha) * lower,
+        "coverage_lower": lower,
         "n_bins": n_bins,
         "epsilon": epsilon,
-        "rule": "paper",
-        "utility": "quantile",
+        "rule": rule,
+        "utility": utility,
     }
 
 
@@ -310,20 +323,13 @@ def _tight_plan(sizes, alpha, epsilon, n_bins, utility, c):
             best = (expected, q, k, value)
     _, q, k, value = best
     honest = _TightBounds(groups, epsilon, n_bins, utility)(q, k)
-    return {
-        "feasible": True,
-        "gamma": None,
-        "local_ranks": tuple(min(n, math.ceil(q * n - 1e-9)) for n in sizes),
-        "k": k,
-        "correction": 0,
-        "levels": (q,) * m,
-        "score": honest,
-        "coverage_lower": value,
-        "n_bins": n_bins,
-        "epsilon": epsilon,
-        "rule": "tight",
-        "utility": utility,
-    }
+    ranks = tuple(min(n, math.ceil(q * n - 1e-9)) for n in sizes)
+    return _feasible_plan(
+        (ranks, k, (q,) * m, honest, value),
+        gamma=None,
+        correction=0,
+        public=(n_bins, epsilon, "tight", utility),
+    )
 
 
 def dpqq_max_byzantine(sizes, alpha, plan):
