@@ -16,7 +16,13 @@ Data (alpha = 0.1; groups stated per table):
 
 * STAR (79 schools), groups = school location (inner-city, rural, suburban,
   urban); Bikeshare (12 months), groups = hour of day in 5 bins; RandHIE (6
-  sites), groups = self-rated health (excellent, good, fair, poor). Every
+  sites), groups = self-rated health (excellent, good, fair, poor). Each set
+  also with groups = the clients themselves (``star-school``,
+  ``bikeshare-month``, ``randhie-site``: group-qq is per-client split CP), and
+  STAR / Bikeshare with the rows of each covariate group handed to the
+  clients at random, per split, cell sizes kept (``-shuffled``: the clients
+  then differ only in their group mix, which separates heterogeneity within
+  a group from the plan). Every
   client's rows are split 40% train / 40% calibration / 20% test per split;
   a ridge model is fitted on the pooled training rows; the score is the
   absolute residual.
