@@ -31,7 +31,26 @@ Attacks (the dishonest clients' messages; for Rob-FCP their histograms):
 Reported: mean coverage +- its standard error over the repetitions, and the
 fraction of repetitions with a finite threshold.
 
-Usage: ``python bench_byzantine.py [--quick]``.
+A second table runs dp-qq (``PrivateQuantileOfQuantilesCalibrator``,
+epsilon = 10, 100 bins on the public range [0, 5], the same grid as Rob-FCP's
+histograms) with ``n_byzantine=c``, for ``rule="paper"`` (the default) and
+``rule="tight"`` with ``utility="rank"`` (the paper's utility drifts up, so
+its thresholds sit near the top of the range on these scores), beside its
+``n_byzantine=0`` plan under the same attack. The honest clients release
+their private quantiles (each client's own stream); the dishonest ones send
+what passes validation (a bin edge or ``+inf``):
+
+* ``max``: ``+inf``; ``min``: the smallest edge;
+* ``noise``: N(0, 1) values rounded up to the grid;
+* ``copy``: honest client 0's release;
+* ``adaptive``: the largest edge below the smallest honest release (the
+  smallest edge when there is none), so the threshold falls to the
+  ``(k - c)``-th honest release, the certified worst case.
+
+A ``c`` with no certified plan is reported as infeasible, with the reason.
+
+Usage: ``python bench_byzantine.py [--quick] [--reps R] [--dp-reps R]``
+(``--quick``: 20 repetitions, dp-qq with ``rule="paper"`` only).
 """
 
 import argparse
@@ -42,7 +61,10 @@ import _common  # noqa: F401  (single-threaded BLAS)
 import numpy as np
 from scipy.special import erf
 
-from skfedcp.calibrators import QuantileOfQuantilesCalibrator
+from skfedcp.calibrators import (
+    PrivateQuantileOfQuantilesCalibrator,
+    QuantileOfQuantilesCalibrator,
+)
 
 M, N, ALPHA = 100, 50, 0.1
 CS = (0, 10, 20, 40, 45)
@@ -144,10 +166,109 @@ def run(reps, seed=0):
     return rows
 
 
+# -- dp-qq -------------------------------------------------------------------
+
+DP_EPSILON = 10.0
+# What a dp-qq client may send: an inner edge of the grid or +inf.
+DP_GRID = np.r_[BINS[1:-1], np.inf]
+
+
+def _dp_attack(kind, honest, c, rng):
+    if kind == "max":
+        return np.full(c, np.inf)
+    if kind == "min":
+        return np.full(c, DP_GRID[0])
+    if kind == "noise":
+        noise = rng.normal(size=c)
+        return DP_GRID[np.minimum(np.searchsorted(DP_GRID, noise), DP_GRID.size - 1)]
+    if kind == "copy":
+        return np.full(c, honest[0])
+    below = DP_GRID[DP_GRID < honest.min()]  # adaptive
+    return np.full(c, below[-1] if below.size else DP_GRID[0])
+
+
+def _dp_plan(c, rule):
+    """``(calibrator, plan, certified lower bound)``, or the reason it is infeasible."""
+    cal = PrivateQuantileOfQuantilesCalibrator(
+        epsilon=DP_EPSILON,
+        score_bounds=(0.0, 5.0),
+        rule=rule,
+        utility="rank" if rule == "tight" else "quantile",
+        n_byzantine=c,
+    )
+    try:
+        plan = cal.plan(np.full(M, N), ALPHA)
+    except ValueError as error:
+        return cal, None, str(error)
+    return cal, plan, plan["coverage_lower"]
+
+
+def run_dp(reps, rule, seed=0):
+    sizes = np.full(M, N)
+    ids = np.repeat(np.arange(M), N)
+    plain, plain_plan, plain_lower = _dp_plan(0, rule)
+    rows = []
+    for c in CS:
+        cal, plan, lower = _dp_plan(c, rule)
+        if plan is None:
+            rows.append({"c": c, "attack": "-", "infeasible": lower})
+            continue
+        for kind in ATTACKS if c else ("none",):
+            rng = np.random.default_rng([seed, c, ATTACKS.index(kind) if c else 9])
+            out = {"byz": [], "plain": []}
+            for r in range(reps):
+                scores = np.abs(rng.normal(size=M * N))
+                for name, fitted in (("byz", cal), ("plain", plain)):
+                    fitted.fit(
+                        scores,
+                        ids,
+                        alpha=ALPHA,
+                        random_state=np.random.SeedSequence([seed, c, r]),
+                    )
+                    honest = fitted.messages_["quantile"][: M - c]
+                    values = np.r_[honest, _dp_attack(kind, honest, c, rng)]
+                    messages = {"n": sizes, "quantile": values}
+                    t = fitted.server_step(messages, alpha=ALPHA, n_per_client=sizes)
+                    out[name].append(t)
+            row = {"c": c, "attack": kind, "cert": lower, "k": plan["k"]}
+            for name, ts in out.items():
+                cov = np.array([_coverage(t) for t in ts])
+                row[name] = (
+                    cov.mean(),
+                    cov.std(ddof=1) / math.sqrt(reps),
+                    float(np.isfinite(ts).mean()),
+                )
+            rows.append(row)
+    return rows, plain_plan["k"]
+
+
+def _print_dp(rows, rule, plain_k, reps):
+    print(
+        f"\ndp-qq rule={rule!r}{', utility=rank' if rule == 'tight' else ''}, "
+        f"epsilon={DP_EPSILON:g}, {BINS.size - 1} bins on [0, 5], {reps} "
+        f"repetitions (the n_byzantine=0 plan takes k={plain_k})"
+    )
+    print(
+        f"{'c':>2} {'attack':<8} {'k':>3} {'cert':>6} {'dp-qq byz':>16} {'fin':>4} "
+        f"{'dp-qq c=0':>16} {'fin':>4}"
+    )
+    for r in rows:
+        if "infeasible" in r:
+            print(f"{r['c']:>2} infeasible: {r['infeasible']}")
+            continue
+        cells = " ".join(
+            f"{r[n][0]:.4f} +- {r[n][1]:.4f} {r[n][2]:>4.2f}" for n in ("byz", "plain")
+        )
+        print(f"{r['c']:>2} {r['attack']:<8} {r['k']:>3} {r['cert']:.4f} {cells}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 repetitions")
     parser.add_argument("--reps", type=int, default=400, help="repetitions")
+    parser.add_argument(
+        "--dp-reps", type=int, default=None, help="dp-qq repetitions (default: reps)"
+    )
     args = parser.parse_args()
     reps = 20 if args.quick else args.reps
     with warnings.catch_warnings():
@@ -166,6 +287,13 @@ def main():
             for n in ("byz", "plain", "rob")
         )
         print(f"{r['c']:>2} {r['attack']:<8} {r['cert']:.4f} {cells}")
+    dp_reps = reps if args.dp_reps is None else args.dp_reps
+    # The tight plans take minutes (the c = 0 one most): not with --quick.
+    for rule in ("paper",) if args.quick else ("paper", "tight"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rows, plain_k = run_dp(dp_reps, rule)
+        _print_dp(rows, rule, plain_k, dp_reps)
 
 
 if __name__ == "__main__":

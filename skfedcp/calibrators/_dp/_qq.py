@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import math
 import warnings
+from numbers import Integral
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.utils.validation import check_is_fitted
 
 from ..._typing import ClientIds, SecureRandomStateLike
 from ...exceptions import ClippedScoresWarning
 from ...privacy import private_quantile
 from ...privacy._quantile import _release_many
 from ...utils._docstrings import fill_doc
-from ...utils._sklearn_compat import StrOptions
+from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_alpha, check_scores
 from .._base import CoverageBounds
 from .._messages import Problem
 from .._qq._calibrator import _client_of_size, _QuantileOfQuantilesProtocol
+from ._byzantine import check_n_byzantine, dpqq_byzantine_plan, dpqq_max_byzantine
 from ._common import (
     _PRIVACY_CONSTRAINTS,
     ThresholdDistribution,
@@ -98,6 +101,20 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         0.908 / 0.911 instead of 0.912 / 0.925 for ``rule="tight"`` at 5 x
         200 uniform scores, ``epsilon = 10 / 5``). The tight plan's proof
         covers it with its own tail bound (user guide, "Tight corrections").
+    n_byzantine : int, default=0
+        Number ``c`` of dishonest clients to tolerate: clients that may send
+        any value passing validation (a bin edge of the announced grid or
+        ``+inf``), even after seeing the others'. With ``c > 0`` the plan
+        keeps ``c < k <= m - c`` (``c`` clients sending ``+inf`` cannot make
+        the threshold infinite on their own) and certifies the coverage of
+        the honest clients at rank ``k - c``, DP noise included, ``>= 1 -
+        alpha`` for every honest set: ``rule="paper"``, ``(1 - gamma alpha)
+        min_H M_H(l_gamma, k - c)`` (exact with equal sizes, a proved bound
+        otherwise, as :class:`QuantileOfQuantilesCalibrator`); ``rule="tight"``,
+        the tight bound of the worst ``m - c`` honest clients (exact; with
+        unequal sizes every honest mix of sizes is enumerated, refused beyond
+        64 mixes). ``c >= m / 2``, or a ``c`` no plan certifies, raises
+        ``ValueError``. ``0``: the usual plan, bit for bit.
 
     Attributes
     ----------
@@ -116,7 +133,15 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         mechanism level), ``score`` (``M(l_gamma + l_cor, k_gamma)``),
         ``coverage_lower`` (``(1 - gamma alpha) M(l_gamma, k_gamma)``),
         ``n_bins``, ``epsilon``, ``score_bounds``, ``feasible`` and, when not
-        feasible, ``reason``.
+        feasible, ``reason``. With ``n_byzantine > 0`` also ``n_byzantine``;
+        ``coverage_lower`` is then the bound certified against that many
+        dishonest clients and ``score`` the coverage of the plan when every
+        client is honest.
+    coverage_bounds_ : CoverageBounds
+        ``(coverage_lower, nan)`` of the fitted plan (:meth:`coverage_bounds`
+        at the fitted sizes and ``alpha``): the certified lower bound, and no
+        upper bound (the privacy noise has none); ``(1, 1)`` when the plan
+        is infeasible.
 
     See Also
     --------
@@ -162,11 +187,24 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
     0.91622
     >>> sorted(cal.messages_), cal.epsilon_spent_
     (['client', 'n', 'quantile'], 10.0)
+
+    Certified against 2 dishonest clients among 20:
+
+    >>> scores = rng.uniform(size=20 * 100)
+    >>> client_ids = np.repeat(np.arange(20), 100)
+    >>> cal = PrivateQuantileOfQuantilesCalibrator(
+    ...     epsilon=10.0, score_bounds=(0, 1), n_byzantine=2)
+    >>> cal = cal.fit(scores, client_ids, alpha=0.1, random_state=0)
+    >>> cal.calibration_info_["k"], round(cal.coverage_bounds_.lower, 4)
+    (16, 0.9026)
+    >>> cal.max_byzantine()
+    3
     """
 
     _parameter_constraints = {
         **_PRIVACY_CONSTRAINTS,
         "utility": [StrOptions({"quantile", "rank"})],
+        "n_byzantine": [Interval(Integral, 0, None, closed="left")],
     }
     _randomized = True
 
@@ -179,6 +217,7 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         gamma: float | Literal["auto"] = "auto",
         rule: Literal["paper", "tight"] = "paper",
         utility: Literal["quantile", "rank"] = "quantile",
+        n_byzantine: int = 0,
     ) -> None:
         self.epsilon = epsilon
         self.score_bounds = score_bounds
@@ -186,6 +225,7 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         self.gamma = gamma
         self.rule = rule
         self.utility = utility
+        self.n_byzantine = n_byzantine
 
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the public plan: ``gamma``, ranks, correction and levels.
@@ -198,12 +238,14 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         rule = _check_rule(getattr(self, "rule", "paper"))
         utility = _check_utility(getattr(self, "utility", "quantile"), rule)
         key = ("dp-qq", alpha, epsilon, self.n_bins, self.gamma, rule, utility)
+        c = check_n_byzantine(getattr(self, "n_byzantine", 0))
+        if c:
+            key = (*key, c)
         plan = _PLAN_MEMO.get(n_per_client, key)
         if plan is None:
             sizes = tuple(_plan_sizes(n_per_client).tolist())
-            plan = _dpqq_plan(
-                sizes, alpha, epsilon, self.n_bins, self.gamma, rule, utility
-            )
+            args = (sizes, alpha, epsilon, self.n_bins, self.gamma, rule, utility)
+            plan = dpqq_byzantine_plan(*args, c) if c else _dpqq_plan(*args)
             _PLAN_MEMO.put(n_per_client, key, plan)
         plan = _copy_plan(plan)
         plan["score_bounds"] = bounds
@@ -289,6 +331,28 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
 
     def _after_fit(self, received, *, alpha, details=None):
         _after_private_fit(self, received)
+        self.coverage_bounds_ = self.coverage_bounds(received.sizes, alpha)
+
+    def max_byzantine(self) -> int:
+        """Largest number of dishonest clients the fitted plan tolerates.
+
+        The largest ``c`` for which the fitted plan's coverage stays
+        certified ``>= 1 - alpha`` with ``c`` dishonest clients, whatever
+        ``n_byzantine`` it was chosen for: ``rule="paper"``, ``(1 - gamma
+        alpha) min_H M_H(l_gamma, k - c)``; ``rule="tight"``, the tight
+        bound of the worst ``m - c`` honest clients at rank ``k - c`` (see
+        the user guide, "Dishonest clients"). ``n_clients_`` when the plan
+        is infeasible (the threshold is ``+inf``), ``-1`` if the plan is not
+        certified even with honest clients. As for
+        :meth:`QuantileOfQuantilesCalibrator.max_byzantine`, ``c > m - k``
+        clients sending ``+inf`` make the threshold (validly) infinite.
+        """
+        check_is_fitted(self, "calibration_info_")
+        plan = self.calibration_info_
+        sizes = np.asarray(self.n_per_client_)
+        if not plan["feasible"]:
+            return int(sizes.shape[0])
+        return dpqq_max_byzantine(tuple(sizes.tolist()), self._fitted_alpha, plan)
 
     def threshold_probabilities(
         self,

@@ -1,0 +1,361 @@
+"""FedCP²-QQ plans certified against dishonest clients (issue 23, section 2)."""
+
+# With c of the m clients dishonest (any message that passes validation: a
+# bin edge of the announced grid or +inf, possibly chosen after seeing every
+# honest message), the k-th smallest message T satisfies T >= h_(k-c), the
+# (k - c)-th smallest honest release (at most c of the k smallest messages
+# are dishonest).  The honest set H is fixed before the data are drawn.
+#
+# rule="paper".  With probability >= 1 - gamma alpha (over the mechanisms,
+# given any data: the correction l_cor is a union bound over all m clients,
+# so it covers the m - c honest ones) every honest release is at least the
+# client's l_j-th score.  On that event h_(k-c) >= the (k - c)-th smallest of
+# the honest l_j-th scores, so for a test score exchangeable with the honest
+# clients' scores
+#
+#     P(S <= T) >= (1 - gamma alpha) M_H(l, k - c)
+#
+# (the event depends on the mechanisms' noise only, independent of S given
+# the data).  min_H M_H(l, k - c) is bounded by the QQ rule certified against
+# c dishonest clients (select_byzantine_ranks / byzantine_coverage_bounds of
+# _qq/_byzantine.py: exact with equal sizes, the worst honest set at every
+# point of the integral otherwise), asked for tau_gamma = (1 - alpha) /
+# (1 - gamma alpha).  Among the gammas with a certified pair, the one with
+# the smallest all-honest coverage M(l + l_cor, k) of the corrected ranks is
+# kept, ties to the smaller gamma, as in the c = 0 search.
+#
+# rule="tight".  Every honest release is at least U^j_(D_j) (coupling of the
+# tight bound, D_j the worst-case rank law of the mechanism), independently
+# across clients, so P(S <= T) >= LB_H(q, k - c), the tight bound of the
+# honest clients alone at rank k - c.  LB_H depends on H only through the
+# multiset of its sizes: with equal sizes every H gives the same value
+# (exact); with unequal sizes the minimum over every multiset of m - c sizes
+# the federation can leave honest is taken (exact, enumerated; refused when
+# there are more than _MAX_HONEST_MIXES of them).  For each k the smallest
+# level q with min_H LB_H(q, k - c) >= 1 - alpha is found by the replayed
+# bisection of the c = 0 search, and the plan with the smallest expected
+# all-honest coverage on public uniform scores is kept.
+#
+# In both rules k <= m - c, so c clients sending +inf cannot make the
+# threshold infinite on their own.
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from functools import lru_cache
+from numbers import Integral
+
+import numpy as np
+from scipy import special
+
+from ...privacy import dp_qq_local_correction
+from .._qq._byzantine import max_byzantine, select_byzantine_ranks
+from .._qq._coverage import _FEASIBILITY_TOL
+from ._common import _describe
+from ._plan import GAMMA_GRID, _dpqq_auto_bins, _qq_score
+from ._tight import (
+    _BOUND_MARGIN,
+    _gauss_nodes01,
+    _replayed_bisection,
+    _simulated_coverage,
+    _TightBounds,
+)
+
+__all__ = ["check_n_byzantine", "dpqq_byzantine_plan", "dpqq_max_byzantine"]
+
+# Largest number of honest size mixes the tight rule enumerates.
+_MAX_HONEST_MIXES = 64
+# Coverages within this tolerance are tied (the c = 0 search's _TIE).
+_TIE = 1e-10
+# Largest polynomial degree h n the equal-size coverage table integrates.
+_TABLE_MAX_DEGREE = 40_000
+
+
+def _check_c(sizes, c):
+    m = len(sizes)
+    if 2 * c >= m:
+        raise ValueError(
+            f"n_byzantine={c} is not below half of the m={m} clients: no rank k "
+            f"satisfies n_byzantine < k <= m - n_byzantine, so {c} dishonest "
+            "clients could always move the threshold to +inf or below every "
+            "honest value. Use n_byzantine < m / 2."
+        )
+
+
+def _infeasible(sizes, alpha, epsilon, n_bins, c, rule):
+    raise ValueError(
+        f"n_byzantine={c}: no dp-qq plan (rule={rule!r}) certifies coverage "
+        f">= 1 - alpha against {c} dishonest clients with client sizes "
+        f"{_describe(sizes)}, epsilon={epsilon:g}, alpha={alpha:g} and "
+        f"n_bins={n_bins}; tolerate fewer dishonest clients, or use more data "
+        "per client, a larger epsilon or fewer bins."
+    )
+
+
+def check_n_byzantine(n_byzantine):
+    """``n_byzantine`` as an int ``>= 0`` (ValueError otherwise)."""
+    if isinstance(n_byzantine, bool) or not isinstance(n_byzantine, Integral):
+        raise ValueError(f"n_byzantine must be an int >= 0; got {n_byzantine!r}.")
+    if n_byzantine < 0:
+        raise ValueError(f"n_byzantine must be an int >= 0; got {n_byzantine!r}.")
+    return int(n_byzantine)
+
+
+def dpqq_byzantine_plan(sizes, alpha, epsilon, n_bins, gamma, rule, utility, c):
+    """The public dp-qq plan certified against ``c >= 1`` dishonest clients.
+
+    Same keys as the ``c = 0`` plan (``coverage_lower`` is the certified
+    bound, ``score`` the all-honest coverage of the plan), plus
+    ``n_byzantine``. Raises ``ValueError`` when no plan is certified (see the
+    module comment for the proofs). Cached per arguments.
+    """
+    sizes = tuple(int(n) for n in sizes)
+    if min(sizes) < 1:
+        raise ValueError(
+            "n_byzantine > 0 needs every announced client to hold calibration "
+            "rows (a client of 0 rows would count as honest and always send +inf)."
+        )
+    _check_c(sizes, c)
+    plan = dict(_byzantine_plan(sizes, alpha, epsilon, n_bins, gamma, rule, utility, c))
+    for key in ("local_ranks", "levels"):
+        plan[key] = np.array(plan[key])
+    return plan
+
+
+@lru_cache(maxsize=64)
+def _byzantine_plan(sizes, alpha, epsilon, n_bins, gamma, rule, utility, c):
+    if rule == "tight":
+        if isinstance(n_bins, str):  # "auto": any data-free choice is valid
+            n_bins = _dpqq_auto_bins(sizes, alpha, epsilon, "auto")
+        plan = _tight_plan(sizes, alpha, epsilon, int(n_bins), utility, c)
+    else:
+        if isinstance(n_bins, str):
+            n_bins = _dpqq_auto_bins(sizes, alpha, epsilon, gamma)
+        plan = _paper_plan(sizes, alpha, epsilon, int(n_bins), gamma, c)
+    if plan is None:
+        _infeasible(sizes, alpha, epsilon, n_bins, c, rule)
+    plan["n_byzantine"] = c
+    return tuple(plan.items())
+
+
+@lru_cache(maxsize=32)
+def _coverage_table(h, n, r_max):
+    """``M_h(l, r)`` of ``h`` clients of ``n`` scores, ``l <= n``, ``r <= r_max``.
+
+    The integrand ``P(Bin(h, I_t(l, n - l + 1)) <= r - 1)`` is a polynomial
+    of degree ``h n`` in ``t``: Gauss-Legendre with ``ceil((h n + 1) / 2)``
+    nodes is exact up to rounding (~1e-13, far below the 1e-10 feasibility
+    tolerance). One table serves every gamma (a read-only array).
+    """
+    t, w = _gauss_nodes01(-(-(h * n + 1) // 2))
+    r = np.arange(r_max)[:, None]
+    table = np.empty((n, r_max))
+    for l in range(1, n + 1):
+        p = special.betainc(l, n - l + 1, t)
+        table[l - 1] = special.bdtr(r, h, p[None, :]) @ w
+    table.setflags(write=False)
+    return table
+
+
+def _equal_pair(m, n, tau, correction, c):
+    """Equal sizes: the certified ``(l, k)`` of least all-honest coverage.
+
+    Every honest set is alike: the certified bound of ``(l, k)`` is ``M_{m -
+    c}(l, k - c)``, increasing in ``l`` and ``k``. For each ``l`` whose
+    corrected rank ``l + l_cor`` fits in ``n``, the smallest ``r = k - c <=
+    m - 2 c`` with ``M_{m - c}(l, r) >= tau``; among these pairs, the one with
+    the smallest all-honest coverage ``M_m(l + l_cor, r + c)`` of the
+    corrected ranks (ties: the larger ``l``). ``None`` when no pair is
+    certified.
+    """
+    h, r_max = m - c, m - 2 * c
+    if n * max(h, m) > _TABLE_MAX_DEGREE:
+        return _equal_pair_quad(m, n, tau, correction, c)
+    honest = _coverage_table(h, n, r_max)[: n - correction]
+    passing = honest >= tau - _FEASIBILITY_TOL
+    rows = np.flatnonzero(passing[:, -1])
+    if rows.size == 0:
+        return None
+    r_of = passing[rows].argmax(axis=1)  # first passing r - 1, per l - 1
+    benign = _coverage_table(m, n, m)[rows + correction, r_of + c]
+    # The smallest benign value, ties to the larger l (the last minimum).
+    best = int(np.flatnonzero(benign <= benign.min() + _TIE)[-1])
+    l, r = int(rows[best]) + 1, int(r_of[best]) + 1
+    return l, r + c, float(honest[l - 1, r - 1])
+
+
+def _equal_pair_quad(m, n, tau, correction, c):
+    """:func:`_equal_pair` through the QQ rule when the table is too large."""
+    sel = select_byzantine_ranks((n,) * m, 1.0 - tau, c, local_rank="auto")
+    if not sel.feasible or sel.local_ranks[0] + correction > n:
+        return None
+    return sel.local_ranks[0], sel.k, sel.lower
+
+
+def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
+    m = len(sizes)
+    equal = len(set(sizes)) == 1
+    grid = GAMMA_GRID if isinstance(gamma, str) else (float(gamma),)
+    best = None
+    for g in grid:
+        correction = dp_qq_local_correction(epsilon, n_bins, g, alpha, m)
+        if correction >= max(sizes):
+            continue
+        tau = (1.0 - alpha) / (1.0 - g * alpha)
+        if equal:
+            pair = _equal_pair(m, sizes[0], tau, correction, c)
+            if pair is None:
+                continue
+            l, k, lower = pair
+            local_ranks = (l,) * m
+        else:
+            sel = select_byzantine_ranks(sizes, 1.0 - tau, c, local_rank="fixed")
+            if not sel.feasible:
+                continue
+            local_ranks, k, lower = sel.local_ranks, sel.k, sel.lower
+        ranks = tuple(r + correction for r in local_ranks)
+        if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < k + c:
+            continue  # c dishonest +inf among the active ones: +inf threshold
+        score = _qq_score(sizes, ranks, k)
+        if best is None or score < best[0] - _TIE:
+            best = (score, g, local_ranks, k, lower, correction, ranks)
+    if best is None:
+        return None
+    score, g, local_ranks, k, lower, correction, ranks = best
+    levels = tuple(
+        max(r / n, 0.5) if r <= n else math.inf
+        for r, n in zip(ranks, sizes, strict=True)
+    )
+    return _feasible_plan(
+        (local_ranks, k, levels, score, (1.0 - g * alpha) * lower),
+        gamma=g,
+        correction=correction,
+        public=(n_bins, epsilon, "paper", "quantile"),
+    )
+
+
+def _feasible_plan(chosen, *, gamma, correction, public):
+    """The plan dict of both rules (the keys of the ``c = 0`` plans)."""
+    local_ranks, k, levels, score, lower = chosen
+    n_bins, epsilon, rule, utility = public
+    return {
+        "feasible": True,
+        "gamma": gamma,
+        "local_ranks": local_ranks,
+        "k": k,
+        "correction": correction,
+        "levels": levels,
+        "score": score,
+        "coverage_lower": lower,
+        "n_bins": n_bins,
+        "epsilon": epsilon,
+        "rule": rule,
+        "utility": utility,
+    }
+
+
+def _honest_mixes(sizes, c):
+    """Every multiset of ``m - c`` sizes the federation can leave honest."""
+    groups = sorted(Counter(sizes).items())
+    options = [range(min(count, c) + 1) for _, count in groups]
+    mixes = []
+    for removed in itertools.product(*options):
+        if sum(removed) != c:
+            continue
+        mix = tuple(
+            (n, count - d) for (n, count), d in zip(groups, removed, strict=True)
+        )
+        mixes.append(tuple((n, k) for n, k in mix if k))
+        if len(mixes) > _MAX_HONEST_MIXES:
+            raise ValueError(
+                f"rule='tight' with n_byzantine={c} and unequal client sizes "
+                f"{_describe(sizes)}: more than {_MAX_HONEST_MIXES} honest size "
+                "mixes to check; use rule='paper' (a proved bound for any sizes)."
+            )
+    return mixes
+
+
+class _WorstBounds:
+    """``min_H LB_H(q, r)`` over the honest mixes, as the bisection asks it."""
+
+    def __init__(self, parts):
+        self.parts = parts
+        self._values = parts[0]._values  # every part sees the same levels
+
+    def __call__(self, q, r):
+        return min(part(q, r) for part in self.parts)
+
+    def known(self, q, r):
+        values = [part.known(q, r) for part in self.parts]
+        return None if any(v is None for v in values) else min(values)
+
+
+def _worst_bounds(sizes, epsilon, n_bins, utility, c):
+    mixes = _honest_mixes(sizes, c)
+    parts = [_TightBounds(mix, epsilon, n_bins, utility) for mix in mixes]
+    return parts[0] if len(parts) == 1 else _WorstBounds(parts)
+
+
+def _tight_plan(sizes, alpha, epsilon, n_bins, utility, c):
+    m = len(sizes)
+    groups = tuple(sorted(Counter(sizes).items()))
+    target = 1.0 - alpha + _BOUND_MARGIN
+    bounds = _worst_bounds(sizes, epsilon, n_bins, utility, c)
+    candidates = []
+    q_hi = 1.0
+    for r in range(1, m - 2 * c + 1):  # k = r + c <= m - c
+        if bounds(q_hi, r) < target:
+            continue
+        if bounds(0.5, r) >= target:
+            hi = 0.5
+        else:
+            hi = _replayed_bisection(bounds, r, q_hi, target)
+        candidates.append((hi, r + c, bounds(hi, r)))
+        q_hi = hi  # the smallest level is non-increasing in r
+    if not candidates:
+        return None
+    best = None
+    for q, k, value in candidates:
+        expected = _simulated_coverage(groups, q, k, epsilon, n_bins, utility)
+        if best is None or expected < best[0] - 1e-9:
+            best = (expected, q, k, value)
+    _, q, k, value = best
+    honest = _TightBounds(groups, epsilon, n_bins, utility)(q, k)
+    ranks = tuple(min(n, math.ceil(q * n - 1e-9)) for n in sizes)
+    return _feasible_plan(
+        (ranks, k, (q,) * m, honest, value),
+        gamma=None,
+        correction=0,
+        public=(n_bins, epsilon, "tight", utility),
+    )
+
+
+def dpqq_max_byzantine(sizes, alpha, plan):
+    """Largest ``c`` whose certified bound for ``plan`` stays ``>= 1 - alpha``.
+
+    ``plan`` is a feasible dp-qq plan (any ``n_byzantine``). ``rule="paper"``:
+    the largest ``c`` with ``(1 - gamma alpha) min_H M_H(l, k - c) >= 1 -
+    alpha``, i.e. :func:`~skfedcp.calibrators.max_byzantine` of the
+    uncorrected ranks at ``tau_gamma``. ``rule="tight"``: the largest ``c``
+    with ``min_H LB_H(q, k - c) >= 1 - alpha``. ``-1`` when the plan is not
+    certified even with honest clients. The bounds decrease in ``c``.
+    """
+    sizes = tuple(int(n) for n in sizes)
+    k = int(plan["k"])
+    if plan.get("rule", "paper") == "paper":
+        g = plan["gamma"]
+        target_alpha = alpha * (1.0 - g) / (1.0 - g * alpha)
+        return max_byzantine(sizes, target_alpha, plan["local_ranks"], k)
+    q = float(plan["levels"][0])
+    target = 1.0 - alpha - _FEASIBILITY_TOL
+    best = -1
+    for c in range(k):
+        bounds = _worst_bounds(
+            sizes, plan["epsilon"], plan["n_bins"], plan["utility"], c
+        )
+        if bounds(q, k - c) < target:
+            break
+        best = c
+    return best

@@ -1,0 +1,261 @@
+"""dp-qq against dishonest clients: certified plans, exact and Monte Carlo checks."""
+
+import itertools
+import math
+import warnings
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from skfedcp.calibrators import (
+    PrivateQuantileOfQuantilesCalibrator,
+    qq_coverage,
+    qq_coverage_unequal,
+)
+from skfedcp.calibrators._dp._byzantine import _coverage_table
+from skfedcp.calibrators._dp._common import _edges
+from skfedcp.calibrators._dp._laws import _client_pmf, _kth_smallest_law
+from skfedcp.calibrators._dp._tight import _tight_lower_bound
+from skfedcp.exceptions import InfiniteThresholdWarning
+
+TOL = 1e-10  # the feasibility tolerance of the rank selection
+
+
+def _cal(**kw):
+    return PrivateQuantileOfQuantilesCalibrator(score_bounds=(0, 1), **kw)
+
+
+# ---------------------------------------------------------------------------
+# 1. n_byzantine=0 is today's calibrator, bit for bit.
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("rule", ["paper", "tight"])
+def test_n_byzantine_zero_is_bit_identical(rule):
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(size=5 * 200)
+    ids = np.repeat(np.arange(5), 200)
+    kw = {"epsilon": 10.0, "rule": rule}
+    a = _cal(**kw).fit(scores, ids, alpha=0.1, random_state=0)
+    b = _cal(n_byzantine=0, **kw).fit(scores, ids, alpha=0.1, random_state=0)
+    assert a.threshold_ == b.threshold_
+    np.testing.assert_array_equal(a.messages_["quantile"], b.messages_["quantile"])
+    assert a.calibration_info_.keys() == b.calibration_info_.keys()
+    for key, value in a.calibration_info_.items():
+        np.testing.assert_array_equal(value, b.calibration_info_[key])
+    assert "n_byzantine" not in a.calibration_info_
+    assert a.coverage_bounds_.lower == a.calibration_info_["coverage_lower"]
+    if rule == "paper":  # the values of the class docstring, unchanged
+        info = b.calibration_info_
+        assert (info["gamma"], int(info["local_ranks"][0])) == (0.02, 179)
+        assert (info["k"], info["correction"]) == (4, 3)
+
+
+# ---------------------------------------------------------------------------
+# 2. The certified bounds, by enumeration of every honest set.
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("h,n,r_max", [(3, 4, 3), (9, 10, 7), (19, 20, 15)])
+def test_equal_coverage_table_is_qq_coverage(h, n, r_max):
+    table = _coverage_table(h, n, r_max)
+    for l in range(1, n + 1):
+        for r in range(1, r_max + 1):
+            assert table[l - 1, r - 1] == pytest.approx(
+                qq_coverage(h, n, l, r), abs=1e-11
+            )
+
+
+@pytest.mark.parametrize("c", [1, 2])
+def test_paper_bound_holds_for_every_honest_set(c):
+    sizes = [20, 25, 30, 20, 40, 25, 30, 35]
+    m, alpha = len(sizes), 0.2
+    cal = _cal(epsilon=50.0, n_bins=20, n_byzantine=c)
+    plan = cal.plan(sizes, alpha)
+    g, k, ranks = plan["gamma"], plan["k"], plan["local_ranks"]
+    assert c < k <= m - c
+    lower = plan["coverage_lower"]
+    assert lower >= 1 - alpha - TOL
+    for honest in itertools.combinations(range(m), m - c):
+        h_sizes = [sizes[j] for j in honest]
+        h_ranks = [int(ranks[j]) for j in honest]
+        exact = (1 - g * alpha) * qq_coverage_unequal(h_sizes, h_ranks, k - c)
+        assert exact >= lower - 1e-9
+
+
+def test_paper_bound_is_exact_for_equal_sizes():
+    m, n, c, alpha = 12, 30, 3, 0.2
+    plan = _cal(epsilon=50.0, n_bins=20, n_byzantine=c).plan([n] * m, alpha)
+    g, l, k = plan["gamma"], int(plan["local_ranks"][0]), plan["k"]
+    expected = (1 - g * alpha) * qq_coverage(m - c, n, l, k - c)
+    assert plan["coverage_lower"] == pytest.approx(expected, abs=1e-11)
+    assert plan["score"] == pytest.approx(
+        qq_coverage(m, n, l + plan["correction"], k), abs=1e-11
+    )
+
+
+@pytest.mark.parametrize(
+    "sizes,c", [([30] * 6, 1), ([30] * 8, 2), ([20, 30, 20, 30, 40, 20], 1)]
+)
+def test_tight_bound_holds_for_every_honest_set(sizes, c):
+    m, alpha, eps, bins = len(sizes), 0.2, 20.0, 10
+    plan = _cal(epsilon=eps, n_bins=bins, rule="tight", n_byzantine=c).plan(
+        sizes, alpha
+    )
+    q, k = float(plan["levels"][0]), plan["k"]
+    assert c < k <= m - c
+    worst = min(
+        _tight_lower_bound(
+            tuple(sorted(Counter(sizes[j] for j in honest).items())),
+            q,
+            k - c,
+            eps,
+            bins,
+        )
+        for honest in itertools.combinations(range(m), m - c)
+    )
+    assert worst >= 1 - alpha - 1e-9
+    assert plan["coverage_lower"] == pytest.approx(worst, abs=1e-9)
+
+
+def _marginal_release_law(n, level, args, n_bins):
+    """Law of one honest client's release over its i.i.d. uniform scores, exact.
+
+    The mechanism reads the bin counts only, so each multiset of bins (one
+    representative score at each bin's midpoint) is weighted by its
+    multinomial probability ``n! / prod(counts!) / B^n``.
+    """
+    mids = (np.arange(n_bins) + 0.5) / n_bins
+    law = np.zeros(n_bins)
+    for bins in itertools.combinations_with_replacement(range(n_bins), n):
+        weight = math.factorial(n) / n_bins**n
+        for count in Counter(bins).values():
+            weight /= math.factorial(count)
+        law += weight * _client_pmf(mids[list(bins)], level, args)
+    return law
+
+
+@pytest.mark.parametrize(
+    "rule,m,n,alpha,eps,bins",
+    [("paper", 5, 5, 0.3, 50.0, 4), ("tight", 4, 3, 0.4, 20.0, 4)],
+)
+def test_minimal_attack_exact_coverage_is_above_the_bound(rule, m, n, alpha, eps, bins):
+    # Exact enumeration on a tiny case: under the minimal attack (every
+    # dishonest client sends the smallest edge e_1), T is the (k - c)-th
+    # smallest of the h = m - c honest releases, i.i.d. with the exact
+    # marginal law above; P(S <= T) = E[T] for a uniform test score
+    # (+inf: 1).
+    c = 1
+    cal = _cal(epsilon=eps, n_bins=bins, rule=rule, n_byzantine=c)
+    plan = cal.plan([n] * m, alpha)
+    args = cal._mechanism_args(plan, None)
+    del args["level"]
+    law = _marginal_release_law(n, float(plan["levels"][0]), args, bins)
+    threshold_law = _kth_smallest_law(np.tile(law, (m - c, 1)), plan["k"] - c)
+    values = np.r_[_edges((0, 1), bins)[1:-1], 1.0]
+    exact = float(threshold_law @ values)
+    lower = plan["coverage_lower"]
+    assert lower >= 1 - alpha - TOL
+    assert exact >= lower - 1e-12
+
+
+# ---------------------------------------------------------------------------
+# 3. Monte Carlo: every attack keeps the certified coverage.
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("rule", ["paper", "tight"])
+@pytest.mark.parametrize("kind", ["min", "max", "inf", "copy", "noise"])
+def test_attacks_keep_the_certified_coverage_monte_carlo(rule, kind):
+    # 20 clients of 30 uniform scores, 3 dishonest (the last three), whose
+    # messages pass validation (edges of the announced grid or +inf). For
+    # uniform scores the coverage given T is min(T, 1) exactly, so the mean
+    # over R repetitions estimates the coverage with SE = std / sqrt(R)
+    # (about 0.002 for R = 300, std ~ 0.04): it must not fall 4.5 SE below
+    # the certified bound (a false alarm has probability ~3e-6).
+    m, n, c, alpha, reps = 20, 30, 3, 0.2, 300
+    cal = _cal(epsilon=20.0, n_bins=20, rule=rule, n_byzantine=c)
+    sizes = np.full(m, n)
+    ids = np.repeat(np.arange(m), n)
+    plan = cal.plan(sizes, alpha)
+    grid = np.r_[_edges((0, 1), 20)[1:-1], np.inf]
+    lower = cal.coverage_bounds(sizes, alpha).lower
+    rng = np.random.default_rng(3)
+    cover = np.empty(reps)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InfiniteThresholdWarning)
+        for r in range(reps):
+            fitted = cal.fit(rng.uniform(size=m * n), ids, alpha=alpha, random_state=r)
+            values = fitted.messages_["quantile"].copy()
+            honest = values[: m - c]
+            if kind == "min":
+                values[m - c :] = grid[0]
+            elif kind == "max":
+                values[m - c :] = grid[-2]
+            elif kind == "inf":
+                values[m - c :] = np.inf
+            elif kind == "copy":
+                values[m - c :] = honest[0]
+            else:
+                values[m - c :] = rng.choice(grid, size=c)
+            messages = [{"n": n, "quantile": float(v)} for v in values]
+            t = cal.server_step(messages, alpha=alpha, n_per_client=sizes)
+            if kind == "min":  # the certified worst case: the (k - c)-th honest
+                assert t == np.sort(honest)[plan["k"] - c - 1]
+            if kind == "inf" and np.isfinite(honest).all():
+                assert np.isfinite(t)  # k <= m - c: +inf senders cannot blow it up
+            cover[r] = min(t, 1.0)
+    mean, se = cover.mean(), cover.std(ddof=1) / np.sqrt(reps)
+    assert lower >= 1 - alpha - TOL
+    assert mean >= lower - 4.5 * se
+
+
+def test_one_inf_sender_trivialises_the_plain_plan_but_not_the_certified_one():
+    # The issue's observation: with k = m, a single client sending +inf makes
+    # the threshold infinite; n_byzantine=1 keeps k <= m - 1.
+    sizes, alpha = [50] * 20, 0.1
+    plain = _cal(epsilon=10.0, rule="tight").plan(sizes, alpha)
+    byz = _cal(epsilon=10.0, rule="tight", n_byzantine=1).plan(sizes, alpha)
+    assert byz["k"] <= len(sizes) - 1
+    assert byz["coverage_lower"] >= 1 - alpha - TOL
+    if plain["k"] == len(sizes):
+        assert byz["k"] < plain["k"]
+
+
+# ---------------------------------------------------------------------------
+# 4. max_byzantine, coverage_bounds_ and invalid parameters.
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("rule", ["paper", "tight"])
+def test_max_byzantine_of_a_certified_plan(rule):
+    m, n, c, alpha = 12, 30, 2, 0.2
+    ids = np.repeat(np.arange(m), n)
+    scores = np.random.default_rng(0).uniform(size=m * n)
+    cal = _cal(epsilon=20.0, n_bins=20, rule=rule, n_byzantine=c)
+    cal.fit(scores, ids, alpha=alpha, random_state=0)
+    tolerated = cal.max_byzantine()
+    assert tolerated >= c
+    assert cal.coverage_bounds_.lower == cal.calibration_info_["coverage_lower"]
+    assert np.isnan(cal.coverage_bounds_.upper)
+    assert cal.calibration_info_["n_byzantine"] == c
+    # One more than tolerated is not certified by the fitted plan.
+    plan = cal.calibration_info_
+    if rule == "paper" and tolerated + 1 < plan["k"]:
+        g, l, k = plan["gamma"], int(plan["local_ranks"][0]), plan["k"]
+        above = (1 - g * alpha) * qq_coverage(
+            m - tolerated - 1, n, l, k - tolerated - 1
+        )
+        assert above < 1 - alpha - TOL
+
+
+def test_invalid_n_byzantine():
+    sizes = [30] * 10
+    with pytest.raises(ValueError, match="below half"):
+        _cal(epsilon=20.0, n_bins=20, n_byzantine=5).plan(sizes, 0.2)
+    with pytest.raises(ValueError, match="int >= 0"):
+        _cal(n_byzantine=-1).plan(sizes, 0.2)
+    with pytest.raises(ValueError, match="int >= 0"):
+        _cal(n_byzantine=1.5).plan(sizes, 0.2)
+    with pytest.raises(ValueError, match="no dp-qq plan"):
+        _cal(epsilon=0.5, n_byzantine=2).plan(sizes, 0.1)
+    with pytest.raises(ValueError, match="hold calibration rows"):
+        _cal(epsilon=20.0, n_byzantine=1).plan([30, 0, 30, 30], 0.2)
+    ids = np.repeat(np.arange(10), 30)
+    with pytest.raises(ValueError, match="below half"):
+        _cal(epsilon=20.0, n_byzantine=5).fit(
+            np.zeros(300) + 0.5, ids, alpha=0.2, random_state=0
+        )
