@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..._typing import ClientIds, SecureRandomStateLike
+from ..._typing import ClientIds
 from ...exceptions import ClippedScoresWarning
 from ...privacy import (
     private_conformal_gamma,
@@ -23,8 +23,8 @@ from ...privacy import (
 from ...privacy._tight import _tight_central
 from ...utils._sklearn_compat import Interval
 from ...utils._validation import check_alpha, check_scores
-from .._base import BaseCalibrator, CoverageBounds
-from .._central import _pooled
+from .._base import CoverageBounds, _PlanFreeCalibrator
+from .._central import _pooled, _split_scores
 from .._messages import Problem, client_share_problems
 from ._common import (
     _PRIVACY_CONSTRAINTS,
@@ -41,7 +41,7 @@ from ._common import (
 __all__ = ["PrivateCentralCalibrator"]
 
 
-class PrivateCentralCalibrator(BaseCalibrator):
+class PrivateCentralCalibrator(_PlanFreeCalibrator):
     """Differentially private split conformal calibration by a trusted curator.
 
     The curator pools the ``N`` calibration scores of all clients, rounds
@@ -211,16 +211,8 @@ class PrivateCentralCalibrator(BaseCalibrator):
             "top_bin": "inf",
         }
 
-    def client_step(
-        self,
-        scores: ArrayLike,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike | None = None,
-        random_state: SecureRandomStateLike = None,
-    ) -> dict[str, Any]:
+    def _client_message(self, scores, alpha, n_per_client, random_state):
         """Send this client's scores, clipped to ``score_bounds``, to the curator."""
-        scores, _, _ = self._check_client_input(scores, check_alpha(alpha), None)
         bounds = _check_bounds(self.score_bounds, type(self).__name__)
         scores = _clip_scores(scores, bounds)
         return {"n": scores.shape[0], "scores": scores}
@@ -334,47 +326,8 @@ class PrivateCentralCalibrator(BaseCalibrator):
         )
         groups = partition.as_matrix(scores)  # equal sizes: no per-client loop
         if groups is None:
-            groups = np.empty(partition.n_clients, dtype=object)
-            groups[:] = partition.split(scores)
+            groups = _split_scores(partition, scores)
         return {"n": partition.sizes, "scores": groups}
-
-    def fit(
-        self,
-        scores: ArrayLike,
-        client_ids: ClientIds = None,
-        *,
-        alpha: float,
-        random_state: SecureRandomStateLike = None,
-        n_jobs: int | None = None,
-    ) -> PrivateCentralCalibrator:
-        """Simulate the round: clients send scores, the curator releases an edge.
-
-        Parameters
-        ----------
-        scores : array-like of shape (n_samples,)
-            Conformity scores of all calibration rows.
-        client_ids : array-like of shape (n_samples,) or None, default=None
-            Client label of each row (only the sizes are kept).
-        alpha : float
-            Miscoverage level in (0, 0.5].
-        random_state : int, Generator, RandomState, SeedSequence, "secure" \
-                or None, default=None
-            Randomness of the mechanism (the curator's stream, spawned from
-            one ``SeedSequence``; ``None``: fresh operating-system entropy);
-            ``"secure"`` draws from the operating system's secure generator
-            (not reproducible, for deployment).
-        n_jobs : int, default=None
-            Unused (the clients' step is a copy).
-
-        Returns
-        -------
-        self : PrivateCentralCalibrator
-            The fitted calibrator.
-        """
-        super().fit(
-            scores, client_ids, alpha=alpha, random_state=random_state, n_jobs=n_jobs
-        )
-        return self
 
     def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``(1 - alpha, nan)``, or ``(1, 1)`` when the set is trivial."""

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..._typing import ClientIds, SecureRandomStateLike
+from ..._typing import ClientIds
 from ...exceptions import ClippedScoresWarning
 from ...privacy import private_quantile
 from ...privacy._quantile import _release_many
@@ -218,22 +218,12 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
             "utility": plan.get("utility", "quantile"),
         }
 
-    def client_step(
-        self,
-        scores: ArrayLike,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike,
-        random_state: SecureRandomStateLike = None,
-    ) -> dict[str, Any]:
+    def _client_message(self, scores, alpha, n_per_client, random_state):
         """Release a private bin edge at this client's corrected level.
 
         Sends ``+inf`` without reading the scores when the plan is infeasible
         or this client's corrected rank exceeds its size.
         """
-        scores, alpha, n_per_client = self._check_client_input(
-            scores, alpha, n_per_client, sizes=True
-        )
         n = scores.shape[0]
         plan = self.plan(n_per_client, alpha)
         level = None
@@ -410,45 +400,6 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
                     plan.get("utility", "quantile"),
                 )
         return {"n": sizes, "quantile": quantiles}
-
-    def fit(
-        self,
-        scores: ArrayLike,
-        client_ids: ClientIds = None,
-        *,
-        alpha: float,
-        random_state: SecureRandomStateLike = None,
-        n_jobs: int | None = None,
-    ) -> PrivateQuantileOfQuantilesCalibrator:
-        """Simulate the round: each client releases a private quantile.
-
-        Parameters
-        ----------
-        %(scores)s
-        %(client_ids)s
-        %(alpha)s
-        random_state : int, Generator, RandomState, SeedSequence, "secure" \
-                or None, default=None
-            Root of one independent stream per client (spawned from one
-            ``SeedSequence``, in sorted-client order; ``None``: fresh
-            operating-system entropy); ``"secure"`` makes every client draw
-            from the operating system's secure generator (not reproducible,
-            for deployment).
-        n_jobs : int, default=None
-            Unused: the plan is searched once and the clients' releases are
-            vectorised (a client's own work is one draw from its stream), so
-            parallel workers would only add overhead. Results never depend
-            on it.
-
-        Returns
-        -------
-        self : PrivateQuantileOfQuantilesCalibrator
-            The fitted calibrator.
-        """
-        super().fit(
-            scores, client_ids, alpha=alpha, random_state=random_state, n_jobs=n_jobs
-        )
-        return self
 
     def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``((1 - gamma alpha) M(l_gamma, k_gamma), nan)``; trivial: (1, 1)."""

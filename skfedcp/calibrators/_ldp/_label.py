@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..._typing import ClientIds, Messages, SecureRandomStateLike
+from ..._typing import ClientIds, SecureRandomStateLike
 from ...exceptions import InvalidMessageError
 from ...federated import ClientPartition
 from ...privacy import k_ary_randomized_response
@@ -355,39 +355,9 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         )
         return {"n": matrix.shape[0], "scores": matrix, "noisy_labels": noisy}
 
-    def server_step(
-        self,
-        messages: Messages,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike | None = None,
-        random_state: SecureRandomStateLike = None,
-    ) -> float:
-        """De-bias the score CDF and search the threshold (the server's side).
-
-        Parameters
-        ----------
-        messages : list of dict or dict of array-like
-            The clients' messages (see :meth:`client_step`), checked first:
-            ``(n_j, n_classes)`` finite scores, ``n_j`` noisy labels in
-            ``0..n_classes-1``.
-        alpha : float
-            Miscoverage level in (0, 1).
-        n_per_client : array-like of int, default=None
-            Announced sizes; ``None`` takes them from the messages.
-        random_state : int, RandomState, Generator, SeedSequence, "secure" \
-                or None, default=None
-            Unused: the server step is deterministic.
-
-        Returns
-        -------
-        threshold : float
-        """
-        if n_per_client is None:
-            n_per_client = _announced_sizes(messages)
-        return super().server_step(
-            messages, alpha=alpha, n_per_client=n_per_client, random_state=None
-        )
+    def _sizes_from_messages(self, messages):
+        # The server needs no plan before the round: the messages' own sizes.
+        return _announced_sizes(messages)
 
     def _server_plan(self, sizes, alpha, stacked):
         n_classes = self.n_classes

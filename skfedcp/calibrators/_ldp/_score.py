@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..._typing import ClientIds, Messages, RandomStateLike, SecureRandomStateLike
+from ..._typing import ClientIds, RandomStateLike, SecureRandomStateLike
 from ...exceptions import InvalidMessageError
 from ...federated import ClientPartition
 from ...privacy import binary_randomized_response, debias_fraction
@@ -512,20 +512,6 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         random_state: SecureRandomStateLike = None,
     ) -> dict[str, Any]:
         """Not available: LDP-S is interactive (see :meth:`client_respond`)."""
-        raise NotImplementedError(
-            "LDP-S runs in rounds: use server_init, client_respond and "
-            "server_update (or fit to simulate them)."
-        )
-
-    def server_step(
-        self,
-        messages: Messages,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike | None = None,
-        random_state: SecureRandomStateLike = None,
-    ) -> float:
-        """Not available: LDP-S is interactive (see :meth:`server_update`)."""
         raise NotImplementedError(
             "LDP-S runs in rounds: use server_init, client_respond and "
             "server_update (or fit to simulate them)."
