@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import math
-import warnings
 from functools import lru_cache
 from numbers import Real
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
-from ..._typing import ClientIds
-from ...exceptions import ClippedScoresWarning
 from ...privacy import (
     private_conformal_gamma,
     private_conformal_level,
@@ -22,26 +19,23 @@ from ...privacy import (
 )
 from ...privacy._tight import _tight_central
 from ...utils._sklearn_compat import Interval
-from ...utils._validation import check_alpha, check_scores
+from ...utils._validation import check_alpha
 from .._base import CoverageBounds, _PlanFreeCalibrator
 from .._central import _pooled, _split_scores
 from .._messages import Problem, client_share_problems
 from ._common import (
     _PRIVACY_CONSTRAINTS,
-    ThresholdDistribution,
-    _after_private_fit,
     _check_bounds,
     _check_epsilon_range,
     _check_rule,
-    _clip_scores,
-    _edges,
+    _DPMixin,
     _plan_sizes,
 )
 
 __all__ = ["PrivateCentralCalibrator"]
 
 
-class PrivateCentralCalibrator(_PlanFreeCalibrator):
+class PrivateCentralCalibrator(_DPMixin, _PlanFreeCalibrator):
     """Differentially private split conformal calibration by a trusted curator.
 
     The curator pools the ``N`` calibration scores of all clients, rounds
@@ -156,7 +150,7 @@ class PrivateCentralCalibrator(_PlanFreeCalibrator):
         **_PRIVACY_CONSTRAINTS,
         "max_client_share": [Interval(Real, 0, 1, closed="right"), None],
     }
-    _randomized = True
+    _pooled_release = True
     _message_fields = {"n": "size", "scores": "scores"}
 
     def __init__(
@@ -203,18 +197,9 @@ class PrivateCentralCalibrator(_PlanFreeCalibrator):
         plan["score_bounds"] = bounds
         return plan
 
-    def _mechanism_args(self, plan):
-        return {
-            "level": plan["level"],
-            "epsilon": plan["epsilon"],
-            "edges": _edges(plan["score_bounds"], plan["n_bins"]),
-            "top_bin": "inf",
-        }
-
     def _client_message(self, scores, alpha, n_per_client, random_state):
         """Send this client's scores, clipped to ``score_bounds``, to the curator."""
-        bounds = _check_bounds(self.score_bounds, type(self).__name__)
-        scores = _clip_scores(scores, bounds)
+        scores = self._clip_to_bounds(scores)
         return {"n": scores.shape[0], "scores": scores}
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
@@ -254,76 +239,19 @@ class PrivateCentralCalibrator(_PlanFreeCalibrator):
         return private_quantile(
             _pooled(received.stacked),
             random_state=random_state,
-            **self._mechanism_args(plan),
+            **self._mechanism_args(plan, plan["level"]),
         )
 
     def _public_messages(self, received):
         # The curator releases only the threshold: keep the public sizes.
         return {"n": received.stacked["n"]}
 
-    def _after_fit(self, received, *, alpha, details=None):
-        _after_private_fit(self, received)
-
-    def threshold_probabilities(
-        self,
-        scores: ArrayLike,
-        client_ids: ClientIds = None,
-        *,
-        alpha: float,
-        log: bool = False,
-    ) -> ThresholdDistribution:
-        """Exact law of the threshold :meth:`fit` would release on ``scores``.
-
-        Parameters
-        ----------
-        scores : array-like of shape (n_samples,)
-            Calibration scores.
-        client_ids : array-like of shape (n_samples,), default=None
-            Ignored (the curator pools the scores); accepted for symmetry.
-        alpha : float
-            Miscoverage level in (0, 0.5].
-        log : bool, default=False
-            Return natural-log probabilities, computed in log space: finite
-            where the probabilities underflow to 0, so that privacy ratios
-            between neighbouring data sets stay finite.
-
-        Returns
-        -------
-        law : ThresholdDistribution
-            Candidate thresholds (bin edges ``e_1..e_{B-1}``, then ``+inf``)
-            and their probabilities (their logs with ``log=True``).
-
-        Examples
-        --------
-        >>> cal = PrivateCentralCalibrator(epsilon=50.0, score_bounds=(0, 1),
-        ...                                n_bins=4)
-        >>> law = cal.threshold_probabilities([0.1, 0.3, 0.6, 0.7], alpha=0.5)
-        >>> law.values
-        array([0.25, 0.5 , 0.75,  inf])
-        """
-        scores = check_scores(scores, allow_inf=True)
-        plan = self.plan([scores.shape[0]], alpha)
-        if not plan["feasible"]:
-            return ThresholdDistribution(
-                np.array([np.inf]), np.array([0.0 if log else 1.0])
-            )
-        args = self._mechanism_args(plan)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ClippedScoresWarning)
-            clipped = _clip_scores(scores, plan["score_bounds"])
-        values = args["edges"][1:].copy()
-        values[-1] = np.inf
-        return ThresholdDistribution(
-            values, private_quantile_probabilities(clipped, log=log, **args)
-        )
-
-    def _check_fit_scores(self, scores: ArrayLike) -> NDArray[np.float64]:
-        return check_scores(scores, allow_inf=True)  # clipped to the bounds
+    def _release_law(self, clipped, partition, plan, log):
+        args = self._mechanism_args(plan, plan["level"])
+        return private_quantile_probabilities(clipped, log=log, **args)
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
-        scores = _clip_scores(
-            scores, _check_bounds(self.score_bounds, type(self).__name__)
-        )
+        scores = self._clip_to_bounds(scores)
         groups = partition.as_matrix(scores)  # equal sizes: no per-client loop
         if groups is None:
             groups = _split_scores(partition, scores)

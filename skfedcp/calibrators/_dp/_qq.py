@@ -3,31 +3,27 @@
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
-from ..._typing import ClientIds
-from ...exceptions import ClippedScoresWarning
 from ...privacy import private_quantile
 from ...privacy._quantile import _release_many
 from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import StrOptions
-from ...utils._validation import check_alpha, check_scores
+from ...utils._validation import check_alpha
 from .._base import CoverageBounds
 from .._messages import Problem
 from .._qq._calibrator import _client_of_size, _QuantileOfQuantilesProtocol
 from ._common import (
     _PRIVACY_CONSTRAINTS,
-    ThresholdDistribution,
-    _after_private_fit,
     _check_bounds,
     _check_epsilon_range,
     _check_rule,
     _check_utility,
     _clip_scores,
+    _DPMixin,
     _edges,
     _plan_sizes,
 )
@@ -38,7 +34,7 @@ __all__ = ["PrivateQuantileOfQuantilesCalibrator"]
 
 
 @fill_doc
-class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
+class PrivateQuantileOfQuantilesCalibrator(_DPMixin, _QuantileOfQuantilesProtocol):
     """Locally private quantile of quantiles (FedCP²-QQ), one round.
 
     Each client releases an ``epsilon``-DP quantile of its own scores (the
@@ -168,7 +164,6 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         **_PRIVACY_CONSTRAINTS,
         "utility": [StrOptions({"quantile", "rank"})],
     }
-    _randomized = True
 
     def __init__(
         self,
@@ -208,15 +203,6 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         plan = _copy_plan(plan)
         plan["score_bounds"] = bounds
         return plan
-
-    def _mechanism_args(self, plan, level):
-        return {
-            "level": level,
-            "epsilon": plan["epsilon"],
-            "edges": _edges(plan["score_bounds"], plan["n_bins"]),
-            "top_bin": "inf",
-            "utility": plan.get("utility", "quantile"),
-        }
 
     def _client_message(self, scores, alpha, n_per_client, random_state):
         """Release a private bin edge at this client's corrected level.
@@ -277,76 +263,19 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         k = plan["k"]
         return float(np.partition(received.stacked["quantile"], k - 1)[k - 1])
 
-    def _after_fit(self, received, *, alpha, details=None):
-        _after_private_fit(self, received)
-
-    def threshold_probabilities(
-        self,
-        scores: ArrayLike,
-        client_ids: ClientIds = None,
-        *,
-        alpha: float,
-        log: bool = False,
-    ) -> ThresholdDistribution:
-        """Exact law of the threshold :meth:`fit` would release on ``scores``.
-
-        The clients' releases are independent; the law of their ``k``-th
-        smallest follows from their exact laws, as sums of non-negative terms
-        (accurate for tiny probabilities, as privacy checks need).
-
-        Parameters
-        ----------
-        %(scores)s
-        %(client_ids)s
-        %(alpha)s
-        log : bool, default=False
-            Return natural-log probabilities, computed in log space from the
-            clients' log-laws: finite where the probabilities underflow to 0
-            (about ``exp(-745)``), so privacy ratios stay finite.
-
-        Returns
-        -------
-        law : ThresholdDistribution
-            Candidate thresholds (bin edges ``e_1..e_{B-1}``, then ``+inf``)
-            and their probabilities (their logs with ``log=True``).
-
-        Examples
-        --------
-        >>> cal = PrivateQuantileOfQuantilesCalibrator(
-        ...     epsilon=10.0, score_bounds=(0, 1), n_bins=10)
-        >>> rng = np.random.default_rng(0)
-        >>> law = cal.threshold_probabilities(
-        ...     rng.uniform(size=200), np.repeat([0, 1], 100), alpha=0.2)
-        >>> law.values.shape, round(float(law.probabilities.sum()), 12)
-        ((10,), 1.0)
-        """
-        from ...federated import ClientPartition
-
-        scores = check_scores(scores, allow_inf=True)
-        partition = ClientPartition(client_ids, scores.shape[0])
-        plan = self.plan(partition.sizes, alpha)
-        if not plan["feasible"]:
-            return ThresholdDistribution(
-                np.array([np.inf]), np.array([0.0 if log else 1.0])
-            )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ClippedScoresWarning)
-            groups = partition.split(_clip_scores(scores, plan["score_bounds"]))
+    def _release_law(self, clipped, partition, plan, log):
         args = self._mechanism_args(plan, None)
         del args["level"]
         pmfs = np.array(
             [
                 _client_pmf(group, level, args, log=log)
-                for group, level in zip(groups, plan["levels"], strict=True)
+                for group, level in zip(
+                    partition.split(clipped), plan["levels"], strict=True
+                )
             ]
         )
-        values = args["edges"][1:].copy()
-        values[-1] = np.inf
         law = _kth_smallest_log_law if log else _kth_smallest_law
-        return ThresholdDistribution(values, law(pmfs, plan["k"]))
-
-    def _check_fit_scores(self, scores: ArrayLike) -> NDArray[np.float64]:
-        return check_scores(scores, allow_inf=True)  # clipped to the bounds
+        return law(pmfs, plan["k"])
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
         """Every client's :meth:`client_step`, with the public plan computed once.
@@ -359,9 +288,7 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         a client's remaining work is a single draw, so ``n_jobs`` is unused.
         """
         # One clipping warning for the whole simulation, not one per client.
-        scores = _clip_scores(
-            scores, _check_bounds(self.score_bounds, type(self).__name__)
-        )
+        scores = self._clip_to_bounds(scores)
         sizes = partition.sizes
         plan = self.plan(sizes, alpha)
         quantiles = np.full(partition.n_clients, np.inf)

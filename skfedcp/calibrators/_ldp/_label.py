@@ -546,20 +546,13 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             epsilon=self.epsilon,
             random_state=users_rng,
         )
-        return self._fit_messages(
-            {
-                "n": partition.sizes,
-                "scores": _per_client_rows(grouped, partition.sizes),
-                "noisy_labels": _per_client_rows(noisy, partition.sizes),
-            },
-            pooled={"scores": grouped, "noisy_labels": noisy},
-            clients=partition.clients,
-            sizes=partition.sizes,
-            alpha=alpha,
-            random_state=server_rng,
-            on_invalid="raise",
-            trusted=True,
-        )
+        stacked = {
+            "n": partition.sizes,
+            "scores": _per_client_rows(grouped, partition.sizes),
+            "noisy_labels": _per_client_rows(noisy, partition.sizes),
+        }
+        pooled = {"scores": grouped, "noisy_labels": noisy}
+        return self._fit_simulated(stacked, partition, alpha, server_rng, pooled)
 
 
 class LDPLabelStarCalibrator(LDPLabelCalibrator):

@@ -19,6 +19,7 @@ from ...exceptions import InvalidMessageError
 from ...federated import ClientPartition
 from ...privacy import binary_randomized_response, debias_fraction
 from ...privacy._ldp_analysis import _rr_constant, _score_correction
+from ...utils._atomic import atomic_fit
 from ...utils._random import check_seed_sequence, spawn_random_states
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_alpha, check_scores
@@ -694,6 +695,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             )
         return self._set_fitted(state, transcript, sizes, alpha)
 
+    @atomic_fit  # the fitted attributes change only when the fit completes
     def _set_fitted(self, state, transcript, sizes, alpha):
         """Set the fitted attributes from the final state and the checked rounds."""
         clients = transcript.clients
