@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..utils._docstrings import fill_doc
 from ..utils._quantile import conformal_quantile, conformal_rank
 from ..utils._sklearn_compat import Interval
 from ._base import CoverageBounds, _PlanFreeCalibrator
@@ -16,6 +17,7 @@ from ._messages import check_client_sizes, client_share_problems
 __all__ = ["CentralCalibrator"]
 
 
+@fill_doc
 class CentralCalibrator(_PlanFreeCalibrator):
     """Split conformal prediction on the pooled scores of all clients.
 
@@ -49,12 +51,7 @@ class CentralCalibrator(_PlanFreeCalibrator):
     messages_ : dict of ndarray
         ``client``, ``n`` and ``scores`` (an object array holding each client's
         raw scores: what this strategy reveals).
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration size of each client.
+    %(fitted_clients)s
     calibration_info_ : dict
         ``rank`` used and the ``coverage`` ``rank / (N + 1)``.
 

@@ -18,6 +18,7 @@ from ...privacy import (
     private_quantile_probabilities,
 )
 from ...privacy._tight import _tight_central
+from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import Interval
 from ...utils._validation import check_alpha
 from .._base import CoverageBounds, _PlanFreeCalibrator
@@ -35,6 +36,7 @@ from ._common import (
 __all__ = ["PrivateCentralCalibrator"]
 
 
+@fill_doc
 class PrivateCentralCalibrator(_DPMixin, _PlanFreeCalibrator):
     """Differentially private split conformal calibration by a trusted curator.
 
@@ -90,12 +92,7 @@ class PrivateCentralCalibrator(_DPMixin, _PlanFreeCalibrator):
         the trivial threshold was returned without reading the scores.
     messages_ : dict of ndarray
         ``client`` and ``n``: the public part of what the curator received.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration size of each client.
+    %(fitted_clients)s
     calibration_info_ : dict
         The public plan: ``level`` (``q~``), ``n_bins``, ``gamma``,
         ``epsilon``, ``score_bounds``, ``feasible`` (``q~ < 1``) and, when not
@@ -288,12 +285,11 @@ def _central_plan(n_total, alpha, epsilon, n_bins, gamma, rule="paper"):
         "rule": "paper",
     }
     if not plan["feasible"]:
-        min_n = _central_min_n(alpha, epsilon, n_bins, gamma)
-        plan["min_n"] = min_n
-        plan["reason"] = (
-            f"N={n_total} calibration scores are too few for epsilon={epsilon:g} "
-            f"and alpha={alpha:g} (corrected level {level:.4f} >= 1); N >= {min_n} "
-            f"is needed with n_bins={n_bins}"
+        _too_few(
+            plan,
+            alpha,
+            f"corrected level {level:.4f} >= 1",
+            _central_min_n(alpha, epsilon, n_bins, gamma),
         )
     return tuple(plan.items())
 
@@ -316,14 +312,20 @@ def _central_tight_plan(n_total, alpha, epsilon, n_bins):
         def feasible(n):
             return _tight_central(n, alpha, epsilon, n_bins) is not None
 
-        min_n = _smallest_feasible(feasible)
-        plan["min_n"] = min_n
-        plan["reason"] = (
-            f"N={n_total} calibration scores are too few for epsilon={epsilon:g} "
-            f"and alpha={alpha:g} (no level guarantees 1 - alpha); N >= {min_n} "
-            f"is needed with n_bins={n_bins}"
+        _too_few(
+            plan, alpha, "no level guarantees 1 - alpha", _smallest_feasible(feasible)
         )
     return tuple(plan.items())
+
+
+def _too_few(plan, alpha, why, min_n):
+    """Mark an infeasible plan: the smallest feasible ``N``, and why in words."""
+    plan["min_n"] = min_n
+    plan["reason"] = (
+        f"N={plan['n_total']} calibration scores are too few for "
+        f"epsilon={plan['epsilon']:g} and alpha={alpha:g} ({why}); N >= {min_n} "
+        f"is needed with n_bins={plan['n_bins']}"
+    )
 
 
 def _smallest_feasible(feasible, cap=2**40):

@@ -178,14 +178,21 @@ def _check_epsilon_range(epsilon):
     return epsilon
 
 
-def _check_bounds(score_bounds, owner):
+_BOUNDS_HINT = (
+    "public bounds of the conformity scores, fixed without looking at the "
+    "calibration data (e.g. (0, 1) for probability scores, (0, B) for a "
+    "residual clipped at B). Pass them to the calibrator or to the wrapper."
+)
+
+
+def _check_bounds(score_bounds, owner, hint=_BOUNDS_HINT):
+    """The public ``score_bounds`` as ``(low, high)``; None raises with ``hint``.
+
+    Shared by the central-DP, DP-QQ and local-DP calibrators (the hint says
+    what the bounds are for).
+    """
     if score_bounds is None:
-        raise ValueError(
-            f"{owner} needs score_bounds=(low, high): public bounds of the "
-            "conformity scores, fixed without looking at the calibration data "
-            "(e.g. (0, 1) for probability scores, (0, B) for a residual clipped "
-            "at B). Pass them to the calibrator or to the wrapper."
-        )
+        raise ValueError(f"{owner} needs score_bounds=(low, high): {hint}")
     if isinstance(score_bounds, np.ndarray):
         score_bounds = score_bounds.tolist()
     return check_privacy_params(

@@ -27,6 +27,7 @@ from ...privacy._ldp_analysis import (
     ldp_correction,
     ldp_sample_size,
 )
+from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import as_real_array, check_alpha
 from .._base import BaseCalibrator, CoverageBounds
@@ -56,6 +57,7 @@ __all__ = [
 # --------------------------------------------------------------------------
 
 
+@fill_doc
 class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
     """Local-DP calibration with randomized labels (LDP-L of Penso et al.).
 
@@ -128,12 +130,7 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         Whether the bisection stopped inside the band.
     messages_ : dict of ndarray
         ``client``, ``n``, ``scores`` and ``noisy_labels`` of each client.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration users of each client.
+    %(fitted_users)s
     calibration_info_ : dict
         The public plan: ``correction``, ``target``, ``beta``, ``h``,
         ``coverage_lower`` (guaranteed with probability ``confidence``).

@@ -20,6 +20,7 @@ from ...federated import ClientPartition
 from ...privacy import binary_randomized_response, debias_fraction
 from ...privacy._ldp_analysis import _rr_constant, _score_correction
 from ...utils._atomic import atomic_fit
+from ...utils._docstrings import fill_doc
 from ...utils._random import check_seed_sequence, spawn_random_states
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_alpha, check_scores
@@ -51,6 +52,7 @@ __all__ = ["LDPScoreCalibrator", "LDPScoreStarCalibrator"]
 # --------------------------------------------------------------------------
 
 
+@fill_doc
 class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     """Local-DP calibration by interactive bisection on private scores (LDP-S).
 
@@ -162,12 +164,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     messages_ : dict of ndarray
         ``client``, ``n_reports`` and ``reports`` (object array: the bits each
         client forwarded, in round order). No score is stored.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration users of each client.
+    %(fitted_users)s
     calibration_info_ : dict
         The public plan (see :meth:`plan`).
 
