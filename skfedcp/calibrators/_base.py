@@ -633,7 +633,9 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         """Simulate one calibration round in-process.
 
         Runs every client's step on its own rows, then the server's side
-        (:meth:`fit_from_messages`) on the messages.
+        (:meth:`fit_from_messages`) on the messages; an interactive strategy
+        (LDP-S) runs its rounds in turn (see its Notes). The calibrator
+        keeps only what the server sees.
 
         Parameters
         ----------
@@ -671,11 +673,20 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         if client_ids is None and self._federated:
             _warn_single_client(self)
         partition = ClientPartition(client_ids, scores.shape[0])
-        server_rng, rngs = self._random_streams(random_state, partition.n_clients)
         # A deferred finiteness check is done once, by the simulation, in
         # its own pass over the scores (a NaN still raises before any
         # message exists).
         extra = {"check_finite": True} if deferred else {}
+        return self._fit_round(partition, scores, alpha, random_state, n_jobs, extra)
+
+    def _fit_round(self, partition, scores, alpha, random_state, n_jobs, extra):
+        """Run the round on the checked scores, then the server's side.
+
+        One-shot protocol: every client's step (:meth:`_simulate_clients`)
+        and :meth:`_fit_simulated`. An interactive strategy runs its rounds
+        here instead.
+        """
+        server_rng, rngs = self._random_streams(random_state, partition.n_clients)
         stacked = self._simulate_clients(
             partition, scores, alpha=alpha, rngs=rngs, n_jobs=n_jobs, **extra
         )
