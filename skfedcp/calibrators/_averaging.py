@@ -10,8 +10,8 @@ from numpy.typing import ArrayLike
 from ..utils._docstrings import fill_doc
 from ..utils._quantile import conformal_rank
 from ..utils._sklearn_compat import StrOptions
-from ._base import _PlanFreeCalibrator
 from ._messages import Problem, check_client_sizes
+from ._plan_free import _PlanFreeCalibrator
 from ._qq._order_statistics import local_order_statistics
 
 __all__ = ["AveragingCalibrator"]

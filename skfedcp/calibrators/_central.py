@@ -11,8 +11,9 @@ from numpy.typing import ArrayLike
 from ..utils._docstrings import fill_doc
 from ..utils._quantile import conformal_quantile, conformal_rank
 from ..utils._sklearn_compat import Interval
-from ._base import CoverageBounds, _PlanFreeCalibrator
+from ._base import CoverageBounds
 from ._messages import check_client_sizes, client_share_problems
+from ._plan_free import _PlanFreeCalibrator
 
 __all__ = ["CentralCalibrator"]
 

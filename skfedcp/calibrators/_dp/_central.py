@@ -21,9 +21,10 @@ from ...privacy._tight import _tight_central
 from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import Interval
 from ...utils._validation import check_alpha
-from .._base import CoverageBounds, _PlanFreeCalibrator
+from .._base import CoverageBounds
 from .._central import _pooled, _split_scores
 from .._messages import Problem, client_share_problems
+from .._plan_free import _PlanFreeCalibrator
 from ._common import (
     _PRIVACY_CONSTRAINTS,
     _check_bounds,
