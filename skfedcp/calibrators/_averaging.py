@@ -7,19 +7,18 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._typing import SecureRandomStateLike
 from ..utils._docstrings import fill_doc
 from ..utils._quantile import conformal_rank
 from ..utils._sklearn_compat import StrOptions
-from ._base import BaseCalibrator
 from ._messages import Problem, check_client_sizes
+from ._plan_free import _PlanFreeCalibrator
 from ._qq._order_statistics import local_order_statistics
 
 __all__ = ["AveragingCalibrator"]
 
 
 @fill_doc
-class AveragingCalibrator(BaseCalibrator):
+class AveragingCalibrator(_PlanFreeCalibrator):
     """Average of the clients' local split-conformal quantiles (FedCP-Avg).
 
     Each client sends its local conformal quantile, the
@@ -105,16 +104,8 @@ class AveragingCalibrator(BaseCalibrator):
         ranks = self._ranks(sizes, alpha)
         return {"feasible": bool(np.all(ranks <= sizes)), "local_ranks": ranks}
 
-    def client_step(
-        self,
-        scores: ArrayLike,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike | None = None,
-        random_state: SecureRandomStateLike = None,
-    ) -> dict[str, Any]:
+    def _client_message(self, scores, alpha, n_per_client, random_state):
         """Send ``(n_j, local conformal quantile)``."""
-        scores, alpha, _ = self._check_client_input(scores, alpha, None)
         n = scores.shape[0]
         (value,) = local_order_statistics([scores], [self._rank(n, alpha)])
         return {"n": n, "quantile": float(value)}

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from functools import partial, wraps
-from typing import Any, ClassVar, Literal, NamedTuple, overload
+from typing import Any, ClassVar, Literal, NamedTuple, TypeVar, overload
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -20,6 +19,7 @@ from ..exceptions import (
     SingleClientWarning,
 )
 from ..federated import ClientPartition
+from ..utils._atomic import atomic_fit
 from ..utils._docstrings import fill_doc
 from ..utils._random import spawn_random_states
 from ..utils._sklearn_compat import ParamNamesCacheMixin
@@ -35,6 +35,8 @@ from ._messages import (
 )
 
 __all__ = ["BaseCalibrator", "CoverageBounds", "stack_messages"]
+
+_Calibrator = TypeVar("_Calibrator", bound="BaseCalibrator")
 
 
 class CoverageBounds(NamedTuple):
@@ -122,6 +124,10 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
     #: ``client_step`` / ``server_step`` exchange.
     interactive = False
 
+    #: Private attributes that belong to a fit (see ``atomic_fit``): the
+    #: ``alpha`` that ``coverage_bounds()`` defaults to.
+    _private_fit_state = frozenset({"_fitted_alpha"})
+
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Public, data-free computation shared by clients and server.
 
@@ -137,7 +143,6 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         """
         return {"feasible": True}
 
-    @abstractmethod
     def client_step(
         self,
         scores: ArrayLike,
@@ -146,35 +151,48 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         n_per_client: ArrayLike,
         random_state: SecureRandomStateLike = None,
     ) -> dict[str, Any]:
-        """Compute the message one client sends.
+        """Compute the message one client sends (see the class's **Message**).
+
+        The client checks its own input (the strategy's parameters, its
+        scores, ``alpha`` and the announced sizes), then computes its
+        message from its own scores.
 
         Parameters
         ----------
-        scores : array-like of shape (n_j,)
-            The conformity scores of this client only.
-        alpha : float
-            Miscoverage level in (0, 1).
+        %(client_scores)s
+        %(alpha)s
         n_per_client : array-like of int
             Public calibration sizes of all clients (some strategies need them
             to choose a rank).
-        random_state : int, Generator, RandomState, SeedSequence, "secure" \
-                or None, default=None
-            Randomness of this client's step, if any (``None``: fresh
-            operating-system entropy; ``"secure"``: operating-system
-            randomness, for deployment).
+        %(client_random_state)s
 
         Returns
         -------
         message : dict
             Plain numbers or arrays.
         """
+        scores, alpha, sizes = self._check_client_input(
+            scores, alpha, n_per_client, sizes=True
+        )
+        return self._client_message(scores, alpha, sizes, random_state)
+
+    def _client_message(self, scores, alpha, n_per_client, random_state):
+        """The message of one client, from its checked input.
+
+        ``n_per_client`` is the checked sizes, or None for a strategy whose
+        message does not depend on them. A strategy written against the
+        older API overrides :meth:`client_step` instead.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement _client_message (or client_step)."
+        )
 
     def server_step(
         self,
         messages: Messages,
         *,
         alpha: float,
-        n_per_client: ArrayLike,
+        n_per_client: ArrayLike | None = None,
         random_state: SecureRandomStateLike = None,
     ) -> float:
         """Aggregate the clients' messages into a threshold.
@@ -189,16 +207,23 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
             One message per client, in the order of ``n_per_client``.
         alpha : float
             Miscoverage level in (0, 1).
-        n_per_client : array-like of int
-            Public calibration sizes, in the order of ``messages``.
+        n_per_client : array-like of int, default=None
+            Public calibration sizes, in the order of ``messages``. Required,
+            except by a strategy whose server needs no plan before the round
+            (LDP-L), which then takes the sizes the messages carry.
         random_state : int, Generator, RandomState, SeedSequence, "secure" \
                 or None, default=None
-            Randomness of the server step, if any.
+            Randomness of the server step, if any (unused by deterministic
+            server steps).
 
         Returns
         -------
         threshold : float
         """
+        if self.interactive:
+            raise NotImplementedError(_interactive_message(self))
+        if n_per_client is None:
+            n_per_client = self._sizes_from_messages(messages)
         self._validate_params()
         alpha = check_alpha(alpha)
         sizes = check_client_sizes(n_per_client)
@@ -213,6 +238,14 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
             self._aggregate(received, alpha=alpha, random_state=random_state)
         )
         return threshold
+
+    def _sizes_from_messages(self, messages):
+        """The sizes :meth:`server_step` uses when ``n_per_client`` is None.
+
+        Default None: the sizes announced before the round are required
+        (the plan is built from them), and their check refuses None.
+        """
+        return None
 
     def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Coverage implied by theory (see :class:`CoverageBounds`).
@@ -329,6 +362,7 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
             on_invalid=on_invalid,
         )
 
+    @atomic_fit  # the fitted attributes change only when the fit completes
     def _fit_messages(
         self,
         messages,
@@ -588,18 +622,20 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         return scores, alpha, checked
 
     def fit(
-        self,
+        self: _Calibrator,
         scores: ArrayLike,
         client_ids: ClientIds = None,
         *,
         alpha: float,
         random_state: SecureRandomStateLike = None,
         n_jobs: int | None = None,
-    ) -> BaseCalibrator:
+    ) -> _Calibrator:
         """Simulate one calibration round in-process.
 
         Runs every client's step on its own rows, then the server's side
-        (:meth:`fit_from_messages`) on the messages.
+        (:meth:`fit_from_messages`) on the messages; an interactive strategy
+        (LDP-S) runs its rounds in turn (see its Notes). The calibrator
+        keeps only what the server sees.
 
         Parameters
         ----------
@@ -609,8 +645,11 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         random_state : int, Generator, RandomState, SeedSequence, "secure" \
                 or None, default=None
             Root of the clients' and the server's randomness (independent
-            streams spawned from one ``SeedSequence``; ``None``: fresh
-            operating-system entropy, never NumPy's global state).
+            streams spawned from one ``SeedSequence``, in sorted-client
+            order; ``None``: fresh operating-system entropy, never NumPy's
+            global state); ``"secure"`` makes every party draw from the
+            operating system's secure generator (not reproducible, for
+            deployment).
         n_jobs : int, default=None
             Run the clients' steps in parallel with joblib (``-1``: all cores).
             Only strategies without a vectorised simulation use it; results do
@@ -634,14 +673,34 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
         if client_ids is None and self._federated:
             _warn_single_client(self)
         partition = ClientPartition(client_ids, scores.shape[0])
-        server_rng, rngs = self._random_streams(random_state, partition.n_clients)
         # A deferred finiteness check is done once, by the simulation, in
         # its own pass over the scores (a NaN still raises before any
         # message exists).
         extra = {"check_finite": True} if deferred else {}
+        return self._fit_round(partition, scores, alpha, random_state, n_jobs, extra)
+
+    def _fit_round(self, partition, scores, alpha, random_state, n_jobs, extra):
+        """Run the round on the checked scores, then the server's side.
+
+        One-shot protocol: every client's step (:meth:`_simulate_clients`)
+        and :meth:`_fit_simulated`. An interactive strategy runs its rounds
+        here instead.
+        """
+        server_rng, rngs = self._random_streams(random_state, partition.n_clients)
         stacked = self._simulate_clients(
             partition, scores, alpha=alpha, rngs=rngs, n_jobs=n_jobs, **extra
         )
+        return self._fit_simulated(
+            stacked, partition, alpha, server_rng, self._simulated_pool(scores)
+        )
+
+    def _fit_simulated(self, stacked, partition, alpha, server_rng, pooled):
+        """The server's side of an in-process round, on the simulated messages.
+
+        Trusted (the messages come from this process), so the generic field
+        checks are skipped and the strategy's rules may be checked on the
+        ``pooled`` rows in one pass.
+        """
         return self._fit_messages(
             stacked,
             clients=partition.clients,
@@ -650,7 +709,7 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
             random_state=server_rng,
             on_invalid="raise",
             trusted=True,
-            pooled=self._simulated_pool(scores),
+            pooled=pooled,
         )
 
     def _simulated_pool(self, scores):
@@ -705,6 +764,13 @@ def _warn_single_client(calibrator):
         "one client, so the federated calibration runs as if the data were "
         "pooled. Pass client_ids (the client of each calibration row).",
         SingleClientWarning,
+    )
+
+
+def _interactive_message(calibrator):
+    return (
+        f"{type(calibrator).__name__} runs in rounds: use server_init, "
+        "client_respond and server_update (or fit to simulate them)."
     )
 
 

@@ -8,16 +8,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._typing import SecureRandomStateLike
+from ..utils._docstrings import fill_doc
 from ..utils._quantile import conformal_quantile, conformal_rank
 from ..utils._sklearn_compat import Interval
-from ._base import BaseCalibrator, CoverageBounds
+from ._base import CoverageBounds
 from ._messages import check_client_sizes, client_share_problems
+from ._plan_free import _PlanFreeCalibrator
 
 __all__ = ["CentralCalibrator"]
 
 
-class CentralCalibrator(BaseCalibrator):
+@fill_doc
+class CentralCalibrator(_PlanFreeCalibrator):
     """Split conformal prediction on the pooled scores of all clients.
 
     Every client sends its raw scores; the server pools the ``N`` scores and
@@ -50,12 +52,7 @@ class CentralCalibrator(BaseCalibrator):
     messages_ : dict of ndarray
         ``client``, ``n`` and ``scores`` (an object array holding each client's
         raw scores: what this strategy reveals).
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration size of each client.
+    %(fitted_clients)s
     calibration_info_ : dict
         ``rank`` used and the ``coverage`` ``rank / (N + 1)``.
 
@@ -99,16 +96,8 @@ class CentralCalibrator(BaseCalibrator):
             "coverage": rank / (n_total + 1) if feasible else 1.0,
         }
 
-    def client_step(
-        self,
-        scores: ArrayLike,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike | None = None,
-        random_state: SecureRandomStateLike = None,
-    ) -> dict[str, Any]:
+    def _client_message(self, scores, alpha, n_per_client, random_state):
         """Send this client's raw scores (the strategy has no privacy)."""
-        scores, _, _ = self._check_client_input(scores, 0.5, None)
         return {"n": scores.shape[0], "scores": scores}
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
@@ -132,14 +121,19 @@ class CentralCalibrator(BaseCalibrator):
         return {"scores": scores}
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
-        groups = np.empty(partition.n_clients, dtype=object)
-        groups[:] = partition.split(scores)
-        return {"n": partition.sizes, "scores": groups}
+        return {"n": partition.sizes, "scores": _split_scores(partition, scores)}
 
     def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``(rank/(N+1), rank/(N+1))``; ``(1, 1)`` if infeasible."""
         coverage = self.plan(n_per_client, alpha)["coverage"]
         return CoverageBounds(coverage, coverage)
+
+
+def _split_scores(partition, scores):
+    """Each client's scores (views of ``scores``), in an object array."""
+    groups = np.empty(partition.n_clients, dtype=object)
+    groups[:] = partition.split(scores)
+    return groups
 
 
 def _pooled(stacked):

@@ -10,6 +10,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._config import get_config
 from .._typing import SecureRandomStateLike
 from ._exponential import _log_probabilities, _scaled_logits
 from ._quantile import (
@@ -70,6 +71,14 @@ def private_conformal_n_bins(
     n_bins : int
         The best ``m``; ties go to the smaller ``m``.
 
+    Notes
+    -----
+    ``"expected"`` never builds the ``n`` public scores: its work and memory
+    depend on the grid only, for any ``n`` up to ``2**62``. ``"paper"``
+    draws ``n`` scores, in blocks (memory bounded by the grid), so ``n`` is
+    bounded by the plan policy's ``max_total_size``
+    (:func:`skfedcp.get_config`); a larger ``n`` raises a ValueError.
+
     Examples
     --------
     >>> from skfedcp.privacy import private_conformal_n_bins
@@ -81,7 +90,16 @@ def private_conformal_n_bins(
         raise ValueError(f'strategy must be "expected" or "paper"; got {strategy!r}.')
     grid = _default_grid() if grid is None else _check_grid(grid)
     if strategy == "expected":
+        _check_int(n, "n", low=0, high=_MAX_N)
         return _n_bins_expected(n, alpha, epsilon, grid)
+    limit = get_config()["max_total_size"]
+    if n > limit:
+        raise ValueError(
+            f'strategy="paper" draws n={n} public scores, more than the plan '
+            f"policy's max_total_size={limit} (skfedcp.get_config()); use "
+            'strategy="expected" (its cost does not grow with n) or raise the '
+            "bound with skfedcp.config_context(max_total_size=...)."
+        )
     if isinstance(random_state, Integral) and not isinstance(random_state, bool):
         return _n_bins_paper_cached(n, alpha, epsilon, grid, int(random_state))
     return _n_bins_paper(n, alpha, epsilon, grid, check_random_source(random_state))
@@ -101,9 +119,88 @@ def _check_grid(grid: ArrayLike) -> tuple[int, ...]:
     )
 
 
+# The largest n of strategy="expected": counts stay exact int64 values.
+_MAX_N = 2**62
+
+
+class _UniformScores:
+    """The public scores ``i / (n + 1.0)``, ``i = 1..n``, never all in memory.
+
+    What ``np.arange(1, n + 1) / (n + 1.0)`` holds, value for value: counts
+    below an edge are computed from the formula in ``O(1)`` per edge
+    (:meth:`count_le`), and a slice is built only when asked (the rules ask
+    for slices only with more bins than scores, so ``n`` is then bounded by
+    the grid).
+    """
+
+    def __init__(self, n):
+        self.n = n
+        self.shape = (n,)
+        self._denominator = n + 1.0
+
+    def _value(self, i):
+        return np.asarray(i, dtype=np.int64).astype(np.float64) / self._denominator
+
+    def __getitem__(self, window):
+        start, stop, _ = window.indices(self.n)
+        return self._value(np.arange(start + 1, stop + 1))
+
+    def count_le(self, values):
+        """``#{i : score_i <= v}`` per value: ``searchsorted(..., side="right")``.
+
+        The scores do not decrease with ``i``, so the count is the largest
+        ``c`` in ``0..n`` with ``score_c <= v``: guessed as ``floor(v (n +
+        1))``, corrected against the scores' own rounding (by one step at
+        most below ``2**53``; by bisection beyond, where scores tie in runs).
+        """
+        values = np.asarray(values, dtype=np.float64)
+        n = self.n
+        guess = np.floor(np.clip(values, 0.0, 1.0) * self._denominator)
+        count = np.minimum(guess.astype(np.int64), n)  # n itself may not be a float
+        for _ in range(3):
+            next_value = self._value(np.minimum(count + 1, n))
+            too_few = (count < n) & (next_value <= values)
+            too_many = (count > 0) & (self._value(count) > values)
+            if not (too_few.any() or too_many.any()):
+                return count
+            count = count + too_few - too_many
+        # Beyond 2**53 the scores tie in runs of up to n / 2**53: bisect the
+        # unsettled counts within the guess's rounding error (or everywhere).
+        settled = (count == n) | (self._value(np.minimum(count + 1, n)) > values)
+        settled &= (count == 0) | (self._value(count) <= values)
+        todo = np.flatnonzero(~settled)
+        reach = int(4 * n * 2.0**-52) + 4
+        lo = np.maximum(count[todo] - reach, 0)
+        hi = np.minimum(count[todo] + reach, n + 1)
+        wanted = values[todo]
+        lo[(lo > 0) & (self._value(np.maximum(lo, 1)) > wanted)] = 0
+        hi[(hi <= n) & (self._value(np.minimum(hi, n)) <= wanted)] = n + 1
+        # Invariants: lo = 0 or score_lo <= v; hi = n + 1 or score_hi > v.
+        while np.any(active := hi - lo > 1):
+            mid = lo + (hi - lo) // 2  # >= 1 where active
+            ok = self._value(np.maximum(mid, 1)) <= wanted
+            lo = np.where(active & ok, mid, lo)
+            hi = np.where(active & ~ok, mid, hi)
+        count[todo] = lo
+        return count
+
+
+def _count_le(scores, values):
+    """``np.searchsorted(scores, values, side="right")`` for sorted scores."""
+    if isinstance(scores, _UniformScores):
+        return scores.count_le(values)
+    return np.searchsorted(scores, values, side="right")
+
+
 def _simulated_log_probabilities(scores, level, epsilon, n_bins):
     edges = np.linspace(0.0, 1.0, n_bins + 1)
-    lower, greater, _, _ = _rank_counts(scores, edges)
+    if isinstance(scores, _UniformScores):
+        # _rank_counts' L_b and G_b from counts at the edges: the scores lie
+        # in (0, 1], so none is below e_0 = 0 nor above e_B = 1.
+        lower = scores.count_le(edges[:-1])
+        greater = scores.n - scores.count_le(edges[1:])
+    else:
+        lower, greater, _, _ = _rank_counts(scores, edges)
     loss, sensitivity = _quantile_loss(lower, greater, level)
     return edges, _scaled_logits(-loss, epsilon, sensitivity)
 
@@ -132,7 +229,7 @@ def _expected_threshold_runs(scores, level, epsilon, m):
     n = scores.shape[0]
     edges = np.linspace(0.0, 1.0, m + 1)
     if m < n:  # one run per bin; counts from the edges, O(m log n)
-        cum = np.searchsorted(scores, edges[1:], side="right")  # #{J <= b}
+        cum = _count_le(scores, edges[1:])  # #{J <= b}
         cum[-1] = n  # the top bin also holds the scores above e_B
         held = np.diff(np.r_[0, cum])
         first = last = np.arange(1, m + 1)
@@ -233,7 +330,7 @@ def _n_bins_expected(n, alpha, epsilon, grid):
     them: the choice is the reference one.
     """
     gamma = _gamma(n, alpha, epsilon)
-    scores = np.arange(1, n + 1) / (n + 1.0)
+    scores = _UniformScores(n)  # i / (n + 1): never all in memory
     levels = [_level(n, alpha, epsilon, m, gamma) for m in grid]
     if n == 0:
         fast = [1.0 if level >= 1.0 else math.inf for level in levels]
@@ -258,17 +355,41 @@ def _n_bins_paper_cached(n, alpha, epsilon, grid, seed):
     return _n_bins_paper(n, alpha, epsilon, grid, check_random_source(seed))
 
 
+# Scores drawn at a time by strategy="paper" (memory bounded by the grid).
+_PAPER_BLOCK = 2**20
+
+
 def _n_bins_paper(n, alpha, epsilon, grid, source):
+    """Algorithm 5: ``n`` uniform draws, then one sampled threshold per ``m``.
+
+    The draws are those of ``source.random(n)``, taken in blocks: each
+    block is binned for every ``m`` of the grid at once and only the bin
+    counts are kept, which are all the mechanism reads (the same counts as
+    :func:`_rank_counts` on the ``n`` scores, so the same sampled values).
+    """
     gamma = _gamma(n, alpha, epsilon)
-    scores = source.random(n)
+    levels = [_level(n, alpha, epsilon, m, gamma) for m in grid]
+    edges = {
+        m: np.linspace(0.0, 1.0, m + 1)
+        for m, level in zip(grid, levels, strict=True)
+        if level < 1.0
+    }
+    counts = {m: np.zeros(m, dtype=np.int64) for m in edges}
+    for start in range(0, n, _PAPER_BLOCK):
+        block = source.random(min(_PAPER_BLOCK, n - start))
+        for m, bins in edges.items():
+            index = np.clip(np.searchsorted(bins, block, side="left"), 1, m)
+            counts[m] += np.bincount(index, minlength=m + 1)[1:]
     best, best_value = grid[0], math.inf
-    for m in grid:
-        level = _level(n, alpha, epsilon, m, gamma)
+    for m, level in zip(grid, levels, strict=True):
         if level >= 1.0:
             value = 1.0
         else:
-            edges, logits = _simulated_log_probabilities(scores, level, epsilon, m)
-            value = float(edges[source.choice_from_log_weights(logits) + 1])
+            held = counts[m]
+            lower = np.cumsum(held) - held  # #{[s_i] < e_b}
+            loss, sensitivity = _quantile_loss(lower, n - lower - held, level)
+            logits = _scaled_logits(-loss, epsilon, sensitivity)
+            value = float(edges[m][source.choice_from_log_weights(logits) + 1])
         if value < best_value:
             best, best_value = m, value
     return best

@@ -219,4 +219,25 @@ n_features_in_ : int
 feature_names_in_ : ndarray of shape (n_features,)
     Names of features seen in ``fit``, when ``X`` has string column names."""
 
+# -- calibrators: the protocol's steps (skfedcp.calibrators._base) -----------
+
+docdict["client_scores"] = """\
+scores : array-like of shape (n_j,)
+    The conformity scores of this client only."""
+
+docdict["client_random_state"] = """\
+random_state : int, Generator, RandomState, SeedSequence, "secure" \
+        or None, default=None
+    Randomness of this client's step, if any (``None``: fresh
+    operating-system entropy; ``"secure"``: operating-system
+    randomness, for deployment)."""
+
+docdict["fitted_users"] = """\
+clients_ : ndarray of shape (n_clients,)
+    Sorted client labels.
+n_clients_ : int
+    Number of clients.
+n_per_client_ : ndarray of shape (n_clients,)
+    Calibration users of each client."""
+
 fill_doc = docfiller(docdict)

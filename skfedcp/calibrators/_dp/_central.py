@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import math
-import warnings
 from functools import lru_cache
 from numbers import Real
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
-from ..._typing import ClientIds, SecureRandomStateLike
-from ...exceptions import ClippedScoresWarning
 from ...privacy import (
     private_conformal_gamma,
     private_conformal_level,
@@ -21,27 +18,27 @@ from ...privacy import (
     private_quantile_probabilities,
 )
 from ...privacy._tight import _tight_central
+from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import Interval
-from ...utils._validation import check_alpha, check_scores
-from .._base import BaseCalibrator, CoverageBounds
-from .._central import _pooled
+from ...utils._validation import check_alpha
+from .._base import CoverageBounds
+from .._central import _pooled, _split_scores
 from .._messages import Problem, client_share_problems
+from .._plan_free import _PlanFreeCalibrator
 from ._common import (
     _PRIVACY_CONSTRAINTS,
-    ThresholdDistribution,
-    _after_private_fit,
     _check_bounds,
     _check_epsilon_range,
     _check_rule,
-    _clip_scores,
-    _edges,
+    _DPMixin,
     _plan_sizes,
 )
 
 __all__ = ["PrivateCentralCalibrator"]
 
 
-class PrivateCentralCalibrator(BaseCalibrator):
+@fill_doc
+class PrivateCentralCalibrator(_DPMixin, _PlanFreeCalibrator):
     """Differentially private split conformal calibration by a trusted curator.
 
     The curator pools the ``N`` calibration scores of all clients, rounds
@@ -96,12 +93,7 @@ class PrivateCentralCalibrator(BaseCalibrator):
         the trivial threshold was returned without reading the scores.
     messages_ : dict of ndarray
         ``client`` and ``n``: the public part of what the curator received.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration size of each client.
+    %(fitted_clients)s
     calibration_info_ : dict
         The public plan: ``level`` (``q~``), ``n_bins``, ``gamma``,
         ``epsilon``, ``score_bounds``, ``feasible`` (``q~ < 1``) and, when not
@@ -156,7 +148,7 @@ class PrivateCentralCalibrator(BaseCalibrator):
         **_PRIVACY_CONSTRAINTS,
         "max_client_share": [Interval(Real, 0, 1, closed="right"), None],
     }
-    _randomized = True
+    _pooled_release = True
     _message_fields = {"n": "size", "scores": "scores"}
 
     def __init__(
@@ -203,26 +195,9 @@ class PrivateCentralCalibrator(BaseCalibrator):
         plan["score_bounds"] = bounds
         return plan
 
-    def _mechanism_args(self, plan):
-        return {
-            "level": plan["level"],
-            "epsilon": plan["epsilon"],
-            "edges": _edges(plan["score_bounds"], plan["n_bins"]),
-            "top_bin": "inf",
-        }
-
-    def client_step(
-        self,
-        scores: ArrayLike,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike | None = None,
-        random_state: SecureRandomStateLike = None,
-    ) -> dict[str, Any]:
+    def _client_message(self, scores, alpha, n_per_client, random_state):
         """Send this client's scores, clipped to ``score_bounds``, to the curator."""
-        scores, _, _ = self._check_client_input(scores, check_alpha(alpha), None)
-        bounds = _check_bounds(self.score_bounds, type(self).__name__)
-        scores = _clip_scores(scores, bounds)
+        scores = self._clip_to_bounds(scores)
         return {"n": scores.shape[0], "scores": scores}
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
@@ -262,119 +237,23 @@ class PrivateCentralCalibrator(BaseCalibrator):
         return private_quantile(
             _pooled(received.stacked),
             random_state=random_state,
-            **self._mechanism_args(plan),
+            **self._mechanism_args(plan, plan["level"]),
         )
 
     def _public_messages(self, received):
         # The curator releases only the threshold: keep the public sizes.
         return {"n": received.stacked["n"]}
 
-    def _after_fit(self, received, *, alpha, details=None):
-        _after_private_fit(self, received)
-
-    def threshold_probabilities(
-        self,
-        scores: ArrayLike,
-        client_ids: ClientIds = None,
-        *,
-        alpha: float,
-        log: bool = False,
-    ) -> ThresholdDistribution:
-        """Exact law of the threshold :meth:`fit` would release on ``scores``.
-
-        Parameters
-        ----------
-        scores : array-like of shape (n_samples,)
-            Calibration scores.
-        client_ids : array-like of shape (n_samples,), default=None
-            Ignored (the curator pools the scores); accepted for symmetry.
-        alpha : float
-            Miscoverage level in (0, 0.5].
-        log : bool, default=False
-            Return natural-log probabilities, computed in log space: finite
-            where the probabilities underflow to 0, so that privacy ratios
-            between neighbouring data sets stay finite.
-
-        Returns
-        -------
-        law : ThresholdDistribution
-            Candidate thresholds (bin edges ``e_1..e_{B-1}``, then ``+inf``)
-            and their probabilities (their logs with ``log=True``).
-
-        Examples
-        --------
-        >>> cal = PrivateCentralCalibrator(epsilon=50.0, score_bounds=(0, 1),
-        ...                                n_bins=4)
-        >>> law = cal.threshold_probabilities([0.1, 0.3, 0.6, 0.7], alpha=0.5)
-        >>> law.values
-        array([0.25, 0.5 , 0.75,  inf])
-        """
-        scores = check_scores(scores, allow_inf=True)
-        plan = self.plan([scores.shape[0]], alpha)
-        if not plan["feasible"]:
-            return ThresholdDistribution(
-                np.array([np.inf]), np.array([0.0 if log else 1.0])
-            )
-        args = self._mechanism_args(plan)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ClippedScoresWarning)
-            clipped = _clip_scores(scores, plan["score_bounds"])
-        values = args["edges"][1:].copy()
-        values[-1] = np.inf
-        return ThresholdDistribution(
-            values, private_quantile_probabilities(clipped, log=log, **args)
-        )
-
-    def _check_fit_scores(self, scores: ArrayLike) -> NDArray[np.float64]:
-        return check_scores(scores, allow_inf=True)  # clipped to the bounds
+    def _release_law(self, clipped, partition, plan, log):
+        args = self._mechanism_args(plan, plan["level"])
+        return private_quantile_probabilities(clipped, log=log, **args)
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
-        scores = _clip_scores(
-            scores, _check_bounds(self.score_bounds, type(self).__name__)
-        )
+        scores = self._clip_to_bounds(scores)
         groups = partition.as_matrix(scores)  # equal sizes: no per-client loop
         if groups is None:
-            groups = np.empty(partition.n_clients, dtype=object)
-            groups[:] = partition.split(scores)
+            groups = _split_scores(partition, scores)
         return {"n": partition.sizes, "scores": groups}
-
-    def fit(
-        self,
-        scores: ArrayLike,
-        client_ids: ClientIds = None,
-        *,
-        alpha: float,
-        random_state: SecureRandomStateLike = None,
-        n_jobs: int | None = None,
-    ) -> PrivateCentralCalibrator:
-        """Simulate the round: clients send scores, the curator releases an edge.
-
-        Parameters
-        ----------
-        scores : array-like of shape (n_samples,)
-            Conformity scores of all calibration rows.
-        client_ids : array-like of shape (n_samples,) or None, default=None
-            Client label of each row (only the sizes are kept).
-        alpha : float
-            Miscoverage level in (0, 0.5].
-        random_state : int, Generator, RandomState, SeedSequence, "secure" \
-                or None, default=None
-            Randomness of the mechanism (the curator's stream, spawned from
-            one ``SeedSequence``; ``None``: fresh operating-system entropy);
-            ``"secure"`` draws from the operating system's secure generator
-            (not reproducible, for deployment).
-        n_jobs : int, default=None
-            Unused (the clients' step is a copy).
-
-        Returns
-        -------
-        self : PrivateCentralCalibrator
-            The fitted calibrator.
-        """
-        super().fit(
-            scores, client_ids, alpha=alpha, random_state=random_state, n_jobs=n_jobs
-        )
-        return self
 
     def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``(1 - alpha, nan)``, or ``(1, 1)`` when the set is trivial."""
@@ -407,12 +286,11 @@ def _central_plan(n_total, alpha, epsilon, n_bins, gamma, rule="paper"):
         "rule": "paper",
     }
     if not plan["feasible"]:
-        min_n = _central_min_n(alpha, epsilon, n_bins, gamma)
-        plan["min_n"] = min_n
-        plan["reason"] = (
-            f"N={n_total} calibration scores are too few for epsilon={epsilon:g} "
-            f"and alpha={alpha:g} (corrected level {level:.4f} >= 1); N >= {min_n} "
-            f"is needed with n_bins={n_bins}"
+        _too_few(
+            plan,
+            alpha,
+            f"corrected level {level:.4f} >= 1",
+            _central_min_n(alpha, epsilon, n_bins, gamma),
         )
     return tuple(plan.items())
 
@@ -435,14 +313,20 @@ def _central_tight_plan(n_total, alpha, epsilon, n_bins):
         def feasible(n):
             return _tight_central(n, alpha, epsilon, n_bins) is not None
 
-        min_n = _smallest_feasible(feasible)
-        plan["min_n"] = min_n
-        plan["reason"] = (
-            f"N={n_total} calibration scores are too few for epsilon={epsilon:g} "
-            f"and alpha={alpha:g} (no level guarantees 1 - alpha); N >= {min_n} "
-            f"is needed with n_bins={n_bins}"
+        _too_few(
+            plan, alpha, "no level guarantees 1 - alpha", _smallest_feasible(feasible)
         )
     return tuple(plan.items())
+
+
+def _too_few(plan, alpha, why, min_n):
+    """Mark an infeasible plan: the smallest feasible ``N``, and why in words."""
+    plan["min_n"] = min_n
+    plan["reason"] = (
+        f"N={plan['n_total']} calibration scores are too few for "
+        f"epsilon={plan['epsilon']:g} and alpha={alpha:g} ({why}); N >= {min_n} "
+        f"is needed with n_bins={plan['n_bins']}"
+    )
 
 
 def _smallest_feasible(feasible, cap=2**40):

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..._typing import ClientIds
 from ...exceptions import ClippedScoresWarning, InfiniteThresholdWarning
+from ...federated import ClientPartition
 from ...privacy import check_privacy_params
 from ...privacy._exponential import _check_epsilon
 from ...privacy._validation import EPSILON_RANGE
+from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_scores
 from ...utils._warnings import warn_user
@@ -39,6 +43,125 @@ class ThresholdDistribution(NamedTuple):
     probabilities: NDArray[np.float64]
 
 
+@fill_doc
+class _DPMixin:
+    """What the central-DP and DP-QQ calibrators share.
+
+    Both release bin edges of the exponential mechanism on the public
+    ``score_bounds``: the scores are clipped to the bounds (infinite scores
+    allowed), the mechanism's arguments come from the plan, ``+inf`` is
+    explained by :func:`_after_private_fit`, and the exact law of the
+    released threshold follows from the mechanism's (:meth:`_release_law`).
+    """
+
+    _randomized = True
+    score_bounds: tuple[float, float] | None
+
+    #: Whether the release pools every row (a trusted curator, which ignores
+    #: the client partition) rather than releasing one value per client.
+    _pooled_release = False
+
+    def _check_fit_scores(self, scores: ArrayLike) -> NDArray[np.float64]:
+        return check_scores(scores, allow_inf=True)  # clipped to the bounds
+
+    def _clip_to_bounds(self, scores):
+        """The scores clipped to ``score_bounds`` (warned once per call)."""
+        return _clip_scores(
+            scores, _check_bounds(self.score_bounds, type(self).__name__)
+        )
+
+    def _mechanism_args(self, plan, level):
+        """Keyword arguments of the exponential mechanism at ``level``."""
+        return {
+            "level": level,
+            "epsilon": plan["epsilon"],
+            "edges": _edges(plan["score_bounds"], plan["n_bins"]),
+            "top_bin": "inf",
+            "utility": plan.get("utility", "quantile"),
+        }
+
+    def _after_fit(self, received, *, alpha, details=None):
+        _after_private_fit(self, received)
+
+    def threshold_probabilities(
+        self,
+        scores: ArrayLike,
+        client_ids: ClientIds = None,
+        *,
+        alpha: float,
+        log: bool = False,
+    ) -> ThresholdDistribution:
+        """Exact law of the threshold :meth:`fit` would release on ``scores``.
+
+        Computed from the mechanism's exact output law, without drawing; for
+        DP-QQ the clients' releases are independent and the law of their
+        ``k``-th smallest follows from theirs, as sums of non-negative terms
+        (accurate for tiny probabilities, as privacy checks need).
+
+        Parameters
+        ----------
+        %(scores)s
+        client_ids : array-like of shape (n_samples,) or None, default=None
+            Client label of each row; ``None`` means one client. Ignored by
+            the central curator, which pools the scores.
+        alpha : float
+            Miscoverage level in (0, 0.5] for the central curator, (0, 1)
+            for DP-QQ.
+        log : bool, default=False
+            Return natural-log probabilities, computed in log space: finite
+            where the probabilities underflow to 0 (about ``exp(-745)``), so
+            that privacy ratios between neighbouring data sets stay finite.
+
+        Returns
+        -------
+        law : ThresholdDistribution
+            Candidate thresholds (bin edges ``e_1..e_{B-1}``, then ``+inf``)
+            and their probabilities (their logs with ``log=True``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skfedcp.calibrators import (
+        ...     PrivateCentralCalibrator, PrivateQuantileOfQuantilesCalibrator)
+        >>> cal = PrivateCentralCalibrator(epsilon=50.0, score_bounds=(0, 1),
+        ...                                n_bins=4)
+        >>> law = cal.threshold_probabilities([0.1, 0.3, 0.6, 0.7], alpha=0.5)
+        >>> law.values
+        array([0.25, 0.5 , 0.75,  inf])
+        >>> cal = PrivateQuantileOfQuantilesCalibrator(
+        ...     epsilon=10.0, score_bounds=(0, 1), n_bins=10)
+        >>> rng = np.random.default_rng(0)
+        >>> law = cal.threshold_probabilities(
+        ...     rng.uniform(size=200), np.repeat([0, 1], 100), alpha=0.2)
+        >>> law.values.shape, round(float(law.probabilities.sum()), 12)
+        ((10,), 1.0)
+        """
+        scores = check_scores(scores, allow_inf=True)
+        partition = None
+        if not self._pooled_release:
+            partition = ClientPartition(client_ids, scores.shape[0])
+        sizes = [scores.shape[0]] if partition is None else partition.sizes
+        plan = self.plan(sizes, alpha)  # type: ignore[attr-defined]
+        if not plan["feasible"]:
+            return ThresholdDistribution(
+                np.array([np.inf]), np.array([0.0 if log else 1.0])
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ClippedScoresWarning)
+            clipped = _clip_scores(scores, plan["score_bounds"])
+        values = _edges(plan["score_bounds"], plan["n_bins"])[1:].copy()
+        values[-1] = np.inf
+        return ThresholdDistribution(
+            values, self._release_law(clipped, partition, plan, log)
+        )
+
+    def _release_law(
+        self, clipped: NDArray[np.float64], partition: Any, plan: dict, log: bool
+    ) -> NDArray[np.float64]:
+        """Probabilities (or logs) of the released edges ``e_1..e_B``."""
+        raise NotImplementedError
+
+
 def _check_epsilon_range(epsilon):
     """``epsilon`` within the private calibrators' public range, as a float.
 
@@ -55,14 +178,21 @@ def _check_epsilon_range(epsilon):
     return epsilon
 
 
-def _check_bounds(score_bounds, owner):
+_BOUNDS_HINT = (
+    "public bounds of the conformity scores, fixed without looking at the "
+    "calibration data (e.g. (0, 1) for probability scores, (0, B) for a "
+    "residual clipped at B). Pass them to the calibrator or to the wrapper."
+)
+
+
+def _check_bounds(score_bounds, owner, hint=_BOUNDS_HINT):
+    """The public ``score_bounds`` as ``(low, high)``; None raises with ``hint``.
+
+    Shared by the central-DP, DP-QQ and local-DP calibrators (the hint says
+    what the bounds are for).
+    """
     if score_bounds is None:
-        raise ValueError(
-            f"{owner} needs score_bounds=(low, high): public bounds of the "
-            "conformity scores, fixed without looking at the calibration data "
-            "(e.g. (0, 1) for probability scores, (0, B) for a residual clipped "
-            "at B). Pass them to the calibrator or to the wrapper."
-        )
+        raise ValueError(f"{owner} needs score_bounds=(low, high): {hint}")
     if isinstance(score_bounds, np.ndarray):
         score_bounds = score_bounds.tolist()
     return check_privacy_params(

@@ -3,34 +3,30 @@
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Integral
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
-from ..._typing import ClientIds, SecureRandomStateLike
-from ...exceptions import ClippedScoresWarning
 from ...privacy import private_quantile
 from ...privacy._quantile import _release_many
 from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import Interval, StrOptions
-from ...utils._validation import check_alpha, check_scores
+from ...utils._validation import check_alpha
 from .._base import CoverageBounds
 from .._messages import Problem
 from .._qq._calibrator import _client_of_size, _QuantileOfQuantilesProtocol
 from ._byzantine import check_n_byzantine, dpqq_byzantine_plan, dpqq_max_byzantine
 from ._common import (
     _PRIVACY_CONSTRAINTS,
-    ThresholdDistribution,
-    _after_private_fit,
     _check_bounds,
     _check_epsilon_range,
     _check_rule,
     _check_utility,
     _clip_scores,
+    _DPMixin,
     _edges,
     _plan_sizes,
 )
@@ -41,7 +37,7 @@ __all__ = ["PrivateQuantileOfQuantilesCalibrator"]
 
 
 @fill_doc
-class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
+class PrivateQuantileOfQuantilesCalibrator(_DPMixin, _QuantileOfQuantilesProtocol):
     """Locally private quantile of quantiles (FedCP²-QQ), one round.
 
     Each client releases an ``epsilon``-DP quantile of its own scores (the
@@ -206,7 +202,6 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         "utility": [StrOptions({"quantile", "rank"})],
         "n_byzantine": [Interval(Integral, 0, None, closed="left")],
     }
-    _randomized = True
 
     def __init__(
         self,
@@ -251,31 +246,12 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         plan["score_bounds"] = bounds
         return plan
 
-    def _mechanism_args(self, plan, level):
-        return {
-            "level": level,
-            "epsilon": plan["epsilon"],
-            "edges": _edges(plan["score_bounds"], plan["n_bins"]),
-            "top_bin": "inf",
-            "utility": plan.get("utility", "quantile"),
-        }
-
-    def client_step(
-        self,
-        scores: ArrayLike,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike,
-        random_state: SecureRandomStateLike = None,
-    ) -> dict[str, Any]:
+    def _client_message(self, scores, alpha, n_per_client, random_state):
         """Release a private bin edge at this client's corrected level.
 
         Sends ``+inf`` without reading the scores when the plan is infeasible
         or this client's corrected rank exceeds its size.
         """
-        scores, alpha, n_per_client = self._check_client_input(
-            scores, alpha, n_per_client, sizes=True
-        )
         n = scores.shape[0]
         plan = self.plan(n_per_client, alpha)
         level = None
@@ -330,7 +306,7 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         return float(np.partition(received.stacked["quantile"], k - 1)[k - 1])
 
     def _after_fit(self, received, *, alpha, details=None):
-        _after_private_fit(self, received)
+        super()._after_fit(received, alpha=alpha, details=details)
         self.coverage_bounds_ = self.coverage_bounds(received.sizes, alpha)
 
     def max_byzantine(self) -> int:
@@ -354,73 +330,19 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
             return int(sizes.shape[0])
         return dpqq_max_byzantine(tuple(sizes.tolist()), self._fitted_alpha, plan)
 
-    def threshold_probabilities(
-        self,
-        scores: ArrayLike,
-        client_ids: ClientIds = None,
-        *,
-        alpha: float,
-        log: bool = False,
-    ) -> ThresholdDistribution:
-        """Exact law of the threshold :meth:`fit` would release on ``scores``.
-
-        The clients' releases are independent; the law of their ``k``-th
-        smallest follows from their exact laws, as sums of non-negative terms
-        (accurate for tiny probabilities, as privacy checks need).
-
-        Parameters
-        ----------
-        %(scores)s
-        %(client_ids)s
-        %(alpha)s
-        log : bool, default=False
-            Return natural-log probabilities, computed in log space from the
-            clients' log-laws: finite where the probabilities underflow to 0
-            (about ``exp(-745)``), so privacy ratios stay finite.
-
-        Returns
-        -------
-        law : ThresholdDistribution
-            Candidate thresholds (bin edges ``e_1..e_{B-1}``, then ``+inf``)
-            and their probabilities (their logs with ``log=True``).
-
-        Examples
-        --------
-        >>> cal = PrivateQuantileOfQuantilesCalibrator(
-        ...     epsilon=10.0, score_bounds=(0, 1), n_bins=10)
-        >>> rng = np.random.default_rng(0)
-        >>> law = cal.threshold_probabilities(
-        ...     rng.uniform(size=200), np.repeat([0, 1], 100), alpha=0.2)
-        >>> law.values.shape, round(float(law.probabilities.sum()), 12)
-        ((10,), 1.0)
-        """
-        from ...federated import ClientPartition
-
-        scores = check_scores(scores, allow_inf=True)
-        partition = ClientPartition(client_ids, scores.shape[0])
-        plan = self.plan(partition.sizes, alpha)
-        if not plan["feasible"]:
-            return ThresholdDistribution(
-                np.array([np.inf]), np.array([0.0 if log else 1.0])
-            )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ClippedScoresWarning)
-            groups = partition.split(_clip_scores(scores, plan["score_bounds"]))
+    def _release_law(self, clipped, partition, plan, log):
         args = self._mechanism_args(plan, None)
         del args["level"]
         pmfs = np.array(
             [
                 _client_pmf(group, level, args, log=log)
-                for group, level in zip(groups, plan["levels"], strict=True)
+                for group, level in zip(
+                    partition.split(clipped), plan["levels"], strict=True
+                )
             ]
         )
-        values = args["edges"][1:].copy()
-        values[-1] = np.inf
         law = _kth_smallest_log_law if log else _kth_smallest_law
-        return ThresholdDistribution(values, law(pmfs, plan["k"]))
-
-    def _check_fit_scores(self, scores: ArrayLike) -> NDArray[np.float64]:
-        return check_scores(scores, allow_inf=True)  # clipped to the bounds
+        return law(pmfs, plan["k"])
 
     def _simulate_clients(self, partition, scores, *, alpha, rngs, n_jobs=None):
         """Every client's :meth:`client_step`, with the public plan computed once.
@@ -433,9 +355,7 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         a client's remaining work is a single draw, so ``n_jobs`` is unused.
         """
         # One clipping warning for the whole simulation, not one per client.
-        scores = _clip_scores(
-            scores, _check_bounds(self.score_bounds, type(self).__name__)
-        )
+        scores = self._clip_to_bounds(scores)
         sizes = partition.sizes
         plan = self.plan(sizes, alpha)
         quantiles = np.full(partition.n_clients, np.inf)
@@ -474,45 +394,6 @@ class PrivateQuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
                     plan.get("utility", "quantile"),
                 )
         return {"n": sizes, "quantile": quantiles}
-
-    def fit(
-        self,
-        scores: ArrayLike,
-        client_ids: ClientIds = None,
-        *,
-        alpha: float,
-        random_state: SecureRandomStateLike = None,
-        n_jobs: int | None = None,
-    ) -> PrivateQuantileOfQuantilesCalibrator:
-        """Simulate the round: each client releases a private quantile.
-
-        Parameters
-        ----------
-        %(scores)s
-        %(client_ids)s
-        %(alpha)s
-        random_state : int, Generator, RandomState, SeedSequence, "secure" \
-                or None, default=None
-            Root of one independent stream per client (spawned from one
-            ``SeedSequence``, in sorted-client order; ``None``: fresh
-            operating-system entropy); ``"secure"`` makes every client draw
-            from the operating system's secure generator (not reproducible,
-            for deployment).
-        n_jobs : int, default=None
-            Unused: the plan is searched once and the clients' releases are
-            vectorised (a client's own work is one draw from its stream), so
-            parallel workers would only add overhead. Results never depend
-            on it.
-
-        Returns
-        -------
-        self : PrivateQuantileOfQuantilesCalibrator
-            The fitted calibrator.
-        """
-        super().fit(
-            scores, client_ids, alpha=alpha, random_state=random_state, n_jobs=n_jobs
-        )
-        return self
 
     def coverage_bounds(self, n_per_client: ArrayLike, alpha: float) -> CoverageBounds:
         """Return ``((1 - gamma alpha) M(l_gamma, k_gamma), nan)``; trivial: (1, 1)."""

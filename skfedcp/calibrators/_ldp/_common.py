@@ -7,11 +7,11 @@ from numbers import Real
 import numpy as np
 
 from ...exceptions import InfiniteThresholdWarning, VacuousGuaranteeWarning
-from ...privacy import check_privacy_params
 from ...privacy._validation import EPSILON_RANGE
 from ...utils._random import spawn_random_states
 from ...utils._sklearn_compat import Interval
 from ...utils._warnings import warn_user
+from .._dp._common import _check_bounds as _check_score_bounds
 
 
 def _bisection_update(lo, hi, query, estimate, target, band):
@@ -28,18 +28,16 @@ def _bisection_update(lo, hi, query, estimate, target, band):
     return lo, hi, True
 
 
+_BOUNDS_HINT = (
+    "the public range to search (e.g. (0, 1) for LAC and APS scores), fixed "
+    "without looking at the calibration data. Pass it to the calibrator or to "
+    "the wrapper."
+)
+
+
 def _check_bounds(score_bounds, owner):
-    if score_bounds is None:
-        raise ValueError(
-            f"{owner} needs score_bounds=(low, high): the public range to search "
-            "(e.g. (0, 1) for LAC and APS scores), fixed without looking at the "
-            "calibration data. Pass it to the calibrator or to the wrapper."
-        )
-    if isinstance(score_bounds, np.ndarray):
-        score_bounds = score_bounds.tolist()
-    return check_privacy_params(
-        bounds=score_bounds, names={"bounds": "score_bounds"}
-    ).bounds
+    """The public range searched, ``(low, high)``."""
+    return _check_score_bounds(score_bounds, owner, _BOUNDS_HINT)
 
 
 class _LDPMixin:

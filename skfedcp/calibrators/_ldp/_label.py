@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..._typing import ClientIds, Messages, SecureRandomStateLike
+from ..._typing import ClientIds, SecureRandomStateLike
 from ...exceptions import InvalidMessageError
 from ...federated import ClientPartition
 from ...privacy import k_ary_randomized_response
@@ -27,6 +27,7 @@ from ...privacy._ldp_analysis import (
     ldp_correction,
     ldp_sample_size,
 )
+from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import as_real_array, check_alpha
 from .._base import BaseCalibrator, CoverageBounds
@@ -56,6 +57,7 @@ __all__ = [
 # --------------------------------------------------------------------------
 
 
+@fill_doc
 class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
     """Local-DP calibration with randomized labels (LDP-L of Penso et al.).
 
@@ -128,12 +130,7 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         Whether the bisection stopped inside the band.
     messages_ : dict of ndarray
         ``client``, ``n``, ``scores`` and ``noisy_labels`` of each client.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration users of each client.
+    %(fitted_users)s
     calibration_info_ : dict
         The public plan: ``correction``, ``target``, ``beta``, ``h``,
         ``coverage_lower`` (guaranteed with probability ``confidence``).
@@ -355,39 +352,9 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
         )
         return {"n": matrix.shape[0], "scores": matrix, "noisy_labels": noisy}
 
-    def server_step(
-        self,
-        messages: Messages,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike | None = None,
-        random_state: SecureRandomStateLike = None,
-    ) -> float:
-        """De-bias the score CDF and search the threshold (the server's side).
-
-        Parameters
-        ----------
-        messages : list of dict or dict of array-like
-            The clients' messages (see :meth:`client_step`), checked first:
-            ``(n_j, n_classes)`` finite scores, ``n_j`` noisy labels in
-            ``0..n_classes-1``.
-        alpha : float
-            Miscoverage level in (0, 1).
-        n_per_client : array-like of int, default=None
-            Announced sizes; ``None`` takes them from the messages.
-        random_state : int, RandomState, Generator, SeedSequence, "secure" \
-                or None, default=None
-            Unused: the server step is deterministic.
-
-        Returns
-        -------
-        threshold : float
-        """
-        if n_per_client is None:
-            n_per_client = _announced_sizes(messages)
-        return super().server_step(
-            messages, alpha=alpha, n_per_client=n_per_client, random_state=None
-        )
+    def _sizes_from_messages(self, messages):
+        # The server needs no plan before the round: the messages' own sizes.
+        return _announced_sizes(messages)
 
     def _server_plan(self, sizes, alpha, stacked):
         n_classes = self.n_classes
@@ -576,20 +543,13 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
             epsilon=self.epsilon,
             random_state=users_rng,
         )
-        return self._fit_messages(
-            {
-                "n": partition.sizes,
-                "scores": _per_client_rows(grouped, partition.sizes),
-                "noisy_labels": _per_client_rows(noisy, partition.sizes),
-            },
-            pooled={"scores": grouped, "noisy_labels": noisy},
-            clients=partition.clients,
-            sizes=partition.sizes,
-            alpha=alpha,
-            random_state=server_rng,
-            on_invalid="raise",
-            trusted=True,
-        )
+        stacked = {
+            "n": partition.sizes,
+            "scores": _per_client_rows(grouped, partition.sizes),
+            "noisy_labels": _per_client_rows(noisy, partition.sizes),
+        }
+        pooled = {"scores": grouped, "noisy_labels": noisy}
+        return self._fit_simulated(stacked, partition, alpha, server_rng, pooled)
 
 
 class LDPLabelStarCalibrator(LDPLabelCalibrator):

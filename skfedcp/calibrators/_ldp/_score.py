@@ -12,13 +12,14 @@ from numbers import Integral, Real
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
-from ..._typing import ClientIds, Messages, RandomStateLike, SecureRandomStateLike
+from ..._typing import RandomStateLike, SecureRandomStateLike
 from ...exceptions import InvalidMessageError
-from ...federated import ClientPartition
 from ...privacy import binary_randomized_response, debias_fraction
 from ...privacy._ldp_analysis import _rr_constant, _score_correction
+from ...utils._atomic import atomic_fit
+from ...utils._docstrings import fill_doc
 from ...utils._random import check_seed_sequence, spawn_random_states
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import check_alpha, check_scores
@@ -50,6 +51,7 @@ __all__ = ["LDPScoreCalibrator", "LDPScoreStarCalibrator"]
 # --------------------------------------------------------------------------
 
 
+@fill_doc
 class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     """Local-DP calibration by interactive bisection on private scores (LDP-S).
 
@@ -161,12 +163,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     messages_ : dict of ndarray
         ``client``, ``n_reports`` and ``reports`` (object array: the bits each
         client forwarded, in round order). No score is stored.
-    clients_ : ndarray of shape (n_clients,)
-        Sorted client labels.
-    n_clients_ : int
-        Number of clients.
-    n_per_client_ : ndarray of shape (n_clients,)
-        Calibration users of each client.
+    %(fitted_users)s
     calibration_info_ : dict
         The public plan (see :meth:`plan`).
 
@@ -202,6 +199,22 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
 
     Unlike LDP-L, ``Delta_S`` does not depend on the number of classes, so
     LDP-S also calibrates regression scores given public ``score_bounds``.
+
+    **Simulation.** :meth:`fit` runs :meth:`server_init`, then the rounds,
+    each round's asked users of every client answering in one stacked
+    message (see :meth:`server_update`), checked by the server's live code
+    as in a deployment; it also checks that no user is asked twice. All
+    simulated users draw their randomized-response noise from **one**
+    stream (stream 1 spawned from ``random_state``; stream 0 seeds the
+    public group assignment; ``"secure"``: the users' noise comes from the
+    operating system's secure generator), round after round, client after
+    client. Each user's noise is still independent of every other user's,
+    which is all the mechanism needs; the draws equal those of
+    :meth:`client_respond` calls that share that one stream (with a single
+    client: the client's own stream). In a deployment each client answers
+    with :meth:`client_respond` and its own ``random_state``. The
+    calibrator keeps only what the server sees (bits, queries, estimates),
+    never the scores.
 
     References
     ----------
@@ -517,80 +530,20 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             "server_update (or fit to simulate them)."
         )
 
-    def server_step(
-        self,
-        messages: Messages,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike | None = None,
-        random_state: SecureRandomStateLike = None,
-    ) -> float:
-        """Not available: LDP-S is interactive (see :meth:`server_update`)."""
-        raise NotImplementedError(
-            "LDP-S runs in rounds: use server_init, client_respond and "
-            "server_update (or fit to simulate them)."
-        )
+    def _check_fit_scores(self, scores: ArrayLike) -> NDArray[np.float64]:
+        return check_scores(scores, allow_inf=True)  # above the range: "no"
 
-    def fit(
-        self,
-        scores: ArrayLike,
-        client_ids: ClientIds = None,
-        *,
-        alpha: float,
-        random_state: SecureRandomStateLike = None,
-        n_jobs: int | None = None,
-    ) -> LDPScoreCalibrator:
-        """Simulate the interactive protocol in-process.
+    def _fit_round(self, partition, scores, alpha, random_state, n_jobs, extra):
+        """The rounds in-process: the users' answers, the server's live checks.
 
         Runs :meth:`server_init`, then rounds in which every asked user
         answers (what :meth:`client_respond` computes, for all clients at
         once) and :meth:`server_update`, and checks on the users' side that
-        no user is asked twice (a ``RuntimeError`` otherwise). The server's
-        side is the code a deployment runs, each round's answers checked by
-        :meth:`server_update`; the fitted attributes are set from the rounds
-        as :meth:`fit_from_messages` sets them from a transcript (the same
-        values: the rounds are not replayed). The calibrator keeps only what
-        the server sees (bits, queries, estimates), never the scores.
-
-        Parameters
-        ----------
-        scores : array-like of shape (n_samples,)
-            Each user's conformity score (of its true label).
-        client_ids : array-like of shape (n_samples,) or None, default=None
-            Client of each row; ``None`` means one client.
-        alpha : float
-            Miscoverage level in (0, 1).
-        random_state : int, RandomState, Generator, SeedSequence, "secure" \
-                or None, default=None
-            Seeds the group assignment and the users' noise (see Notes);
-            ``"secure"``: the users' noise comes from the operating system's
-            secure generator (not reproducible).
-        n_jobs : int, default=None
-            Unused.
-
-        Returns
-        -------
-        self : LDPScoreCalibrator
-            The fitted calibrator.
-
-        Notes
-        -----
-        The simulation is vectorised: each round's asked users, of every
-        client, answer in one stacked message (see :meth:`server_update`),
-        and all simulated users draw their randomized-response noise from
-        **one** stream (stream 1 spawned from ``random_state``; stream 0
-        seeds the public group assignment), round after round, client after
-        client. Each user's noise is still independent of every other
-        user's, which is all the mechanism needs; the draws equal those of
-        :meth:`client_respond` calls that share that one stream (with a
-        single client: the client's own stream). In a deployment each
-        client answers with :meth:`client_respond` and its own
-        ``random_state``.
+        no user is asked twice (a ``RuntimeError`` otherwise). The fitted
+        attributes are set from the rounds as :meth:`fit_from_messages` sets
+        them from a transcript (the same values: the rounds are not
+        replayed).
         """
-        self._validate_params()
-        alpha = check_alpha(alpha)
-        scores = check_scores(scores, allow_inf=True)
-        partition = ClientPartition(client_ids, scores.shape[0])
         # The group assignment is public: with "secure", a fresh seed that
         # the live run and the server's check share.
         seed = check_seed_sequence(random_state)
@@ -708,6 +661,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             )
         return self._set_fitted(state, transcript, sizes, alpha)
 
+    @atomic_fit  # the fitted attributes change only when the fit completes
     def _set_fitted(self, state, transcript, sizes, alpha):
         """Set the fitted attributes from the final state and the checked rounds."""
         clients = transcript.clients
