@@ -321,6 +321,7 @@ def _tight_plan(sizes, alpha, epsilon, n_bins, utility, c):
         expected = _simulated_coverage(groups, q, k, epsilon, n_bins, utility)
         if best is None or expected < best[0] - 1e-9:
             best = (expected, q, k, value)
+    assert best is not None  # candidates is not empty
     _, q, k, value = best
     honest = _TightBounds(groups, epsilon, n_bins, utility)(q, k)
     ranks = tuple(min(n, math.ceil(q * n - 1e-9)) for n in sizes)

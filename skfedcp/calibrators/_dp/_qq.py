@@ -232,8 +232,16 @@ class PrivateQuantileOfQuantilesCalibrator(_DPMixin, _QuantileOfQuantilesProtoco
         alpha = check_alpha(alpha)
         rule = _check_rule(getattr(self, "rule", "paper"))
         utility = _check_utility(getattr(self, "utility", "quantile"), rule)
-        key = ("dp-qq", alpha, epsilon, self.n_bins, self.gamma, rule, utility)
         c = check_n_byzantine(getattr(self, "n_byzantine", 0))
+        key: tuple[Any, ...] = (
+            "dp-qq",
+            alpha,
+            epsilon,
+            self.n_bins,
+            self.gamma,
+            rule,
+            utility,
+        )
         if c:
             key = (*key, c)
         plan = _PLAN_MEMO.get(n_per_client, key)
