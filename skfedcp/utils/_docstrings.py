@@ -232,12 +232,9 @@ random_state : int, Generator, RandomState, SeedSequence, "secure" \
     operating-system entropy; ``"secure"``: operating-system
     randomness, for deployment)."""
 
-docdict["fitted_users"] = """\
-clients_ : ndarray of shape (n_clients,)
-    Sorted client labels.
-n_clients_ : int
-    Number of clients.
-n_per_client_ : ndarray of shape (n_clients,)
-    Calibration users of each client."""
+# The LDP calibrators count users, not rows: the same block, one word apart.
+docdict["fitted_users"] = docdict["fitted_clients"].replace(
+    "Calibration size of each client.", "Calibration users of each client."
+)
 
 fill_doc = docfiller(docdict)
