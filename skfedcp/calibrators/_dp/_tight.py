@@ -271,12 +271,38 @@ class _TightBounds:
         # and add exact zeros to the others, so the kept states carry the
         # same operations on the same values (the same bits) at about half
         # the cost.
-        state = np.ones((1, t.shape[0]))
-        for p, count in zip(probs, self.counts, strict=True):
-            grown = np.zeros((min(self.m, state.shape[0] + count), t.shape[0]))
+        #
+        # The DP is elementwise in the nodes, and a node where every p is 0 or
+        # 1 ends, exactly, in the state e_C (C = the clients with p = 1; no
+        # state if C >= m): its binomial blocks are exact 0s and 1s. Only the
+        # other nodes run the DP (most nodes below the levels' quantiles
+        # have p = 0 for every size).
+        binary = ((probs == 0.0) | (probs == 1.0)).all(axis=0)
+        mixed = np.flatnonzero(~binary)
+        #
+        # A single client's binomial block is exp(log1p(-p)) and exp(log p)
+        # (its log-binomial coefficients are exact zeros): computed for all
+        # single clients in two calls, then one multiply-add per client,
+        # the values _add_clients(..., single_as_block=True) gives.
+        mixed_probs = probs[:, mixed]
+        single = np.asarray(self.counts) == 1
+        stay = np.exp(special.xlog1py(1.0, -mixed_probs[single]))
+        move = np.exp(special.xlogy(1.0, mixed_probs[single]))
+        state = np.ones((1, mixed.shape[0]))
+        s = 0
+        for p, count in zip(mixed_probs, self.counts, strict=True):
+            grown = np.zeros((min(self.m, state.shape[0] + count), mixed.shape[0]))
             grown[: state.shape[0]] = state
-            state = _add_clients(grown, p, count, single_as_block=True)
-        cdf = np.minimum(np.cumsum(state, axis=0), 1.0)
+            if count == 1 and grown.shape[0] > 1:
+                state = grown * stay[s]
+                state[1:] += grown[:-1] * move[s]
+            else:
+                state = _add_clients(grown, p, count, single_as_block=True)
+            s += count == 1
+        cdf = np.empty((self.m, t.shape[0]))
+        cdf[:, mixed] = np.minimum(np.cumsum(state, axis=0), 1.0)
+        ones = np.asarray(self.counts) @ (probs[:, binary] == 1.0)
+        cdf[:, binary] = np.arange(self.m)[:, None] >= ones[None, :]
         self.evaluations += 1
         return cdf @ w
 
