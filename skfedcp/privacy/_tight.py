@@ -6,6 +6,7 @@ see the user guide, "Tight corrections".
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Literal
 
@@ -313,13 +314,10 @@ def _tight_central(n, alpha, epsilon, n_bins):
     target = 1.0 - alpha + 1e-12  # a margin for the rounding of the sum
     if n == 0 or not passes(n):
         return None
-    lo, hi = 0, n  # coverage(lo) < target <= coverage(hi), lo "virtual"
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if passes(mid):
-            hi = mid
-        else:
-            lo = mid
+    # The smallest t in 1..n that passes (passes(n) does): the coverage
+    # grows by about 1 / (n + 1) per step of t, far above its rounding, so
+    # the predicate is monotone and any bisection finds the same t.
+    hi = bisect.bisect_left(range(n + 1), True, lo=1, hi=n, key=passes)
     # The value returned is the windowed sum above 2048 scores (a more
     # accurate sum of the same terms; it may differ from the full one by a
     # few units in the last place).
