@@ -6,7 +6,9 @@ fit computes from the client sizes before any score is read. It is cached per
 federation, fold or group. Each cell here runs in a fresh Python process
 (imports done before the clock starts, no cache warm) and times one call of
 the calibrator's ``plan(sizes, alpha)``; a cell still running after
-``--budget`` seconds is stopped and reported as ``> budget``.
+``--budget`` seconds is stopped and reported as ``> budget``. The wall time
+and the plan's CPU time are both shown (on a shared machine the CPU time is
+the steadier of the two).
 
 Sizes are drawn uniformly from the stated range with a fixed seed per cell.
 A cell marked (*) raises the plan policy's ``max_client_size`` (default
@@ -19,7 +21,8 @@ ridge model, 100 clients of 10-1,000 rows, ``qq`` (``local_rank="auto"`` and
 ``"fixed"``) beside ``central`` in the same run (best of ``--repeat`` runs
 each, every run in a fresh process).
 
-Run: ``python benchmarks/bench_plans.py [--quick] [--budget SECONDS]``.
+Run: ``python benchmarks/bench_plans.py [--quick | --dp] [--budget SECONDS]``
+(``--dp``: the dp-qq and dp-central cells only, no grid search).
 """
 
 import argparse
@@ -123,8 +126,91 @@ CELLS = [
         (1000, 1000),
         (10**9,),
     ),
+    (
+        "dp-qq tight, quantile",
+        "dp-qq",
+        {"epsilon": 1.0, "rule": "tight"},
+        100,
+        (10, 1000),
+        (),
+    ),
+    (
+        "dp-qq tight, quantile",
+        "dp-qq",
+        {"epsilon": 1.0, "rule": "tight"},
+        1000,
+        (10, 1000),
+        (),
+    ),
+    (
+        "dp-qq tight, rank",
+        "dp-qq",
+        {"epsilon": 1.0, "rule": "tight", "utility": "rank"},
+        100,
+        (10, 1000),
+        (),
+    ),
+    (
+        "dp-qq tight, rank",
+        "dp-qq",
+        {"epsilon": 1.0, "rule": "tight", "utility": "rank"},
+        1000,
+        (10, 1000),
+        (),
+    ),
+    (
+        "dp-qq paper, 7 x 10^3 + one 10^3",
+        "dp-qq",
+        {"epsilon": 1.0},
+        7,
+        (1000, 1000),
+        (10**3,),
+    ),
+    (
+        "dp-qq paper, 7 x 10^3 + one 10^9 (*)",
+        "dp-qq",
+        {"epsilon": 1.0, LIMITS: {"max_total_size": 2 * 10**9}},
+        7,
+        (1000, 1000),
+        (10**9,),
+    ),
+    (
+        "dp-qq tight, 7 x 10^3 + one 10^3",
+        "dp-qq",
+        {"epsilon": 1.0, "rule": "tight"},
+        7,
+        (1000, 1000),
+        (10**3,),
+    ),
+    (
+        "dp-qq tight, 7 x 10^3 + one 10^9 (*)",
+        "dp-qq",
+        {"epsilon": 1.0, "rule": "tight", LIMITS: {"max_total_size": 2 * 10**9}},
+        7,
+        (1000, 1000),
+        (10**9,),
+    ),
+    ("dp-central paper", "dp-central", {"epsilon": 1.0}, 1000, (10, 1000), ()),
+    (
+        "dp-central tight",
+        "dp-central",
+        {"epsilon": 1.0, "rule": "tight"},
+        1000,
+        (10, 1000),
+        (),
+    ),
+    (
+        "dp-central tight, 7 x 10^3 + one 10^9 (*)",
+        "dp-central",
+        {"epsilon": 1.0, "rule": "tight", LIMITS: {"max_total_size": 2 * 10**9}},
+        7,
+        (1000, 1000),
+        (10**9,),
+    ),
 ]
 QUICK = {0, 1, 3, 6, 7, 8, 12, 14, 17, 18, 19}
+#: ``--dp``: every private (dp-qq, dp-central) cell.
+DP = {i for i, cell in enumerate(CELLS) if cell[1].startswith("dp-")}
 
 
 def _sizes(n_clients, size_range, extra, seed):
@@ -152,14 +238,14 @@ def run_cell(spec):
         calibrator.set_params(score_bounds=(0.0, 1.0))
     with warnings.catch_warnings(), config_context(**limits):
         warnings.simplefilter("ignore")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             calibrator.plan(sizes, ALPHA)
             outcome = "planned"
         except Exception as exc:  # a refusal is a result here
             outcome = f"refused: {type(exc).__name__}"
-        took = time.perf_counter() - start
-    return {"seconds": took, "outcome": outcome}
+        took, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"seconds": took, "cpu_seconds": cpu, "outcome": outcome}
 
 
 def run_grid(spec):
@@ -211,6 +297,7 @@ def _child(kind, spec, budget):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few cells only")
+    parser.add_argument("--dp", action="store_true", help="the private cells only")
     parser.add_argument("--budget", type=float, default=60.0, help="seconds per cell")
     parser.add_argument("--repeat", type=int, default=3, help="grid-search runs each")
     parser.add_argument("--cell", help=argparse.SUPPRESS)
@@ -224,9 +311,10 @@ def main(argv=None):
         return
 
     rows = []
-    print(f"{'plan':34s} {'clients':>8s} {'sizes':>12s} {'time':>10s}  outcome")
+    head = f"{'plan':42s} {'clients':>8s} {'sizes':>12s} {'time':>10s}"
+    print(f"{head} {'cpu':>10s}  outcome")
     for index, (label, alias, params, clients, size_range, extra) in enumerate(CELLS):
-        if args.quick and index not in QUICK:
+        if (args.quick and index not in QUICK) or (args.dp and index not in DP):
             continue
         spec = {
             "alias": alias,
@@ -240,14 +328,16 @@ def main(argv=None):
         shown = (
             f"> {args.budget:.0f} s" if result is None else f"{result['seconds']:.3f} s"
         )
+        # CPU time of the plan: the wall time on a loaded machine overstates it.
+        cpu = "" if result is None else f"{result['cpu_seconds']:.3f} s"
         outcome = "over budget" if result is None else result["outcome"]
         m = clients + len(extra)
         span = f"{size_range[0]}-{size_range[1]}"
-        print(f"{label:34s} {m:8d} {span:>12s} {shown:>10s}  {outcome}")
+        print(f"{label:42s} {m:8d} {span:>12s} {shown:>10s} {cpu:>10s}  {outcome}")
         rows.append({**spec, "label": label, "result": result})
 
     grid = {}
-    if not args.quick:
+    if not (args.quick or args.dp):
         searches = {
             "central": ("central", {}),
             "qq (auto)": ("qq", {"local_rank": "auto"}),

@@ -6,6 +6,7 @@ see the user guide, "Tight corrections".
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Literal
 
@@ -105,21 +106,116 @@ def _rank_tail(n, level, epsilon, n_bins, utility="quantile"):
     return np.r_[0.0, np.maximum.accumulate(tail), 1.0]
 
 
+#: Up to this size the whole tail array costs less than finding a window.
+_FULL_TAIL_MAX_N = 2048
+
+
 def _rank_law(n, level, epsilon, n_bins, cut=1e-17, utility="quantile"):
     """A law of ranks ``D`` with ``P(D < r) >= tail[r]`` on a short support.
 
     Returns ``(ranks, pmf)``. Mass below the window goes to rank 0 and mass
     above it to the window's top rank: both make ``D`` stochastically
-    smaller, so the bound stays valid while the support stays short.
+    smaller, so the bound stays valid while the support stays short. Only
+    the ranks around the window are computed (:class:`_TailWindow`), so the
+    cost does not grow with ``n``; the law is the one the full ``tail``
+    gives, value for value.
     """
-    tail = _rank_tail(n, level, epsilon, n_bins, utility)
-    lo = int(np.searchsorted(tail, cut, side="right")) - 1  # tail[lo] <= cut
-    hi = int(np.searchsorted(tail, 1.0 - cut, side="left"))  # tail[hi] >= 1-cut
+    if n <= _FULL_TAIL_MAX_N:  # the whole array is cheaper than the window
+        first, tail = 0, _rank_tail(n, level, epsilon, n_bins, utility)
+    else:
+        window = _TailWindow(n, level, epsilon, n_bins, utility)
+        first, tail = window.around(cut)  # tail[i] is the full tail[first + i]
+    full = np.searchsorted(tail, cut, side="right") - 1
+    lo = first + int(full)  # tail[lo] <= cut (the window holds that index)
+    hi = first + int(np.searchsorted(tail, 1.0 - cut, side="left"))
     lo, hi = max(lo, 0), min(max(hi, lo + 1), n + 1)
     ranks = np.r_[0, np.arange(max(lo, 1), hi)]
-    cdf = np.r_[tail[max(lo, 1)], tail[max(lo, 1) + 1 : hi], 1.0]
+    cdf = np.r_[tail[max(lo, 1) - first : hi - first], 1.0]
     pmf = np.diff(np.r_[0.0, cdf])
     return ranks, pmf
+
+
+class _TailWindow:
+    """The values of :func:`_rank_tail` on a window of ranks, in O(window).
+
+    The utility bound of the bin of score ``j`` is ``v_j = max(a (j - 1), n
+    - j)`` (or ``|j - t|``): a valley (non-increasing, then non-decreasing),
+    so ``U_r = min_{j >= r} v_j`` is ``min v`` up to the last index ``j*``
+    of the minimum and ``v_r`` beyond: the same floats as the reversed
+    running minimum, found from a few ``v_j`` around the valley's bottom.
+    ``gap_r = floor_r - U_r`` then falls by at least one per rank, so the
+    sigmoid is non-decreasing and the running maximum of :func:`_rank_tail`
+    changes nothing: each window value is the full array's, bit for bit
+    (``tests/privacy/test_tight_window.py`` checks it on random cases).
+    """
+
+    def __init__(self, n, level, epsilon, n_bins, utility="quantile"):
+        self.n, self.level, self.utility = n, level, utility
+        self.epsilon, self.log_b = epsilon, math.log(n_bins - 1)
+        if utility == "rank":
+            self.t = level * n
+            bottom = self.t
+        else:
+            self.a = (1.0 - level) / level
+            bottom = (n + self.a) / (1.0 + self.a)  # a (j - 1) = n - j
+        low = min(max(math.floor(bottom) - 3, 1), n)
+        high = min(max(math.ceil(bottom) + 3, 1), n)
+        j = np.arange(low, high + 1, dtype=np.float64)
+        v = self._v(j)
+        self.v_min = v.min()
+        self.j_star = low + int(np.flatnonzero(v == self.v_min)[-1])
+
+    def _v(self, j):
+        if self.utility == "rank":
+            return np.abs(j - self.t)
+        return np.maximum(self.a * (j - 1.0), self.n - j)
+
+    def _log_odds(self, j):
+        upper = np.where(j <= self.j_star, self.v_min, self._v(j))
+        floor = (self.t - j + 1.0) if self.utility == "rank" else (self.n - j + 1.0)
+        return self.log_b - 0.5 * self.epsilon * (floor - upper)
+
+    def values(self, first, last):
+        """``tail[first..last]`` (``0 <= first <= last <= n + 1``)."""
+        j = np.arange(max(first, 1), min(last, self.n) + 1, dtype=np.float64)
+        tail = np.exp(-np.logaddexp(0.0, -self._log_odds(j)))
+        tail = np.maximum.accumulate(tail) if tail.size else tail
+        return np.r_[[0.0] * (first == 0), tail, [1.0] * (last == self.n + 1)]
+
+    def _crossing(self, log_odds):
+        """About the rank where the log-odds cross ``log_odds`` (solved on
+        the two linear pieces of ``gap``; :meth:`around` checks the ends)."""
+        gap = (self.log_b - log_odds) * 2.0 / self.epsilon
+        rank = self.utility == "rank"
+        r = (self.t if rank else self.n) + 1.0 - self.v_min - gap
+        if r > self.j_star:
+            r = (
+                (2.0 * self.t + 1.0 - gap) / 2.0
+                if rank
+                else ((self.n + 1.0 + self.a - gap) / (1.0 + self.a))
+            )
+        return min(max(math.floor(r), 1), self.n)
+
+    def around(self, cut):
+        """``(first, tail[first..last])`` holding the last ``tail <= cut`` and
+        the first ``tail >= 1 - cut``.
+
+        The log-odds fall by at least ``epsilon / 2`` per rank, so the
+        window from the two crossings (plus a margin, widened until the
+        ends are checked) stays ``O(log(1 / cut) / epsilon)`` ranks long.
+        """
+        logit = math.log(cut) - math.log1p(-cut)
+        first = self._crossing(logit) - 2
+        last = self._crossing(-logit) + 2
+        margin = 2
+        while True:
+            first, last = max(first, 0), min(last, self.n + 1)
+            tail = self.values(first, last)
+            if (first == 0 or tail[0] <= cut) and (
+                last == self.n + 1 or tail[-1] >= 1.0 - cut
+            ):
+                return first, tail
+            first, last, margin = first - margin, last + margin, 2 * margin
 
 
 def private_conformal_tight_coverage(
@@ -165,25 +261,64 @@ def _tail_coverage(tail, n):
     return float(np.sum(1.0 - tail[1 : n + 1]) / (n + 1))
 
 
+def _window_coverage(n, level, epsilon, n_bins, utility="quantile"):
+    """:func:`_tail_coverage` of :func:`_rank_tail` in O(window), not O(n).
+
+    Below the window every ``tail[r] <= 1e-17`` (``1 - tail[r]`` is exactly
+    1.0) and above it ``tail[r] = 1.0``: the sum is an exact count plus the
+    window's terms, the same terms as the full sum in another order (the two
+    differ by a few units in the last place of the sum, far below the
+    ``1e-12`` margin of the bound; see :func:`_tight_central`).
+    """
+    first, tail = _TailWindow(n, level, epsilon, n_bins, utility).around(1e-17)
+    start = max(first, 1)  # tail[first] <= 1e-17: every rank up to it counts 1
+    inside = tail[start - first : min(first + tail.shape[0], n + 1) - first]
+    return float((start - 1 + np.sum(1.0 - inside)) / (n + 1))
+
+
+#: Up to this total the tight central plan's near-tie decisions use the full
+#: sum (the level is bit-identical to the O(n) plan's); above, the window
+#: alone (the cost of a plan no longer grows with an announced n).
+_EXACT_CENTRAL_MAX_N = 2**20
+# A windowed value this close to the target is re-decided by the full sum.
+_CENTRAL_CERTIFY = 1e-13
+
+
 def _tight_central(n, alpha, epsilon, n_bins):
     """Smallest rank level ``t / n`` (>= 1/2) whose bound reaches ``1 - alpha``.
 
     The bound increases with the level (a larger ``q`` widens every gap), so
     bisection over ``t`` finds it. Returns ``(level, coverage)`` or ``None``.
+    Each step costs ``O(log(1 / 1e-17) / epsilon)``, whatever ``n``
+    (:func:`_window_coverage`); a step whose windowed value is within
+    ``1e-13`` of the target (the two sums differ by less than ``1e-14``) is
+    re-decided by the full sum when ``n <= 2**20``, so the level is the one
+    the full sums give.
     """
 
-    def coverage(t):
+    def full(t):
         level = max(t / n, 0.5)
         return _tail_coverage(_rank_tail(n, level, epsilon, n_bins), n)
 
+    def coverage(t):
+        if n <= _FULL_TAIL_MAX_N:
+            return full(t)
+        return _window_coverage(n, max(t / n, 0.5), epsilon, n_bins)
+
+    def passes(t):
+        value = coverage(t)
+        if abs(value - target) < _CENTRAL_CERTIFY and n <= _EXACT_CENTRAL_MAX_N:
+            return full(t) >= target
+        return value >= target
+
     target = 1.0 - alpha + 1e-12  # a margin for the rounding of the sum
-    if n == 0 or coverage(n) < target:
+    if n == 0 or not passes(n):
         return None
-    lo, hi = 0, n  # coverage(lo) < target <= coverage(hi), lo "virtual"
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if coverage(mid) >= target:
-            hi = mid
-        else:
-            lo = mid
+    # The smallest t in 1..n that passes (passes(n) does): the coverage
+    # grows by about 1 / (n + 1) per step of t, far above its rounding, so
+    # the predicate is monotone and any bisection finds the same t.
+    hi = bisect.bisect_left(range(n + 1), True, lo=1, hi=n, key=passes)
+    # The value returned is the windowed sum above 2048 scores (a more
+    # accurate sum of the same terms; it may differ from the full one by a
+    # few units in the last place).
     return max(hi / n, 0.5), coverage(hi)

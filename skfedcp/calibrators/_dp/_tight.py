@@ -86,6 +86,9 @@ _TIGHT_LEVEL_STEPS = 30
 # Public uniform client data sets (per size) that rank the feasible plans.
 _TIGHT_SIMULATIONS = 200
 _TIGHT_SEED = 20260101
+#: Sizes up to this draw their simulated scores; larger ones draw the bin
+#: counts (the same law, at a cost that does not grow with ``n``).
+_SIMULATED_SCORES_MAX_N = 4096
 
 
 def _simulated_coverage(groups, level, k, epsilon, n_bins, utility="quantile"):
@@ -124,8 +127,17 @@ def _simulation_counts(groups, n_bins):
     rng = np.random.default_rng(_TIGHT_SEED)
     out = []
     for n, _ in groups:
-        scores = rng.uniform(size=(_TIGHT_SIMULATIONS, n))
-        out.append(_release_counts(scores, edges))
+        if n <= _SIMULATED_SCORES_MAX_N:
+            scores = rng.uniform(size=(_TIGHT_SIMULATIONS, n))
+            out.append(_release_counts(scores, edges))
+            continue
+        # Above, the bin counts of n uniform scores are drawn directly: the
+        # same multinomial law, O(n_bins) per data set instead of O(n)
+        # (another draw than the scores' would give: the plans of such
+        # sizes changed, see the user guide, "Tight corrections").
+        counts = rng.multinomial(n, np.diff(edges), size=_TIGHT_SIMULATIONS)
+        lower = np.cumsum(counts, axis=1) - counts
+        out.append((lower, n - lower - counts))
     return tuple(out)
 
 
@@ -179,33 +191,34 @@ class _TightBounds:
                 t = (edges[:-1, None] + width * (x + 1.0) / 2.0).ravel()
                 w = np.tile(w16 * width / 2.0, panels)
             self._nodes.append((t, w))
-            # Per size: a window of rows ``[first, first + len)`` filled on
-            # demand, and which of its rows are computed. The window grows to
-            # the ranks asked for (the support of the rank law, near q n), so
-            # memory follows the ranks used, never a client's announced n: a
-            # dense (n + 2, nodes) matrix asked 24 GiB of 20 clients of 10^5.
-            self._rows.append(
-                {
-                    n: (0, np.empty((0, t.shape[0])), np.zeros(0, bool))
-                    for n, _ in self.groups
-                }
-            )
+            # Per size: windows of rows ``[first, first + len)`` filled on
+            # demand, and which of their rows are computed. A window covers
+            # the ranks a level asks for (the support of the rank law, near
+            # q n); windows that do not overlap stay apart, so memory follows
+            # the ranks used, never a client's announced n (one window from
+            # the ranks at q = 1/2 to those at q = 1 of a client announcing
+            # 10^9 would be 500 million rows).
+            self._rows.append({n: [] for n, _ in self.groups})
         return self._nodes[index]
 
     def _window(self, index, n, low, high):
         """The rows of size ``n`` as a window covering ranks ``[low, high)``."""
-        first, matrix, done = self._rows[index][n]
-        if matrix.shape[0] and first <= low and high <= first + matrix.shape[0]:
-            return first, matrix, done
-        if matrix.shape[0]:
+        windows = self._rows[index][n]
+        for first, matrix, done in windows:
+            if first <= low and high <= first + matrix.shape[0]:
+                return first, matrix, done
+        width = self._nodes[index][0].shape[0]
+        touching = [w for w in windows if w[0] <= high and low <= w[0] + w[1].shape[0]]
+        for first, matrix, _ in touching:
             low, high = min(low, first), max(high, first + matrix.shape[0])
-        grown = np.empty((high - low, matrix.shape[1]))
+        grown = np.empty((high - low, width))
         known = np.zeros(high - low, dtype=bool)
-        if matrix.shape[0]:
+        for first, matrix, done in touching:
             at = first - low
             grown[at : at + matrix.shape[0]] = matrix
             known[at : at + matrix.shape[0]] = done
-        self._rows[index][n] = (low, grown, known)
+        kept = [w for w in windows if all(w is not t for t in touching)]
+        self._rows[index][n] = [*kept, (low, grown, known)]
         return low, grown, known
 
     def _row_block(self, index, n, ranks):
@@ -253,11 +266,43 @@ class _TightBounds:
             ranks, weights, base = laws[g]
             p = base + weights @ self._row_block(index, n, ranks)
             probs[g] = np.minimum(p, 1.0)
-        state = np.zeros((self.m, t.shape[0]))
-        state[0] = 1.0
-        for p, count in zip(probs, self.counts, strict=True):
-            state = _add_clients(state, p, count, single_as_block=True)
-        cdf = np.minimum(np.cumsum(state, axis=0), 1.0)
+        # The DP on the counts reachable so far only: after clients adding up
+        # to c, the states above c are exact zeros in the full (m, nodes) DP
+        # and add exact zeros to the others, so the kept states carry the
+        # same operations on the same values (the same bits) at about half
+        # the cost.
+        #
+        # The DP is elementwise in the nodes, and a node where every p is 0 or
+        # 1 ends, exactly, in the state e_C (C = the clients with p = 1; no
+        # state if C >= m): its binomial blocks are exact 0s and 1s. Only the
+        # other nodes run the DP (most nodes below the levels' quantiles
+        # have p = 0 for every size).
+        binary = ((probs == 0.0) | (probs == 1.0)).all(axis=0)
+        mixed = np.flatnonzero(~binary)
+        #
+        # A single client's binomial block is exp(log1p(-p)) and exp(log p)
+        # (its log-binomial coefficients are exact zeros): computed for all
+        # single clients in two calls, then one multiply-add per client,
+        # the values _add_clients(..., single_as_block=True) gives.
+        mixed_probs = probs[:, mixed]
+        single = np.asarray(self.counts) == 1
+        stay = np.exp(special.xlog1py(1.0, -mixed_probs[single]))
+        move = np.exp(special.xlogy(1.0, mixed_probs[single]))
+        state = np.ones((1, mixed.shape[0]))
+        s = 0
+        for p, count in zip(mixed_probs, self.counts, strict=True):
+            grown = np.zeros((min(self.m, state.shape[0] + count), mixed.shape[0]))
+            grown[: state.shape[0]] = state
+            if count == 1 and grown.shape[0] > 1:
+                state = grown * stay[s]
+                state[1:] += grown[:-1] * move[s]
+            else:
+                state = _add_clients(grown, p, count, single_as_block=True)
+            s += count == 1
+        cdf = np.empty((self.m, t.shape[0]))
+        cdf[:, mixed] = np.minimum(np.cumsum(state, axis=0), 1.0)
+        ones = np.asarray(self.counts) @ (probs[:, binary] == 1.0)
+        cdf[:, binary] = np.arange(self.m)[:, None] >= ones[None, :]
         self.evaluations += 1
         return cdf @ w
 

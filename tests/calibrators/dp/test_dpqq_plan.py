@@ -410,7 +410,7 @@ def test_tight_plan_rows_window_follows_the_ranks_asked_not_the_client_size():
 
     bounds = _TightBounds(((300, 4),), 1.0, 100, "quantile")
     bounds(0.9, 3)
-    first, matrix, done = bounds._rows[0][300]
+    [(first, matrix, done)] = bounds._rows[0][300]  # one window of rows
     assert done.any()
     assert matrix.shape[0] < 300 + 2  # only the asked ranks' span
     assert first > 0
