@@ -115,20 +115,6 @@ class _JointCoverage:
         return ok, values
 
 
-def _bisect_index(is_feasible, ks, lo, hi):
-    """Smallest feasible breakpoint in (lo, hi] for each k (batched)."""
-    lo = np.array(lo, dtype=np.int64)
-    hi = np.array(hi, dtype=np.int64)
-    active = np.flatnonzero(hi - lo > 1)
-    while active.size:
-        mid = (lo[active] + hi[active]) // 2
-        ok = is_feasible(mid, ks[active])
-        hi[active] = np.where(ok, mid, hi[active])
-        lo[active] = np.where(ok, lo[active], mid)
-        active = active[hi[active] - lo[active] > 1]
-    return hi
-
-
 def _first_feasible(cov, ks, levels):
     """i_k, the first feasible breakpoint for each k, by safeguarded interpolation.
 

@@ -69,6 +69,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
 
+from ...utils._docstrings import fill_doc
 from ...utils._quantile import conformal_rank, float_safe_ceil
 from ...utils._validation import check_alpha
 from ._batch import (
@@ -545,6 +546,7 @@ def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta
     return QQSelection(tuple(int(r) for r in ranks), int(k_best), float(value), True)
 
 
+@fill_doc
 def select_qq_ranks(
     n_per_client: ArrayLike,
     alpha: float,
@@ -636,10 +638,7 @@ def select_qq_ranks(
     more) the returned ``M`` can fall below ``1 - alpha``; with
     ``conditional=True``, ``l k >= (1 - alpha_delta) N`` keeps it above.
 
-    References
-    ----------
-    .. [1] P. Humbert, B. Le Bars, A. Bellet, S. Arlot. One-Shot Federated
-       Conformal Prediction. ICML 2023.
+    %(references_humbert)s
 
     Examples
     --------
