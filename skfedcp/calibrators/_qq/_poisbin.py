@@ -30,6 +30,10 @@ _TREE_DIRECT = 8
 # below the FFT's rounding (~1e-16 per level).
 _TREE_TAIL = 1e-20
 _TREE_C = float(np.log(2.0 / _TREE_TAIL))
+# Products shorter than this stay whole: below it the gathers cost about what
+# the shorter FFTs save (1,000 clients), and their bits stay those of the
+# whole tree.
+_TREE_TRUNCATE_MIN = 4096
 
 
 def _uses_tree(m):
@@ -98,12 +102,12 @@ def _tree_product(polys, mean, var, truncate):
 def _truncate_window(res, offset, mean, var):
     """Keep the counts within ``h`` of each product's mean (Bernstein, above).
 
-    Only when that at least halves the products' length (short products,
-    e.g. every product below a few hundred clients, are left whole, so
+    Only for products of ``_TREE_TRUNCATE_MIN`` counts and more, and when
+    that at least halves their length (shorter products are left whole, so
     their bits do not change).
     """
     full = res.shape[-1]
-    if full <= 4 * _TREE_C:  # no window is below half of it (width >= 4c/3)
+    if full < _TREE_TRUNCATE_MIN:
         return res, offset
     h = _TREE_C / 3.0 + np.sqrt(_TREE_C**2 / 9.0 + 2.0 * _TREE_C * var)
     lower = np.maximum(np.floor(mean - h).astype(np.int64) - offset, 0)

@@ -31,8 +31,9 @@
 #
 # Unequal sizes (or fixed ranks). Only k is searched. First (issue 21),
 # _select_unequal_sinh: a guess k_g = ceil(mu(1 - alpha) + 1/2), mu(t) the
-# expected count of clients below t (from _NORMAL_GUESS_MIN clients on, the
-# first k whose normal estimate reaches 1 - alpha), and its neighbours
+# expected count of clients below t (with many clients of few sizes, see
+# _NORMAL_GUESS_MIN, the first k whose normal estimate reaches 1 - alpha),
+# and its neighbours
 # k_g - 2..k_g + 2 get M
 # from one Poisson-binomial pass on the nodes of a sinh-mapped Gauss-Legendre
 # rule (_batch.py: 32 and 48 nodes per side of the step, a panel of its own
@@ -115,10 +116,11 @@ _JOINT_MAX_WORK = 400
 _LEVEL_MAX_WORK = 12_000
 # The level search runs for the k within this distance of A.1's k.
 _LEVEL_K_SPAN = 4
-# From this many clients the sinh search starts from the normal estimate's k
-# (_normal_guess) instead of the expected count's: one pass there costs
-# ~0.1 s and up, the estimate a few hundredths.
-_NORMAL_GUESS_MIN = 1000
+# From this many clients, at least four per distinct (size, rank), the sinh
+# search starts from the normal estimate's k (_normal_guess) instead of the
+# expected count's: one pass there costs ~0.3 s and up (it grows with the
+# clients), the estimate a few hundredths (it grows with the groups).
+_NORMAL_GUESS_MIN = 5000
 # "auto" certifies the pair it returns (exact-degree quadrature) up to this N.
 _CERTIFY_MAX_N = 20_000
 
@@ -427,7 +429,7 @@ def _select_unequal_sinh(groups, threshold, reference):
     cs = np.array([c for _, c in groups], dtype=np.float64)
     mean = float(special.betainc(ls, ns - ls + 1.0, min(threshold, 1.0)) @ cs)
     k_guess = min(max(math.ceil(mean + 0.5), 1), m_active)
-    if m_active >= _NORMAL_GUESS_MIN:
+    if m_active >= _NORMAL_GUESS_MIN and 4 * len(groups) <= m_active:
         # A pass costs far more than the normal estimate here, and a pass
         # centred on the wrong k costs a second one (on k's own window).
         k_guess = _normal_guess(groups, threshold)
