@@ -142,8 +142,8 @@ CELLS = [
         (),
     ),
     # Inside the default plan policy (10^8 rows in all): many clients.
-    ("QQ paper (default)", "qq", {}, 10**4, (10, 1000), ()),
-    ("QQ paper (default)", "qq", {}, 10**5, (10, 1000), ()),
+    ("QQ paper, many clients", "qq", {}, 10**4, (10, 1000), ()),
+    ("QQ paper, many clients", "qq", {}, 10**5, (10, 1000), ()),
 ]
 QUICK = {0, 1, 3, 6, 7, 8, 12, 14, 17, 18, 19}
 #: Cells in the quick run by label (appended cells, whatever their index).
