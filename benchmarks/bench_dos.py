@@ -17,7 +17,9 @@ it planned or refused:
 * announced ``n``: nine honest clients of 1,000 rows and one announcing
   ``10**3`` (the truthful federation), ``10**8``, ``10**12`` or ``2**62``;
 * clients: 10, ``10**4`` or ``10**5`` clients of distinct sizes (100, 101,
-  ...), under the default plan policy (``max_clients = 10**5``);
+  ...), under the default plan policy (``max_clients = 10**5``); for qq
+  also ``10**4`` and ``10**5`` clients of 10-1,000 rows (random sizes), the
+  largest federations the default ``max_total_size = 10**8`` admits;
 * ``ldp-s s=0.5``: LDP-S with ``max_client_share=0.5``. LDP-S's group
   assignment is one entry per user, so its honest cost grows with the
   announced users (a truthful federation of ``10**8`` users pays it too);
@@ -59,6 +61,9 @@ STRATEGIES = {
 }
 ANNOUNCED = [("10^3", 10**3), ("10^8", 10**8), ("10^12", 10**12), ("2^62", 2**62)]
 CLIENTS = [("10", 10), ("10^4", 10**4), ("10^5", 10**5)]
+#: QQ only: clients of 10-1,000 rows (10^5 of them hold ~5 x 10^7 rows in all,
+#: inside ``max_total_size = 10**8``, where distinct sizes are refused).
+MIXED = [("10^4", 10**4), ("10^5", 10**5)]
 N_FEATURES = 20
 
 
@@ -67,6 +72,9 @@ def _sizes(spec):
 
     if spec["kind"] == "n":
         return np.array([1000] * 9 + [spec["value"]], dtype=np.uint64)
+    if spec["kind"] == "mixed":  # sizes 10-1,000: inside the default policy
+        rng = np.random.default_rng(0)
+        return rng.integers(10, 1001, size=spec["value"]).astype(np.int64)
     return 100 + np.arange(spec["value"], dtype=np.int64)
 
 
@@ -166,11 +174,15 @@ def main(argv=None):
     for name in strategies:
         cells = [("n", label, value) for label, value in ANNOUNCED]
         cells += [("clients", label, value) for label, value in clients]
+        if name == "qq":  # the most clients the default policy lets through
+            cells += [("mixed", label, value) for label, value in MIXED]
         for kind, label, value in cells:
             spec = {"strategy": name, "kind": kind, "value": value}
             result = _child(spec, args.budget)
             shown, outcome = _shown(result, args.budget)
-            what = f"n = {label}" if kind == "n" else f"{label} clients"
+            what = {"n": f"n = {label}", "clients": f"{label} clients"}.get(
+                kind, f"{label} x 10-1,000"
+            )
             print(f"{name:12s} {what:>16s} {shown}  {outcome}", flush=True)
             rows.append({**spec, "label": label, "result": result})
     path = _common.save_record("bench_dos", {"cells": rows, "budget": args.budget})

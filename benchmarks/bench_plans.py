@@ -11,15 +11,17 @@ and the plan's CPU time are both shown (on a shared machine the CPU time is
 the steadier of the two).
 
 Sizes are drawn uniformly from the stated range with a fixed seed per cell.
+A grouped cell times one plan per group, each group's cell sizes drawn
+anew (what ``GroupedCalibrator`` and ``group_by`` pay per fit).
 A cell marked (*) raises the plan policy's ``max_client_size`` (default
 10^9) and ``max_total_size`` (default 10^8 rows in all) so that the plan is
 computed: the defaults refuse such a client before any work.
 
 The grid-search line: ``GridSearchCV`` over 3 values of ``alpha`` x 5 folds
 (``GroupKFold`` on the clients) of ``FedConformalRegressor`` around a frozen
-ridge model, 100 clients of 10-1,000 rows, ``qq`` (``local_rank="auto"`` and
-``"fixed"``) beside ``central`` in the same run (best of ``--repeat`` runs
-each, every run in a fresh process).
+ridge model, 100 clients of 10-1,000 rows, ``qq`` (the default rule,
+``local_rank="auto"`` and ``"fixed"``) beside ``central`` in the same run
+(best of ``--repeat`` runs each, every run in a fresh process).
 
 Run: ``python benchmarks/bench_plans.py [--quick | --dp] [--budget SECONDS]``
 (``--dp``: the dp-qq and dp-central cells only, no grid search).
@@ -37,6 +39,8 @@ HERE = Path(__file__).resolve().parent
 ALPHA = 0.1
 #: A cell's parameters may carry plan limits (``skfedcp.config_context``).
 LIMITS = "_limits"
+#: A cell's parameters may ask for one plan per group, this many groups.
+GROUPS = "_groups"
 
 #: (label, calibrator alias, parameters, clients, size range, extra sizes)
 CELLS = [
@@ -207,10 +211,29 @@ CELLS = [
         (1000, 1000),
         (10**9,),
     ),
+    # The default rule (eq. 6 with equal sizes, A.1 with unequal ones).
+    ("QQ paper (default)", "qq", {}, 100, (10, 1000), ()),
+    ("QQ paper (default)", "qq", {}, 1000, (10, 1000), ()),
+    # Group-conditional: one plan per group, each group's cell sizes drawn
+    # anew (GroupedCalibrator runs the strategy once per group).
+    ("QQ grouped, 10 groups (paper)", "qq", {GROUPS: 10}, 100, (10, 1000), ()),
+    (
+        "QQ grouped, 10 groups (auto)",
+        "qq",
+        {GROUPS: 10, "local_rank": "auto"},
+        100,
+        (10, 1000),
+        (),
+    ),
+    # Inside the default plan policy (10^8 rows in all): many clients.
+    ("QQ paper, many clients", "qq", {}, 10**4, (10, 1000), ()),
+    ("QQ paper, many clients", "qq", {}, 10**5, (10, 1000), ()),
 ]
 QUICK = {0, 1, 3, 6, 7, 8, 12, 14, 17, 18, 19}
 #: ``--dp``: every private (dp-qq, dp-central) cell.
 DP = {i for i, cell in enumerate(CELLS) if cell[1].startswith("dp-")}
+#: Cells in the quick run by label (appended cells, whatever their index).
+QUICK_LABELS = {"QQ paper (default)", "QQ grouped, 10 groups (paper)"}
 
 
 def _sizes(n_clients, size_range, extra, seed):
@@ -230,9 +253,15 @@ def run_cell(spec):
     from skfedcp import config_context
     from skfedcp.calibrators import get_calibrator
 
-    sizes = _sizes(spec["clients"], spec["range"], spec["extra"], spec["seed"])
     params = dict(spec["params"])
     limits = params.pop(LIMITS, {})
+    n_groups = params.pop(GROUPS, None)
+    seeds = (
+        [spec["seed"]]
+        if n_groups is None
+        else [1000 * spec["seed"] + g for g in range(n_groups)]
+    )
+    plans = [_sizes(spec["clients"], spec["range"], spec["extra"], s) for s in seeds]
     calibrator = get_calibrator(spec["alias"]).set_params(**params)
     if spec["alias"].startswith("dp-"):
         calibrator.set_params(score_bounds=(0.0, 1.0))
@@ -240,7 +269,8 @@ def run_cell(spec):
         warnings.simplefilter("ignore")
         start, cpu = time.perf_counter(), time.process_time()
         try:
-            calibrator.plan(sizes, ALPHA)
+            for sizes in plans:
+                calibrator.plan(sizes, ALPHA)
             outcome = "planned"
         except Exception as exc:  # a refusal is a result here
             outcome = f"refused: {type(exc).__name__}"
@@ -314,7 +344,9 @@ def main(argv=None):
     head = f"{'plan':42s} {'clients':>8s} {'sizes':>12s} {'time':>10s}"
     print(f"{head} {'cpu':>10s}  outcome")
     for index, (label, alias, params, clients, size_range, extra) in enumerate(CELLS):
-        if (args.quick and index not in QUICK) or (args.dp and index not in DP):
+        if (args.quick and index not in QUICK and label not in QUICK_LABELS) or (
+            args.dp and index not in DP
+        ):
             continue
         spec = {
             "alias": alias,
@@ -340,6 +372,7 @@ def main(argv=None):
     if not (args.quick or args.dp):
         searches = {
             "central": ("central", {}),
+            "qq (default)": ("qq", {}),
             "qq (auto)": ("qq", {"local_rank": "auto"}),
             "qq (fixed)": ("qq", {"local_rank": "fixed"}),
         }
@@ -352,7 +385,7 @@ def main(argv=None):
             "\nGridSearchCV, 3 alphas x 5 folds, 100 clients of 10-1,000 rows: "
             f"central {grid['central']:.2f} s"
         )
-        for name in ("qq (auto)", "qq (fixed)"):
+        for name in ("qq (default)", "qq (auto)", "qq (fixed)"):
             ratio = grid[name] / grid["central"]
             print(f"  {name}: {grid[name]:.2f} s, ratio {ratio:.2f}x (target <= 1.5x)")
     path = _common.save_record("bench_plans", {"cells": rows, "grid_search": grid})

@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike
 from scipy import fft as sp_fft
 from scipy import integrate, special
 
+from ...utils._docstrings import docdict, docfiller
 from ...utils._validation import check_alpha, check_int
 from ._poisbin import _poisbin_cdf_unequal
 
@@ -61,6 +62,21 @@ _METHODS = ("quad", "gauss", "exact")
 # Screen: quantile levels of U_(l,k) that cut the window into panels.
 _SCREEN_LEVELS = np.array([1e-17, 1e-11, 1e-6, 1e-3, 0.03, 0.2, 0.5])
 _SCREEN_NODES = 10
+# Docstring blocks shared by the equal-size functions below.
+_fill_doc = docfiller(
+    {
+        **docdict,
+        "equal_args": """\
+m : int
+    Number of clients, ``>= 1``.
+n : int
+    Calibration size of every client, ``>= 1``.
+local_rank : int
+    Rank ``l`` in ``1..n`` each client sends.
+k : int
+    Rank in ``1..m`` the server takes among the client values.""",
+    }
+)
 # A pair is valid when M >= (1 - alpha) - _FEASIBILITY_TOL (exact ties occur:
 # m = n = 3, alpha = 0.1 gives M(3, 3) = 9/10).
 _FEASIBILITY_TOL = 1e-10
@@ -184,6 +200,7 @@ def _beta_integral(coefs, N):
     ) / (N + 1)
 
 
+@_fill_doc
 def qq_coverage_fraction(m: int, n: int, local_rank: int, k: int) -> Fraction:
     """Exact coverage ``M(l, k)`` of Theorem 3.2 as a rational number.
 
@@ -196,14 +213,7 @@ def qq_coverage_fraction(m: int, n: int, local_rank: int, k: int) -> Fraction:
 
     Parameters
     ----------
-    m : int
-        Number of clients, ``>= 1``.
-    n : int
-        Calibration size of every client, ``>= 1``.
-    local_rank : int
-        Rank ``l`` in ``1..n`` each client sends.
-    k : int
-        Rank in ``1..m`` the server takes among the client values.
+    %(equal_args)s
 
     Returns
     -------
@@ -237,6 +247,7 @@ def qq_coverage_fraction(m: int, n: int, local_rank: int, k: int) -> Fraction:
     return 1 - _beta_integral(total, N)
 
 
+@_fill_doc
 def qq_coverage(
     m: int,
     n: int,
@@ -255,14 +266,7 @@ def qq_coverage(
 
     Parameters
     ----------
-    m : int
-        Number of clients, ``>= 1``.
-    n : int
-        Calibration size of every client, ``>= 1``.
-    local_rank : int
-        Rank ``l`` in ``1..n`` each client sends.
-    k : int
-        Rank in ``1..m`` the server takes among the client values.
+    %(equal_args)s
     method : {"quad", "gauss", "exact"}, default="quad"
         ``"quad"``: adaptive quadrature of
         ``int_0^1 P(Bin(m, I_t(l, n-l+1)) <= k-1) dt`` on the window where the
@@ -288,10 +292,7 @@ def qq_coverage(
     ``M(n, m) = N/(N+1)``; with one client ``M(l, 1) = l/(n+1)`` (split
     conformal prediction).
 
-    References
-    ----------
-    .. [1] P. Humbert, B. Le Bars, A. Bellet, S. Arlot. One-Shot Federated
-       Conformal Prediction. ICML 2023.
+    %(references_humbert)s
 
     Examples
     --------
@@ -567,6 +568,7 @@ def _conditional_tails(m, n, ls, ks, alpha):
     return special.bdtrc(ks - 1, m, p)
 
 
+@_fill_doc
 def qq_conditional_tail(m: int, n: int, local_rank: int, k: int, alpha: float) -> float:
     """Probability that FedCP-QQ's conditional miscoverage exceeds ``alpha``.
 
@@ -578,25 +580,14 @@ def qq_conditional_tail(m: int, n: int, local_rank: int, k: int, alpha: float) -
 
     Parameters
     ----------
-    m : int
-        Number of clients.
-    n : int
-        Calibration size of every client.
-    local_rank : int
-        Rank ``l`` in ``1..n`` each client sends.
-    k : int
-        Rank in ``1..m`` the server takes.
-    alpha : float
-        Miscoverage level in (0, 1).
+    %(equal_args)s
+    %(alpha)s
 
     Returns
     -------
     tail : float
 
-    References
-    ----------
-    .. [1] P. Humbert, B. Le Bars, A. Bellet, S. Arlot. One-Shot Federated
-       Conformal Prediction. ICML 2023.
+    %(references_humbert)s
 
     Examples
     --------

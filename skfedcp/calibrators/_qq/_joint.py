@@ -115,21 +115,7 @@ class _JointCoverage:
         return ok, values
 
 
-def _bisect_index(is_feasible, ks, lo, hi):
-    """Smallest feasible breakpoint in (lo, hi] for each k (batched)."""
-    lo = np.array(lo, dtype=np.int64)
-    hi = np.array(hi, dtype=np.int64)
-    active = np.flatnonzero(hi - lo > 1)
-    while active.size:
-        mid = (lo[active] + hi[active]) // 2
-        ok = is_feasible(mid, ks[active])
-        hi[active] = np.where(ok, mid, hi[active])
-        lo[active] = np.where(ok, lo[active], mid)
-        active = active[hi[active] - lo[active] > 1]
-    return hi
-
-
-def _first_feasible(cov, ks, levels):
+def _first_feasible(cov, ks, levels, start=None):
     """i_k, the first feasible breakpoint for each k, by safeguarded interpolation.
 
     M(i, k) is monotone in i and close to a smooth function of the level
@@ -137,19 +123,27 @@ def _first_feasible(cov, ks, levels):
     linearly in c between the bracket ends (regula falsi); a round that does
     not halve a bracket is followed by a bisection step. Every k runs in the
     same batch. Returns B (no feasible breakpoint) where M(B - 1, k) fails.
+
+    The bracket comes from the two ends, or with ``start`` (a breakpoint
+    near the crossing) from :func:`_bracket`. Either way the result is the
+    first breakpoint the decisions call feasible (M is monotone in i), so
+    only the number of evaluations depends on the start.
     """
     B = levels.shape[0]
     n_k = ks.shape[0]
-    ends = np.concatenate([np.zeros(n_k, np.int64), np.full(n_k, B - 1)])
-    ok, vals = cov.decide(ends, np.concatenate([ks, ks]))
-    ok_lo, ok_hi = ok[:n_k], ok[n_k:]
-    lo = np.where(ok_lo, -1, 0)
-    hi = np.where(ok_hi, B - 1, B)
-    hi = np.where(ok_lo, 0, hi)
-    v_lo, v_hi = vals[:n_k].copy(), vals[n_k:].copy()
+    if start is not None:
+        lo, hi, v_lo, v_hi = _bracket(cov, ks, levels, start)
+    else:
+        ends = np.concatenate([np.zeros(n_k, np.int64), np.full(n_k, B - 1)])
+        ok, vals = cov.decide(ends, np.concatenate([ks, ks]))
+        ok_lo, ok_hi = ok[:n_k], ok[n_k:]
+        lo = np.where(ok_lo, -1, 0)
+        hi = np.where(ok_hi, B - 1, B)
+        hi = np.where(ok_lo, 0, hi)
+        v_lo, v_hi = vals[:n_k].copy(), vals[n_k:].copy()
     bisect = np.zeros(n_k, dtype=bool)
     threshold = cov.threshold
-    active = np.flatnonzero((hi - lo > 1) & (hi < B))
+    active = np.flatnonzero((hi - lo > 1) & (hi < B) & (lo >= 0))
     while active.size:
         l, h = lo[active], hi[active]
         c_l, c_h = levels[l], levels[h]
@@ -172,6 +166,51 @@ def _first_feasible(cov, ks, levels):
     return hi
 
 
+def _bracket(cov, ks, levels, start):
+    """Per k, a feasible and an infeasible breakpoint around the crossing.
+
+    Probes ``start`` for every k, then steps away from it: M moves with the
+    level c about one for one (every client's value is near its level), so
+    the next probe is ``c + 1.5 x 2^e x (threshold - M)`` after ``e`` steps
+    on the same side, the ends of the range when that leaves it. Returns
+    ``(lo, hi, v_lo, v_hi)``: ``lo`` infeasible (``-1``: none below ``hi =
+    0``), ``hi`` feasible (``B``: none, ``lo = B - 1``), and their values.
+    """
+    B = levels.shape[0]
+    n_k = ks.shape[0]
+    threshold = cov.threshold
+    lo = np.full(n_k, -1, dtype=np.int64)
+    hi = np.full(n_k, B, dtype=np.int64)
+    v_lo = np.zeros(n_k)
+    v_hi = np.ones(n_k)
+    probe = np.full(n_k, min(max(int(start), 0), B - 1), dtype=np.int64)
+    rows = np.arange(n_k)
+    steps = np.zeros(n_k)
+    while rows.size:
+        ok, vals = cov.decide(probe, ks[rows])
+        lo[rows] = np.where(ok, lo[rows], probe)
+        hi[rows] = np.where(ok, probe, hi[rows])
+        v_lo[rows] = np.where(ok, v_lo[rows], vals)
+        v_hi[rows] = np.where(ok, vals, v_hi[rows])
+        # Unbracketed: only feasible probes so far (lo = -1) or only
+        # infeasible ones (hi = B), and not yet at the end of the range.
+        down = (lo[rows] < 0) & (hi[rows] > 0)
+        up = (hi[rows] >= B) & (lo[rows] < B - 1)
+        keep = down | up
+        rows, down, vals, probe = rows[keep], down[keep], vals[keep], probe[keep]
+        if not rows.size:
+            break
+        steps[rows] = np.where(steps[rows] > 0, 2.0 * steps[rows], 1.5)
+        target = levels[probe] + steps[rows] * (threshold - vals)
+        probe = np.searchsorted(levels, target, side="left")
+        probe = np.where(
+            down,
+            np.clip(probe, 0, hi[rows] - 1),
+            np.clip(probe, lo[rows] + 1, B - 1),
+        )
+    return lo, hi, v_lo, v_hi
+
+
 def _select_joint(sizes_tuple, alpha, clip, only_k=None):
     """Joint search over (c, k); returns (ranks, k, M) or None.
 
@@ -185,7 +224,10 @@ def _select_joint(sizes_tuple, alpha, clip, only_k=None):
         num, den = _level_breakpoints(sizes, 0.0)
         cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
         ks = np.asarray(only_k, dtype=np.int64).reshape(-1)
-        return _pick(cov, ks, sizes, sizes_tuple, threshold)
+        # The search starts at Appendix A.1's level, c = 1 - alpha, near
+        # which the crossings of these k lie.
+        start = int(np.searchsorted(num / den, 1.0 - alpha, side="left"))
+        return _pick(cov, ks, sizes, sizes_tuple, threshold, start=start)
 
     # Lower end of the useful levels: bisection on real c with k = m (if
     # M(l(c), m) < 1 - alpha no pair at level c is valid).
@@ -211,12 +253,12 @@ def _select_joint(sizes_tuple, alpha, clip, only_k=None):
     return _pick(cov, np.arange(1, m + 1), sizes, sizes_tuple, threshold)
 
 
-def _pick(cov, ks, sizes, sizes_tuple, threshold):
+def _pick(cov, ks, sizes, sizes_tuple, threshold, start=None):
     """First feasible breakpoint for each k in ``ks``, then the best pair."""
     counts = cov.counts
     B = cov.num.shape[0]
     num, den = cov.num, cov.den
-    ik = _first_feasible(cov, ks, num / den)
+    ik = _first_feasible(cov, ks, num / den, start)
     # Valid candidates: a finite threshold needs k <= #clients with l_j <= n_j.
     ok = ik < B
     ranks = cov.ranks(np.minimum(ik, B - 1))

@@ -164,3 +164,31 @@ def test_thousand_clients_fixed_rule_is_first_valid_k():
     )
     assert below < 0.9 <= at
     assert sel.coverage == at
+
+
+@pytest.mark.parametrize("m", [5000, 9000])
+def test_truncated_tree_matches_the_whole_tree(m):
+    """The windows (at most 1e-20 dropped per product) move the CDF by rounding
+    only, and they do shrink the products of thousands of clients."""
+    rng = np.random.default_rng(m)
+    p = rng.beta(20, 3, size=(7, m))
+    offset, window = _qq_poisbin._poisbin_window_tree(p)
+    whole_offset, whole = _qq_poisbin._poisbin_window_tree(p, truncate=False)
+    assert window.shape[1] < whole.shape[1] // 2
+    assert np.all(whole_offset == 0)
+    ks = np.array([1, int(p[0].sum()) - 40, int(p[0].sum()), m // 2, m + 1])
+    kk = np.broadcast_to(ks, (7, ks.size))
+    np.testing.assert_allclose(
+        _qq_poisbin._window_cdf(offset, window, kk),
+        _qq_poisbin._window_cdf(whole_offset, whole, kk),
+        rtol=0,
+        atol=1e-14,
+    )
+
+
+def test_small_trees_are_not_truncated():
+    """Below 4,096 clients the products stay whole: the same bits."""
+    p = np.random.default_rng(2).random((3, 2000))
+    offset, window = _qq_poisbin._poisbin_window_tree(p)
+    assert np.all(offset == 0)
+    np.testing.assert_array_equal(window[:, :2001], _poisbin_pmf_tree(p))

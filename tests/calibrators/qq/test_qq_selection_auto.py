@@ -255,3 +255,23 @@ class TestCertificate:
             assert sel == select_qq_ranks(REFERENCE_SIZES, 0.1, local_rank="fixed")
         finally:
             select_qq_ranks.cache_clear()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_level_search_from_a1_finds_what_the_ends_find(seed, monkeypatch):
+    """The level search starts at A.1's level; from the two ends of the range
+    it finds the same first valid level of every k, so the same pair."""
+    from skfedcp.calibrators._qq import _joint
+
+    sizes = tuple(np.random.default_rng(seed).integers(10, 1001, 30).tolist())
+    k_a1 = select_qq_ranks(sizes, 0.1, local_rank="fixed").k
+    ks = list(range(max(1, k_a1 - 4), min(30, k_a1 + 4) + 1))
+    started = _joint._select_joint(sizes, 0.1, False, only_k=ks)
+    original = _joint._first_feasible
+    monkeypatch.setattr(
+        _joint,
+        "_first_feasible",
+        lambda cov, ks, levels, start=None: original(cov, ks, levels),
+    )
+    ends = _joint._select_joint(sizes, 0.1, False, only_k=ks)
+    assert started == ends
