@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._typing import ClientIds, SecureRandomStateLike
 from ..exceptions import InfiniteThresholdWarning, SmallCalibrationSetWarning
+from ..utils._atomic import atomic_fit
 from ..utils._random import check_seed_sequence
 from ..utils._sklearn_compat import Interval, ParamNamesCacheMixin
 from ..utils._validation import check_alpha, check_client_ids
@@ -196,6 +197,9 @@ class GroupedCalibrator(ParamNamesCacheMixin, BaseEstimator):
     (['easy', 'hard'], [0.91, 2.68])
     """
 
+    # The level of the fit, kept for coverage_bounds (a fitted state).
+    _private_fit_state = frozenset({"_fitted_alpha"})
+
     _parameter_constraints = {
         "calibrator": [str, BaseCalibrator],
         "min_group_size": [None, Interval(Integral, 1, None, closed="left")],
@@ -210,6 +214,7 @@ class GroupedCalibrator(ParamNamesCacheMixin, BaseEstimator):
         self.calibrator = calibrator
         self.min_group_size = min_group_size
 
+    @atomic_fit
     def fit(
         self,
         scores: ArrayLike,
@@ -298,13 +303,36 @@ class GroupedCalibrator(ParamNamesCacheMixin, BaseEstimator):
                     n_jobs=n_jobs,
                 )
                 fitted.append(cal)
-        merged = fitted[-1] if small.any() else None
-        position = pd.Index(groups).get_indexer(seen)
-        per_group: list[Any] = [merged] * groups.shape[0]
-        for g, cal in zip(np.flatnonzero(~small), fitted, strict=False):
-            per_group[position[g]] = cal
         n_per_group = np.zeros(groups.shape[0], dtype=np.int64)
-        n_per_group[position] = counts
+        n_per_group[pd.Index(groups).get_indexer(seen)] = counts
+        self._set_fitted(
+            fitted,
+            groups=groups,
+            unit_groups=seen[~small],
+            merged_groups=seen[small],
+            n_per_group=n_per_group,
+            clients=clients,
+            alpha=alpha,
+        )
+        return self
+
+    def _set_fitted(
+        self, fitted, *, groups, unit_groups, merged_groups, n_per_group, clients, alpha
+    ):
+        """Set the fitted attributes from the units' fitted calibrators.
+
+        ``fitted`` holds one fitted strategy per group of ``unit_groups`` (in
+        that order), then the merged one if ``merged_groups`` is not empty;
+        ``groups`` is every known group, ``n_per_group`` its rows. Shared by
+        :meth:`fit` and the Flower server, which fits the same units from the
+        nodes' cell messages.
+        """
+        merged = fitted[-1] if len(merged_groups) else None
+        per_group: list[Any] = [merged] * groups.shape[0]
+        for g, cal in zip(
+            pd.Index(groups).get_indexer(unit_groups), fitted, strict=False
+        ):
+            per_group[g] = cal
         self.groups_ = groups
         self.calibrators_ = per_group
         self.threshold_ = np.array(
@@ -313,9 +341,9 @@ class GroupedCalibrator(ParamNamesCacheMixin, BaseEstimator):
         )
         self.fallback_threshold_ = np.inf if merged is None else merged.threshold_
         self.n_per_group_ = n_per_group
-        self.merged_groups_ = seen[small]
+        self.merged_groups_ = merged_groups
         self.infinite_groups_ = groups[np.isposinf(self.threshold_)]
-        unit_labels = [*seen[~small], *([_MERGED] if merged is not None else [])]
+        unit_labels = [*unit_groups, *([_MERGED] if merged is not None else [])]
         self.messages_ = _cell_messages(fitted, unit_labels)
         self.clients_ = np.unique(clients)
         self.n_clients_ = int(self.clients_.shape[0])
@@ -326,7 +354,6 @@ class GroupedCalibrator(ParamNamesCacheMixin, BaseEstimator):
         self.coverage_bounds_ = self.coverage_bounds()
         if self.infinite_groups_.size:
             self._warn_infinite(alpha)
-        return self
 
     def _warn_infinite(self, alpha):
         index = pd.Index(self.groups_).get_indexer(self.infinite_groups_)

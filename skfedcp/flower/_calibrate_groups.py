@@ -14,7 +14,6 @@ gives on the same rows.
 
 from __future__ import annotations
 
-import math
 import warnings
 from functools import partial
 from typing import Any, NamedTuple
@@ -25,9 +24,7 @@ from sklearn.base import clone
 
 from .._config import get_config
 from ..calibrators._grouped import (
-    _MERGED,
     GroupedCalibrator,
-    _cell_messages,
     _unit_seeds,
     check_grouped_calibrator,
 )
@@ -355,33 +352,18 @@ def _without(fit, members, dropped):
 def _assemble(session, grouped, plan, public, fitted, alpha, used):
     """The fitted attributes :meth:`GroupedCalibrator.fit` sets, from the rounds.
 
-    Mirrors the end of ``GroupedCalibrator.fit`` (the per-group calibrators
-    are those its loop fits, from the same messages and plans). Returns the
-    fitted calibrator and ``used`` in client-label order.
+    The per-group calibrators are those its loop fits, from the same messages
+    and plans. Returns the fitted calibrator and ``used`` in client-label
+    order.
     """
     seen, small = plan.seen, plan.small
-    merged = fitted[-1] if small.any() else None
-    per_group = [merged] * public.shape[0]
-    for g, cal in zip(np.flatnonzero(seen & ~small), fitted, strict=False):
-        per_group[g] = cal
-    grouped.groups_ = public
-    grouped.calibrators_ = per_group
-    grouped.threshold_ = np.array(
-        [np.inf if c is None else c.threshold_ for c in per_group], dtype=np.float64
+    grouped._set_fitted(
+        fitted,
+        groups=public,
+        unit_groups=public[seen & ~small],
+        merged_groups=public[small],
+        n_per_group=plan.counts.sum(axis=0),
+        clients=session.labels(plan.nodes),
+        alpha=alpha,
     )
-    grouped.fallback_threshold_ = np.inf if merged is None else merged.threshold_
-    grouped.n_per_group_ = plan.counts.sum(axis=0)
-    grouped.merged_groups_ = public[small]
-    grouped.infinite_groups_ = public[np.isposinf(grouped.threshold_)]
-    labels = [*public[seen & ~small], *([_MERGED] if merged is not None else [])]
-    grouped.messages_ = _cell_messages(fitted, labels)
-    grouped.clients_ = np.unique(session.labels(plan.nodes))
-    grouped.n_clients_ = int(grouped.clients_.shape[0])
-    grouped.epsilon_spent_ = max(
-        float(getattr(c, "epsilon_spent_", math.inf)) for c in fitted
-    )
-    grouped._fitted_alpha = alpha
-    grouped.coverage_bounds_ = grouped.coverage_bounds()
-    if grouped.infinite_groups_.size:
-        grouped._warn_infinite(alpha)
     return grouped, session.ordered(used)

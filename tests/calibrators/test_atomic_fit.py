@@ -154,3 +154,33 @@ def test_refit_starts_from_scratch():
     cal.fit_from_messages([{"n": 2}], alpha=0.1, n_per_client=[2])
     assert not hasattr(cal, "only_large_")
     assert cal.client_step([1.0, 2.0], alpha=0.1, n_per_client=[2]) == {"n": 2}
+
+
+@pytest.mark.parametrize("exception", [RuntimeError("late"), KeyboardInterrupt()])
+def test_grouped_interrupted_refit_keeps_the_previous_fit(exception, monkeypatch):
+    from skfedcp.calibrators import GroupedCalibrator
+
+    rng = np.random.default_rng(0)
+    scores, ids = rng.uniform(size=600), np.repeat(np.arange(4), 150)
+    groups = rng.integers(0, 3, 600)
+    cal = GroupedCalibrator("qq").fit(scores, ids, group_ids=groups, alpha=0.2)
+    before = dict(vars(cal))
+    blob = pickle.dumps(cal)
+    original = GroupedCalibrator._set_fitted
+
+    def late(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        assert hasattr(self, "threshold_")  # the new fit was under way
+        raise exception
+
+    monkeypatch.setattr(GroupedCalibrator, "_set_fitted", late)
+    with pytest.raises(type(exception)):
+        cal.fit(scores[::-1], ids, group_ids=groups[::-1], alpha=0.1)
+    assert vars(cal).keys() == before.keys()
+    assert all(vars(cal)[k] is v for k, v in before.items())
+    assert pickle.dumps(cal) == blob
+    # A first fit that fails leaves no fitted state at all.
+    fresh = GroupedCalibrator("qq")
+    with pytest.raises(type(exception)):
+        fresh.fit(scores, ids, group_ids=groups, alpha=0.2)
+    assert not any(k.endswith("_") for k in vars(fresh))
