@@ -146,7 +146,8 @@ def _tree_cdf_ks(groups, ks, t):
     for start in range(0, t.shape[0], step):
         p = np.repeat(_group_probabilities(groups, t[start : start + step]), counts, 1)
         kk = np.broadcast_to(ks, (p.shape[0], len(ks)))
-        out[:, start : start + step] = _window_cdf(*_poisbin_window_tree(p), kk).T
+        offset, window = _poisbin_window_tree(p)
+        out[:, start : start + step] = _window_cdf(offset, window, kk).T
     return out
 
 
@@ -159,7 +160,8 @@ def _poisbin_cdf_tree(p, ks):
     for start in range(0, rows, step):
         stop = min(rows, start + step)
         kk = np.clip(ks[start:stop], 1, m + 1)[:, None]
-        out[start:stop] = _window_cdf(*_poisbin_window_tree(p[start:stop]), kk)[:, 0]
+        offset, window = _poisbin_window_tree(p[start:stop])
+        out[start:stop] = _window_cdf(offset, window, kk)[:, 0]
     return np.clip(out, 0.0, 1.0)
 
 
