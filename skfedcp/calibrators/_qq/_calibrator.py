@@ -10,7 +10,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
-from ..._typing import SecureRandomStateLike
 from ...exceptions import SmallCalibrationSetWarning
 from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import Interval, StrOptions
@@ -232,18 +231,8 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
             return None
         return int(ranks[_client_of_size(n, _nonempty(n_per_client))])
 
-    def client_step(
-        self,
-        scores: ArrayLike,
-        *,
-        alpha: float,
-        n_per_client: ArrayLike,
-        random_state: SecureRandomStateLike = None,
-    ) -> dict[str, Any]:
+    def _client_message(self, scores, alpha, n_per_client, random_state):
         """Send ``(n_j, l_j-th smallest score)``; ``l_j`` follows from the sizes."""
-        scores, alpha, n_per_client = self._check_client_input(
-            scores, alpha, n_per_client, sizes=True
-        )
         n = scores.shape[0]
         rank = None if n == 0 else self._local_rank_of(n, n_per_client, alpha)
         if rank is None:  # no rows or no valid pair: send nothing data-dependent
