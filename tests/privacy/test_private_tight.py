@@ -221,7 +221,8 @@ def test_continuous_law_exact_check_central():
     # on average, but this one is typical) and far below the paper's level.
     cal = PrivateCentralCalibrator(epsilon=1.0, score_bounds=(0, 1), rule="tight")
     plan = cal.plan([1000], 0.1)
-    paper = PrivateCentralCalibrator(epsilon=1.0, score_bounds=(0, 1)).plan([1000], 0.1)
+    paper = PrivateCentralCalibrator(epsilon=1.0, score_bounds=(0, 1), rule="paper")
+    paper = paper.plan([1000], 0.1)
     assert plan["level"] < paper["level"]
     assert plan["coverage_lower"] >= 0.9
     assert plan["coverage_lower"] == pytest.approx(
@@ -276,7 +277,9 @@ class TestTightPlans:
 
     def test_dp_central_levels_are_lower(self):
         for n, epsilon in [(1000, 1.0), (1000, 5.0), (5000, 8.0)]:
-            paper = PrivateCentralCalibrator(epsilon=epsilon, score_bounds=(0, 1))
+            paper = PrivateCentralCalibrator(
+                epsilon=epsilon, score_bounds=(0, 1), rule="paper"
+            )
             tight = PrivateCentralCalibrator(
                 epsilon=epsilon, score_bounds=(0, 1), rule="tight"
             )

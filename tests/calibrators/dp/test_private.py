@@ -37,7 +37,9 @@ UNIT = (0.0, 1.0)
 
 
 def dp_central(**kwargs):
-    return PrivateCentralCalibrator(**{"score_bounds": UNIT, **kwargs})
+    # Angelopoulos et al.'s correction: the values this module pins are the
+    # paper's (the default rule is "tight", tested in test_private_tight.py).
+    return PrivateCentralCalibrator(**{"score_bounds": UNIT, "rule": "paper", **kwargs})
 
 
 def dp_qq(**kwargs):
@@ -479,7 +481,9 @@ class TestBounds:
     def test_shifted_bounds(self):
         rng = np.random.default_rng(0)
         scores = rng.uniform(-3, 3, size=2000)
-        cal = PrivateCentralCalibrator(epsilon=10.0, score_bounds=(-3, 3), n_bins=60)
+        cal = PrivateCentralCalibrator(
+            epsilon=10.0, score_bounds=(-3, 3), n_bins=60, rule="paper"
+        )
         cal.fit(scores, alpha=0.1, random_state=0)
         assert cal.threshold_ in np.linspace(-3, 3, 61)[1:-1]
 
