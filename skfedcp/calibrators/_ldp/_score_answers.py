@@ -260,7 +260,7 @@ def _check_public_users(
     The replay's check of the users each client named, against the groups
     every client derives from the public key (a client could not name
     another's users, and naming its own is its bookkeeping, which the live
-    rounds leave to it). ``O(N log N)``, done once all rounds are in: at
+    rounds leave to it). ``O(N + m)``, done once all rounds are in: at
     most ``T`` times the answers received, never a cost of announcements
     alone.
     """
@@ -268,7 +268,7 @@ def _check_public_users(
     if not rounds.size:
         return
     sizes = state["n_per_client"]
-    groups = public_groups(state["assignment_key"], sizes, state["group_counts"])
+    groups = public_groups(state["assignment_key"], state["group_counts"])
     starts = np.cumsum(sizes) - sizes
     wrong = np.flatnonzero(groups[starts[owner] + users] != rounds - 1)
     if wrong.size:

@@ -13,16 +13,15 @@ random into ``T`` groups of ``n' = floor(N / T)`` users and an unused rest
 2. given the counts, **which** of client ``j``'s users fall in each group:
    a uniformly random arrangement of its ``n_j`` users, independent across
    clients, which each client derives for itself in ``O(n_j)`` from a public
-   key (:func:`client_groups`): user ``i`` of client ``j`` gets the public
-   64-bit key number ``start_j + i`` of one counter-based stream; the
-   client's users sorted by key (ties, of probability below ``n_j^2 2^-65``,
-   by row) fill group 0 with the first ``K[j, 0]``, group 1 with the next
-   ``K[j, 1]``, and so on.
+   key (:func:`client_groups`): a uniformly random permutation of its users
+   drawn from its own disjoint stream of a counter-based generator (Philox,
+   keyed by the public key, counter ``j * 2^192``) fills group 0 with the
+   first ``K[j, 0]``, group 1 with the next ``K[j, 1]``, and so on.
 
 So the server keeps ``O(m T)`` numbers; the per-user assignment is never
 built on the server, except when a caller asks a client's query for its
 ``users`` (built on access, ``O(n_j)``) or when :meth:`fit_from_messages`
-checks a transcript (work in proportion to the answers it holds).
+checks a transcript (at most ``T`` times the answers it holds).
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-#: NumPy's hypergeometric sampler takes populations below 10**9 per colour.
+#: ``Generator.hypergeometric`` takes populations below 10**9 per colour.
 _HG_LIMIT = 10**9 - 1
 
 
@@ -110,8 +109,9 @@ def _hypergeometric(rng, good, bad, nsample):
     """Good items among ``nsample`` drawn from ``good + bad``; vectorised, exact.
 
     Degenerate entries are set without a draw (the legacy ``RandomState``
-    sampler needs ``nsample >= 1``). Populations above NumPy's limit are
-    split in two halves, whose shares of the draw are hypergeometric too.
+    sampler needs ``nsample >= 1``). Populations above the limit of
+    ``Generator.hypergeometric`` go to the legacy sampler, which has none,
+    seeded from ``rng``.
     """
     out = np.where(bad == 0, nsample, 0).astype(np.int64)
     live = (nsample > 0) & (good > 0) & (bad > 0)
@@ -123,60 +123,77 @@ def _hypergeometric(rng, good, bad, nsample):
     if (~big).any():
         got[~big] = rng.hypergeometric(g[~big], b[~big], s[~big])
     if big.any():
-        g, b, s = g[big], b[big], s[big]
-        g1, b1 = g // 2, b // 2
-        s1 = _hypergeometric(rng, g1 + b1, g - g1 + b - b1, s)
-        got[big] = _hypergeometric(rng, g1, b1, s1) + _hypergeometric(
-            rng, g - g1, b - b1, s - s1
-        )
+        legacy = rng
+        if not isinstance(rng, np.random.RandomState):
+            legacy = np.random.RandomState(rng.integers(0, 2**32, dtype=np.uint64))
+        got[big] = legacy.hypergeometric(g[big], b[big], s[big])
     out[live] = got
     return out
 
 
-def user_keys(key: NDArray[np.uint64], start: int, n: int) -> NDArray[np.uint64]:
-    """The public keys of users ``start .. start + n - 1`` (random access).
+class _ClientStreams:
+    """Client ``j``'s public stream: Philox keyed by the assignment key.
 
-    Keys are the raw outputs of a Philox stream keyed by ``key``; Philox is
-    counter-based, so a client reads its own block without the others'.
+    Philox is counter-based: client ``j``'s stream starts at the counter
+    ``j * 2^192``, so the streams are disjoint and each client reads its own
+    without the others'. One bit generator is reused, its state set per
+    client (as a fresh ``Philox(counter=[0, 0, 0, j], key=key)``).
     """
-    bits = np.random.Philox(key=key)
-    bits.advance(start // 4)  # one advance step is one block of 4 outputs
-    skip = start % 4
-    return bits.random_raw(skip + n)[skip:]
+
+    def __init__(self, key: NDArray[np.uint64]) -> None:
+        self._key = np.asarray(key, dtype=np.uint64)
+        self._bits = np.random.Philox(key=self._key)
+        self._generator = np.random.Generator(self._bits)
+
+    def permutation(self, j: int, n: int) -> NDArray[np.intp]:
+        """A uniformly random permutation of client ``j``'s ``n`` users."""
+        self._bits.state = {
+            "bit_generator": "Philox",
+            "state": {
+                "counter": np.array([0, 0, 0, j], dtype=np.uint64),
+                "key": self._key,
+            },
+            "buffer": np.zeros(4, dtype=np.uint64),
+            "buffer_pos": 4,
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        return self._generator.permutation(n)
 
 
 def client_groups(
-    key: NDArray[np.uint64], start: int, counts_row: NDArray[np.int64]
+    key: NDArray[np.uint64],
+    j: int,
+    counts_row: NDArray[np.int64],
+    streams: _ClientStreams | None = None,
 ) -> NDArray[np.intp]:
-    """The group of each of one client's users (group ``T``: not asked).
+    """The group of each of client ``j``'s users (group ``T``: not asked).
 
-    ``start`` is the number of users of the clients before it; ``counts_row``
-    its ``K[j, :]``. ``O(n_j log n_j)``; equals the client's slice of
-    :func:`public_groups`.
+    The client's users in the order of a uniformly random permutation drawn
+    from its public stream fill group 0 with the first ``K[j, 0]``, group 1
+    with the next ``K[j, 1]``, and so on: a uniformly random arrangement
+    given the counts. ``O(n_j)``.
     """
     n = int(counts_row.sum())
-    order = np.argsort(user_keys(key, start, n), kind="stable")
     groups = np.empty(n, dtype=np.intp)
-    groups[order] = np.repeat(np.arange(counts_row.shape[0]), counts_row)
+    if n:
+        order = (streams or _ClientStreams(key)).permutation(j, n)
+        groups[order] = np.repeat(np.arange(counts_row.shape[0]), counts_row)
     return groups
 
 
 def public_groups(
-    key: NDArray[np.uint64], sizes: NDArray[np.int64], counts: NDArray[np.int64]
+    key: NDArray[np.uint64], counts: NDArray[np.int64]
 ) -> NDArray[np.intp]:
-    """The group of every user, numbered client by client (``O(N log N)``).
+    """The group of every user, numbered client by client (``O(N + m)``).
 
     What every client derives with :func:`client_groups`, for all at once:
     the in-process simulation's side, and the transcript check of
     :meth:`fit_from_messages`.
     """
-    n = int(sizes.sum())
-    owner = np.repeat(np.arange(sizes.shape[0]), sizes)
-    order = np.lexsort((user_keys(key, 0, n), owner))  # by client, then key
-    groups = np.empty(n, dtype=np.intp)
-    labels = np.tile(np.arange(counts.shape[1]), counts.shape[0])
-    groups[order] = np.repeat(labels, counts.ravel())
-    return groups
+    streams = _ClientStreams(key)
+    parts = [client_groups(key, j, row, streams) for j, row in enumerate(counts)]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.intp)
 
 
 def draw_key(rng: Any) -> NDArray[np.uint64]:

@@ -62,9 +62,7 @@ class RoundQueries(Sequence[Mapping[str, Any]]):
         self.key = key
         self.sizes = sizes
         self.starts = np.cumsum(sizes) - sizes
-        self.offsets = np.concatenate(
-            ([0], np.cumsum(group_counts[:, self.round - 1]))
-        )
+        self.offsets = np.concatenate(([0], np.cumsum(group_counts[:, self.round - 1])))
 
     def __len__(self) -> int:
         return self.offsets.shape[0] - 1
@@ -100,7 +98,7 @@ class RoundQueries(Sequence[Mapping[str, Any]]):
         """Client ``j``'s asked users (local rows, sorted), from the public key."""
         if not self.offsets[j + 1] - self.offsets[j]:
             return np.empty(0, dtype=np.intp)
-        groups = client_groups(self.key, int(self.starts[j]), self.group_counts[j])
+        groups = client_groups(self.key, j, self.group_counts[j])
         return np.flatnonzero(groups == self.round - 1)
 
     @property
@@ -259,7 +257,7 @@ class _SimulatedUsers:
         self._random_state = random_state
         self._answered = np.zeros(scores.shape[0], dtype=np.intp)
         sizes = state["n_per_client"]
-        groups = public_groups(state["assignment_key"], sizes, state["group_counts"])
+        groups = public_groups(state["assignment_key"], state["group_counts"])
         # Users sorted by group (stably: by row within a group, so client
         # after client, each client's rows ascending).
         self._by_group = np.argsort(groups, kind="stable")
