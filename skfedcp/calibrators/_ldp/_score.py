@@ -79,13 +79,17 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     adapter can drive them remotely):
 
     1. ``state = server_init(n_per_client, alpha=..., random_state=...)``:
-       groups, correction and the first query; ``state`` is a plain dict.
+       the public group assignment (counts per client and group, and a key
+       from which each client derives which of its users are in each
+       group: ``O(n_clients T)`` on the server, whatever the announced
+       sizes), correction and the first query; ``state`` is a plain dict.
     2. While ``not state["done"]``: each client ``j`` receives
-       ``state["queries"][j] = {"round": r, "threshold": q_r, "users":
-       local row indices}`` and returns
-       ``client_respond(scores_j, query) = {"round": r, "users": ...,
-       "reports": one randomized bit per asked user}``; then
-       ``state = server_update(state, messages)``.
+       ``state["queries"][j] = {"round": r, "threshold": q_r, "count": k,
+       "users": its k asked rows}`` (``users`` derived when read) and
+       returns ``client_respond(scores_j, query) = {"round": r, "users":
+       ..., "reports": one randomized bit per asked user}``; then
+       ``state = server_update(state, messages)``, which checks that each
+       client answers for ``k`` distinct users of its own.
     3. ``state["threshold"]`` is the calibrated threshold.
 
     **Message per round**: one bit per asked user (``n'`` bits in total per
@@ -597,7 +601,10 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
 
         Replays :meth:`server_init` and :meth:`server_update` on what the
         clients answered, checking every answer against the query the server
-        posed, and sets the fitted attributes. The server sees only the bits.
+        posed, then checks that the users each client named are those of
+        the public assignment (``O(n)`` once, at most ``T`` times the
+        answers held), and sets the fitted attributes. The server sees only
+        the bits.
 
         Parameters
         ----------
