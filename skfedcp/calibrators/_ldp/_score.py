@@ -31,7 +31,13 @@ from .._messages import (
     invalid_message_error,
 )
 from ._common import _LDP_CONSTRAINTS, _bisection_update, _check_bounds, _LDPMixin
-from ._score_answers import _check_round, _check_users, _name_client
+from ._score_answers import (
+    _check_public_users,
+    _check_round,
+    _check_users,
+    _name_client,
+)
+from ._score_groups import draw_group_counts, draw_key
 from ._score_protocol import (
     _assignment_rng,
     _axis_range,
@@ -73,13 +79,17 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     adapter can drive them remotely):
 
     1. ``state = server_init(n_per_client, alpha=..., random_state=...)``:
-       groups, correction and the first query; ``state`` is a plain dict.
+       the public group assignment (counts per client and group, and a key
+       from which each client derives which of its users are in each
+       group: ``O(n_clients T)`` on the server, whatever the announced
+       sizes), correction and the first query; ``state`` is a plain dict.
     2. While ``not state["done"]``: each client ``j`` receives
-       ``state["queries"][j] = {"round": r, "threshold": q_r, "users":
-       local row indices}`` and returns
-       ``client_respond(scores_j, query) = {"round": r, "users": ...,
-       "reports": one randomized bit per asked user}``; then
-       ``state = server_update(state, messages)``.
+       ``state["queries"][j] = {"round": r, "threshold": q_r, "count": k,
+       "users": its k asked rows}`` (``users`` derived when read) and
+       returns ``client_respond(scores_j, query) = {"round": r, "users":
+       ..., "reports": one randomized bit per asked user}``; then
+       ``state = server_update(state, messages)``, which checks that each
+       client answers for ``k`` distinct users of its own.
     3. ``state["threshold"]`` is the calibrated threshold.
 
     **Message per round**: one bit per asked user (``n'`` bits in total per
@@ -232,7 +242,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
     >>> cal = LDPScoreCalibrator(epsilon=4.0, score_bounds=(0, 1))
     >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
     >>> round(cal.correction_, 4), round(cal.threshold_, 4), cal.n_steps_used_
-    (0.0498, 0.909, 10)
+    (0.0498, 0.9021, 10)
     """
 
     _parameter_constraints = {
@@ -361,13 +371,16 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         -------
         state : dict
             Plain values and arrays: the plan (``correction``, ``band``,
-            ``target``, ...), ``groups`` (``(T, n')`` global user indices,
-            users numbered client by client), the interval ``lo``/``hi``,
-            ``round`` (rounds completed), ``done``, ``threshold`` (set when
-            done), ``stopped_early``, ``history`` and ``queries`` (one dict
-            per client for the next round, a read-only sequence whose dicts
-            are built when accessed; empty when
-            done).
+            ``target``, ...), ``group_counts`` (``(n_clients, T + 1)``: the
+            users of each client in each group, the last column not asked)
+            and ``assignment_key`` (the public key from which each client
+            derives which of its users are in each group), the interval
+            ``lo``/``hi``, ``round`` (rounds completed), ``done``,
+            ``threshold`` (set when done), ``stopped_early``, ``history``
+            and ``queries`` (one mapping per client for the next round, a
+            read-only sequence whose mappings are built when accessed; empty
+            when done). Its size and the work to build it are ``O(n_clients
+            T)``, whatever the announced sizes.
         """
         plan = self.plan(n_per_client, alpha)
         alpha = check_alpha(alpha)
@@ -378,7 +391,13 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         lo, hi = _check_bounds(self.score_bounds, type(self).__name__)
         rng = _assignment_rng(random_state)
         group_size, n_groups = plan["group_size"], self.n_groups
-        groups = rng.permutation(plan["n"])[: n_groups * group_size]
+        # The public assignment, as O(m T) numbers: how many of each client's
+        # users fall in each group (the last column: not asked), and the key
+        # from which each client derives which ones (see _score_groups).
+        columns = np.full(n_groups + 1, group_size, dtype=np.int64)
+        columns[-1] = plan["n"] - n_groups * group_size
+        group_counts = draw_group_counts(rng, sizes, columns)
+        key = draw_key(rng)
         axis_lo, axis_hi = _axis_range(self.axis, (lo, hi), n_groups)
         state = {
             **plan,
@@ -389,7 +408,8 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             "bounds": (lo, hi),
             "axis_range": (axis_lo, axis_hi),
             "n_per_client": sizes,
-            "groups": groups.reshape(n_groups, group_size),
+            "group_counts": group_counts,
+            "assignment_key": key,
             "lo": axis_lo,
             "hi": axis_hi,
             "round": 0,
@@ -398,9 +418,6 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             "stopped_early": False,
             "history": {"threshold": [], "estimate": []},
             "queries": [],
-            # Internal: the client of each user (users numbered client by
-            # client), read by every round's queries.
-            "_user_owner": np.repeat(np.arange(sizes.shape[0]), sizes),
         }
         if not plan["feasible"]:
             self._warn_infinite(alpha, plan["correction"], "Delta_S")
@@ -474,15 +491,15 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         if state["done"]:
             raise ValueError("the LDP-S protocol is already finished (done=True).")
         queries = state["queries"]
-        reports = _check_round(queries, messages)
+        _, reports = _check_round(queries, messages)
         if reports.shape[0] != state["group_size"]:
             raise InvalidMessageError(
-                f"round {queries[0]['round']} received {reports.shape[0]} answers; "
+                f"round {queries.round} received {reports.shape[0]} answers; "
                 f"the group has {state['group_size']} users.",
                 field="reports",
             )
         estimate = debias_fraction(float(reports.mean()), epsilon=state["epsilon"])
-        query = queries[0]["threshold"]
+        query = queries.threshold
         point = (state["lo"] + state["hi"]) / 2.0  # the query on the search axis
         lo, hi, stop = _bisection_update(
             state["lo"], state["hi"], point, estimate, state["target"], state["band"]
@@ -551,11 +568,12 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         # All simulated users draw their noise from one stream (stream 1).
         users_rng = seed if isinstance(seed, str) else spawn_random_states(seed, 2)[1]
         grouped = partition.grouped(scores)
-        users = _SimulatedUsers(grouped, self.epsilon, users_rng)
         transcript = _Transcript(partition.clients)
         state = self.server_init(
             partition.sizes, alpha=alpha, random_state=_server_stream(public)
         )
+        if not state["done"]:  # the clients' side: their users' public groups
+            users = _SimulatedUsers(grouped, self.epsilon, users_rng, state)
         while not state["done"]:
             queries = state["queries"]
             message = users.answer(queries)
@@ -583,7 +601,10 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
 
         Replays :meth:`server_init` and :meth:`server_update` on what the
         clients answered, checking every answer against the query the server
-        posed, and sets the fitted attributes. The server sees only the bits.
+        posed, then checks that the users each client named are those of
+        the public assignment (``O(n)`` once, at most ``T`` times the
+        answers held), and sets the fitted attributes. The server sees only
+        the bits.
 
         Parameters
         ----------
@@ -650,15 +671,14 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
                 if exc.client is None:
                     raise
                 raise _name_client(exc, clients) from None
-            # Checked: the answers are, client after client, those of the
-            # asked users (state["queries"].users).
-            transcript.add(state["queries"], round_messages)
+            transcript.add(state["queries"], round_messages)  # checked
             state = new_state
         if not state["done"]:
             raise InvalidMessageError(
                 f"the transcript ends after {state['round']} round(s) but the "
                 "protocol is not finished."
             )
+        _check_public_users(state, transcript, clients)
         return self._set_fitted(state, transcript, sizes, alpha)
 
     @atomic_fit  # the fitted attributes change only when the fit completes
@@ -747,7 +767,7 @@ class LDPScoreStarCalibrator(LDPScoreCalibrator):
     >>> cal = LDPScoreStarCalibrator(epsilon=4.0, score_bounds=(0, 1))
     >>> cal = cal.fit(scores, alpha=0.1, random_state=0)
     >>> round(cal.target_coverage_, 4), round(cal.threshold_, 4)
-    (0.9315, 0.9291)
+    (0.9315, 0.9308)
     """
 
     _star = True

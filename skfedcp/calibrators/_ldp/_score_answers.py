@@ -10,20 +10,26 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ...exceptions import InvalidMessageError
-from ._score_protocol import RoundQueries, _concat
+from ._score_groups import public_groups
+from ._score_protocol import RoundQueries, _concat, _Transcript
 
 #: One round's answers: one message (or None) per client, or all stacked.
 RoundAnswers = Sequence[Mapping[str, Any] | None] | Mapping[str, Any]
 
 
 def _check_round(
-    queries: Sequence[Mapping[str, Any]], messages: RoundAnswers
-) -> NDArray[Any]:
-    """One round's answers, a list (one per client) or stacked: the 0/1 reports.
+    queries: RoundQueries, messages: RoundAnswers
+) -> tuple[NDArray[np.intp], NDArray[np.int64]]:
+    """One round's answers, a list (one per client) or stacked, checked.
 
-    Each client's answer is checked against its query (see
-    :func:`_check_answer` and :func:`_check_stacked_answers`); the reports
-    come client after client.
+    Returns the users each client named (local rows) and their 0/1 reports,
+    client after client. Each client must answer for exactly as many users
+    as it has in the round's group, distinct and among its announced users
+    (see :func:`_check_answer` and :func:`_check_stacked_answers`): work in
+    proportion to the answers, never to the announced sizes. Which of its
+    users a client names is its own bookkeeping (the server could not tell
+    a user from another); :meth:`fit_from_messages` checks it against the
+    public assignment afterwards.
     """
     if isinstance(messages, Mapping):
         return _check_stacked_answers(queries, messages)
@@ -32,11 +38,16 @@ def _check_round(
             f"expected a list with one message (or None) per client "
             f"({len(queries)}); got {_describe(messages)}."
         )
-    reports = [
-        _check_answer(j, query, message)
-        for j, (query, message) in enumerate(zip(queries, messages, strict=True))
+    counts = queries.counts()
+    answers = [
+        _check_answer(j, queries.round, int(counts[j]), int(queries.sizes[j]), m)
+        for j, m in enumerate(messages)
     ]
-    return _concat([r for r in reports if r is not None], np.float64)
+    answers = [a for a in answers if a is not None]
+    return (
+        _concat([a[0] for a in answers], np.intp),
+        _concat([a[1] for a in answers], np.int64),
+    )
 
 
 def _name_client(
@@ -110,20 +121,14 @@ def _first_wrong_client(wrong: NDArray[np.bool_], offsets: NDArray[Any]) -> int 
 
 
 def _check_stacked_answers(
-    queries: Sequence[Mapping[str, Any]], message: Mapping[str, Any]
-) -> NDArray[np.int64]:
-    """One round's answers of every client, stacked: the 0/1 reports, checked.
+    queries: RoundQueries, message: Mapping[str, Any]
+) -> tuple[NDArray[np.intp], NDArray[np.int64]]:
+    """One round's answers of every client, stacked: users and 0/1 reports, checked.
 
     The same rules as :func:`_check_answer` for each client, in one pass;
     an error names the first offending client.
     """
-    if isinstance(queries, RoundQueries):
-        asked, offsets, round_ = queries.users, queries.offsets, queries.round
-    else:  # a state built by hand: stack its per-client queries
-        parts = [np.asarray(q["users"], dtype=np.int64) for q in queries]
-        asked = _concat(parts, np.int64)
-        offsets = np.concatenate(([0], np.cumsum([p.size for p in parts])))
-        round_ = int(queries[0]["round"])
+    offsets, round_ = queries.offsets, queries.round
     missing = [f for f in _STACKED_FIELDS if f not in message]
     extra = sorted(str(f) for f in message if f not in _STACKED_FIELDS)
     if missing or extra:
@@ -154,41 +159,59 @@ def _check_stacked_answers(
             f"does not list the users asked in round {round_} ({want[j]} asked, "
             f"{counts[j]} answered)",
         )
+    total = int(offsets[-1])
     users = np.asarray(message["users"])
-    if users.shape != asked.shape:
+    if users.shape != (total,) or (total and users.dtype.kind not in "iu"):
         raise _stacked_error(
             "users",
-            f"must list the {asked.size} users asked in round {round_}; got "
+            f"must list the {total} users asked in round {round_}; got "
             f"shape {users.shape}",
         )
-    j_users = _first_wrong_client(users != asked, offsets)
+    owner = queries.owner()
+    bad = _bad_users(users, queries.sizes[owner], queries.starts[owner])
+    j_users = _first_wrong_client(bad, offsets)
     if j_users is not None:
         raise _client_error(
             j_users, "users", f"does not list the users asked in round {round_}"
         )
     bits = np.asarray(message["reports"])
-    if bits.shape != asked.shape or bits.dtype.kind not in "iub":
+    if bits.shape != (total,) or bits.dtype.kind not in "iub":
         raise _stacked_error(
-            "reports", f"must hold one 0/1 bit per asked user ({asked.size})"
+            "reports", f"must hold one 0/1 bit per asked user ({total})"
         )
     j_bits = _first_wrong_client((bits != 0) & (bits != 1), offsets)
     if j_bits is not None:
         raise _client_error(
             j_bits, "reports", f"must hold one 0/1 bit per asked user ({want[j_bits]})"
         )
-    return bits.astype(np.int64)
+    return users.astype(np.intp), bits.astype(np.int64)
+
+
+def _bad_users(
+    users: NDArray[Any], sizes: NDArray[np.int64], starts: NDArray[np.int64] | int
+) -> NDArray[np.bool_]:
+    """Local rows outside their client's ``sizes`` users, or named twice in it.
+
+    ``starts`` numbers the clients' users apart (entry by entry), so that a
+    row named twice is the same global row; ``O(k log k)`` for ``k`` rows.
+    """
+    bad = (users < 0) | (users >= sizes)
+    rows = np.where(bad, -1, starts + np.where(bad, 0, users))
+    order = np.argsort(rows, kind="stable")
+    twice = np.zeros(rows.shape, dtype=bool)
+    twice[order[1:]] = (np.diff(rows[order]) == 0) & (rows[order[1:]] >= 0)
+    return bad | twice
 
 
 def _check_answer(
-    j: int, query: Mapping[str, Any], message: Mapping[str, Any] | None
-) -> NDArray[np.int64] | None:
-    """One client's answer to one round's query: its 0/1 reports, checked."""
-    asked = np.asarray(query["users"])
+    j: int, round_: int, count: int, size: int, message: Mapping[str, Any] | None
+) -> tuple[NDArray[np.intp], NDArray[np.int64]] | None:
+    """One client's answer to one round's query: its users and 0/1 reports."""
     if message is None:
-        if asked.size:
+        if count:
             raise InvalidMessageError(
-                f"invalid message from client {j}: {asked.size} user(s) were asked "
-                f"in round {query['round']} but it sent no message.",
+                f"invalid message from client {j}: {count} user(s) were asked "
+                f"in round {round_} but it sent no message.",
                 client=j,
             )
         return None
@@ -201,25 +224,61 @@ def _check_answer(
     for field in ("round", "users", "reports"):
         if field not in message:
             raise _client_error(j, field, "is missing")
-    round_ = message["round"]
-    if not _is_integer(round_):
-        raise _client_error(j, "round", f"must be an integer; got {round_!r}")
-    if int(round_) != query["round"]:
+    got_round = message["round"]
+    if not _is_integer(got_round):
+        raise _client_error(j, "round", f"must be an integer; got {got_round!r}")
+    if int(got_round) != round_:
         raise _client_error(
-            j, "round", f"is {round_} but the query was for round {query['round']}"
+            j, "round", f"is {got_round} but the query was for round {round_}"
         )
     users = np.asarray(message["users"])
-    if users.shape != asked.shape or not np.array_equal(users, asked):
+    if (
+        users.shape != (count,)
+        or (count and users.dtype.kind not in "iu")
+        or _bad_users(users, np.full(count, size), 0).any()
+    ):
         raise _client_error(
-            j, "users", f"does not list the users asked in round {query['round']}"
+            j, "users", f"does not list the {count} users asked in round {round_}"
         )
     bits = np.asarray(message["reports"])
     if (
-        bits.shape != asked.shape
+        bits.shape != (count,)
         or bits.dtype.kind not in "iub"
         or not np.isin(bits, (0, 1)).all()
     ):
         raise _client_error(
-            j, "reports", f"must hold one 0/1 bit per asked user ({asked.size})"
+            j, "reports", f"must hold one 0/1 bit per asked user ({count})"
         )
-    return bits.astype(np.int64)
+    return users.astype(np.intp), bits.astype(np.int64)
+
+
+def _check_public_users(
+    state: Mapping[str, Any], transcript: _Transcript, clients: NDArray[Any]
+) -> None:
+    """Every answer came from a user of the asked group (the public assignment).
+
+    The replay's check of the users each client named, against the groups
+    every client derives from the public key (a client could not name
+    another's users, and naming its own is its bookkeeping, which the live
+    rounds leave to it). ``O(N + m)``, done once all rounds are in: at
+    most ``T`` times the answers received, never a cost of announcements
+    alone.
+    """
+    rounds, owner, users = transcript.entries()
+    if not rounds.size:
+        return
+    sizes = state["n_per_client"]
+    groups = public_groups(state["assignment_key"], state["group_counts"])
+    starts = np.cumsum(sizes) - sizes
+    wrong = np.flatnonzero(groups[starts[owner] + users] != rounds - 1)
+    if wrong.size:
+        i = int(wrong[0])
+        j = int(owner[i])
+        raise InvalidMessageError(
+            f"invalid message from client {clients[j]!r}: field 'users' does not "
+            f"list the users asked in round {rounds[i]} (user {users[i]} is not in "
+            "that group of the public assignment; was the random_state the one "
+            "given to server_init?).",
+            client=clients[j],
+            field="users",
+        )
