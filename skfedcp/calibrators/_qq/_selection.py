@@ -310,14 +310,18 @@ def _select_equal(m, n, alpha, ranks, conditional, delta):
     return l_best, k_best, value
 
 
-def _select_unequal(sizes, ranks, alpha):
-    """Fixed per-client ranks: smallest k with M >= 1 - alpha (bisection on k)."""
+def _select_unequal(sizes, ranks, alpha, *, canonical=True):
+    """Fixed per-client ranks: smallest k with M >= 1 - alpha (bisection on k).
+
+    ``canonical=False``: every pass on the profile's own nodes, nothing
+    cached (the slower reference the tests compare the plans with).
+    """
     groups = _active_groups(sizes, ranks)
     m_active = sum(c for _, c in groups)
     if m_active == 0:
         return None
     threshold = (1.0 - alpha) - _FEASIBILITY_TOL
-    screened, accurate = {}, {}
+    screened, accurate, decisive = {}, {}, {}
 
     g_sizes = np.array([n for (n, _), _ in groups], dtype=np.int64)
     g_ranks = np.array([[l for (_, l), _ in groups]], dtype=np.int64)
@@ -328,9 +332,22 @@ def _select_unequal(sizes, ranks, alpha):
         # only if that fails): quad's scalar DP costs seconds at 300 clients.
         if k not in accurate:
             accurate[k] = float(
-                _coverage_unequal_batch(g_sizes, g_counts, g_ranks, [k])[0]
+                _coverage_unequal_batch(
+                    g_sizes, g_counts, g_ranks, [k], canonical=canonical
+                )[0]
             )
         return accurate[k]
+
+    def reference(k):
+        # A decision within _SCREEN_MARGIN of the threshold: the rule on the
+        # profile's own nodes (the canonical nodes agree to ~1e-15).
+        if k not in decisive:
+            decisive[k] = float(
+                _coverage_unequal_batch(
+                    g_sizes, g_counts, g_ranks, [k], canonical=False
+                )[0]
+            )
+        return decisive[k]
 
     def feasible(k):
         if k not in screened:
@@ -339,7 +356,7 @@ def _select_unequal(sizes, ranks, alpha):
             return value(k) >= threshold
         return screened[k] >= threshold
 
-    fast = _select_unequal_sinh(groups, threshold, value)
+    fast = _select_unequal_sinh(groups, threshold, reference, value, canonical)
     if fast is not None:
         return None if fast is _NO_VALID_K else fast
     if _uses_tree(m_active):
@@ -407,7 +424,7 @@ def _normal_guess(groups, threshold):
     return hi
 
 
-def _select_unequal_sinh(groups, threshold, reference):
+def _select_unequal_sinh(groups, threshold, reference, value, canonical=True):
     """Smallest k with M(k) >= threshold from the sinh-mapped rule, or None.
 
     A guess ``k_g = ceil(mu(threshold) + 1/2)`` (``mu(t) = E S(t)``, the
@@ -419,7 +436,11 @@ def _select_unequal_sinh(groups, threshold, reference):
     in one pass (:func:`_coverage_unequal_sinh`, ~1e-15); the window moves
     until it holds k with ``M(k) >= threshold > M(k - 1)`` (M increases in
     k). A value within ``_SCREEN_MARGIN`` of the threshold is decided by
-    ``reference(k)`` (the accurate composite rule), as the bisection does.
+    ``reference(k)`` (the accurate rule on the profile's own nodes), as the
+    bisection does. The passes run on canonical nodes
+    (:func:`_canonical_features`), whose probabilities and laws are shared
+    with the other folds, groups and passes; the coverage returned is
+    ``value(k)``, the accurate rule on those nodes.
     Returns ``(k, M(k))``, ``_NO_VALID_K`` if ``M(m_active) < threshold``,
     or None when the rule does not converge (the caller's search runs).
     """
@@ -439,15 +460,15 @@ def _select_unequal_sinh(groups, threshold, reference):
         if (int(ks[0]), int(ks[-1])) in seen:
             return None
         seen.add((int(ks[0]), int(ks[-1])))
-        result = _coverage_unequal_sinh(groups, ks)
+        result = _coverage_unequal_sinh(groups, ks, canonical=canonical)
         if result is None:
             return None
         values = result[0]
         ok = values >= threshold
         settled = np.zeros(ks.shape[0], dtype=bool)
         for i in np.flatnonzero(np.abs(values - threshold) < _SCREEN_MARGIN):
-            values[i] = reference(int(ks[i]))
-            ok[i] = values[i] >= threshold
+            ok[i] = reference(int(ks[i])) >= threshold
+            values[i] = value(int(ks[i]))
             settled[i] = True
         if not ok.any():
             if ks[-1] == m_active:
@@ -462,8 +483,8 @@ def _select_unequal_sinh(groups, threshold, reference):
         if k == k_guess or settled[first]:
             return k, float(values[first])
         # The value of k's own pass (the bits every caller of M(k) gets).
-        value = _coverage_unequal_sinh_at(groups, k)
-        return k, reference(k) if value is None else value
+        own = _coverage_unequal_sinh_at(groups, k, canonical=canonical)
+        return k, value(k) if own is None else own
     return None
 
 
