@@ -321,33 +321,29 @@ def _select_unequal(sizes, ranks, alpha, *, canonical=True):
     if m_active == 0:
         return None
     threshold = (1.0 - alpha) - _FEASIBILITY_TOL
-    screened, accurate, decisive = {}, {}, {}
+    screened, accurate = {}, {}
 
     g_sizes = np.array([n for (n, _), _ in groups], dtype=np.int64)
     g_ranks = np.array([[l for (_, l), _ in groups]], dtype=np.int64)
     g_counts = np.array([c for _, c in groups], dtype=np.int64)
 
-    def value(k):
+    def value(k, own_nodes=False):
         # Composite Gauss-Legendre, panels doubled to 5e-14 agreement ("quad"
         # only if that fails): quad's scalar DP costs seconds at 300 clients.
-        if k not in accurate:
-            accurate[k] = float(
+        # From 32 clients, the sinh rule, on the canonical nodes unless
+        # ``own_nodes`` (the decisions within _SCREEN_MARGIN of the
+        # threshold: the profile's own nodes, as before the snapping).
+        key = (k, canonical and not own_nodes)
+        if key not in accurate:
+            accurate[key] = float(
                 _coverage_unequal_batch(
-                    g_sizes, g_counts, g_ranks, [k], canonical=canonical
+                    g_sizes, g_counts, g_ranks, [k], canonical=key[1]
                 )[0]
             )
-        return accurate[k]
+        return accurate[key]
 
     def reference(k):
-        # A decision within _SCREEN_MARGIN of the threshold: the rule on the
-        # profile's own nodes (the canonical nodes agree to ~1e-15).
-        if k not in decisive:
-            decisive[k] = float(
-                _coverage_unequal_batch(
-                    g_sizes, g_counts, g_ranks, [k], canonical=False
-                )[0]
-            )
-        return decisive[k]
+        return value(k, own_nodes=True)
 
     def feasible(k):
         if k not in screened:
@@ -394,7 +390,7 @@ def _select_unequal(sizes, ranks, alpha, *, canonical=True):
             if not ok.any():
                 return None
             k = int(np.argmax(ok)) + 1  # M increases with k: the first valid k
-            return k, accurate.get(k, float(values[k - 1]))
+            return k, accurate.get((k, canonical), float(values[k - 1]))
     # Only k <= m_active gives a finite threshold; beyond, M = 1 trivially.
     if not feasible(m_active):
         return None
