@@ -382,6 +382,7 @@ def _coverage_unequal_all_k(groups, max_panels=256):
 # _window_unequal (1e-17 outside).
 _SINH_NODES = (32, 48, 64)
 _SINH_CANONICAL = (40, 48, 64)
+_CANONICAL_MAX_SPAN = 128
 _SINH_AGREE = 1e-12
 _SINH_MAX_FEATURES = 16
 _SINH_COARSE_AGREE = 1e-6
@@ -487,22 +488,29 @@ def _canonical_features(features, a, b):
     nodes are then a function of a few integers: the folds, the groups and
     the neighbouring k of one alpha land on the same node set and reuse
     each client's probabilities and the count's law (_poisbin's caches).
+    Returns None (the profile's own nodes) unless there is one feature and
+    the window reaches at most 128 scales from it on each side: a client
+    much narrower than the others, snapped, would widen the window past
+    what the rules resolve.
     """
-    snapped = []
-    for center, scale in features:
-        s_q = 2.0 ** (round(4.0 * math.log2(scale)) / 4.0)
-        half = s_q / 2.0
-        snapped.append((round(center / half) * half, s_q))
-    (c_lo, s_lo), (c_hi, s_hi) = snapped[0], snapped[-1]
-    if a < c_lo:
-        a = max(min(c_lo - _canonical_span(c_lo - a, s_lo), a), 0.0)
-    if b > c_hi:
-        b = min(max(c_hi + _canonical_span(b - c_hi, s_hi), b), 1.0)
-    return snapped, a, b
+    if len(features) != 1:
+        return None
+    ((center, scale),) = features
+    s_q = 2.0 ** (round(4.0 * math.log2(scale)) / 4.0)
+    half = s_q / 2.0
+    c_q = round(center / half) * half
+    spans = [_canonical_span(c_q - a, s_q), _canonical_span(b - c_q, s_q)]
+    if max(spans) > _CANONICAL_MAX_SPAN * s_q:
+        return None
+    a = max(min(c_q - spans[0], a), 0.0) if a < c_q else a
+    b = min(max(c_q + spans[1], b), 1.0) if b > c_q else b
+    return [(c_q, s_q)], a, b
 
 
 def _canonical_span(span, scale):
     """``span`` rounded up to ``scale`` times a power of two, at least 64."""
+    if span <= 0.0:
+        return 0.0
     return scale * 2.0 ** max(6, math.ceil(math.log2(span / scale)))
 
 
@@ -523,8 +531,9 @@ def _coverage_unequal_sinh(groups, ks, *, canonical=False):
     if features is None:
         return None
     key, schedule = None, _SINH_NODES
-    if canonical:
-        features, a, b = _canonical_features(features, a, b)
+    snapped = _canonical_features(features, a, b) if canonical else None
+    if snapped is not None:
+        features, a, b = snapped
         key, schedule = (a, b, tuple(features)), _SINH_CANONICAL
 
     def cdf(t, n_nodes):
