@@ -40,7 +40,12 @@
 # for a client much narrower than the others, the two rules agreeing to
 # 1e-12); the window moves until it holds the k with M(k) >= threshold > M(k -
 # 1) (M increases in k); a value within _SCREEN_MARGIN of the threshold is
-# re-decided with the composite rule below, as the bisection does. If the rule
+# re-decided with the composite rule below, as the bisection does. The passes
+# run on canonical nodes (_batch._canonical_features, 40 and 48 nodes per
+# side), so the folds, groups and passes of nearby profiles share each
+# client's betainc values and the count's law (_poisbin's caches); the close
+# decisions keep the profile's own nodes (the values agree to ~1e-15,
+# tests/calibrators/qq/test_qq_canonical_nodes.py). If the rule
 # does not converge, the search below runs unchanged. From _TREE_MIN_CLIENTS
 # clients on (the product tree of _poisbin), a normal approximation guesses
 # the first valid k and coarse / accurate values confirm it (see
