@@ -47,7 +47,7 @@ _TREE_WIDE = 16384
 # neighbouring k of one search share most sizes and land on the same nodes;
 # betainc is most of a plan's cost. Bounded (least recently used dropped).
 _PROB_CACHE: OrderedDict = OrderedDict()
-_PROB_CACHE_MAX = 16384
+_PROB_CACHE_MAX = 4096  # columns of <= 176 doubles: <= 6 MB
 _LAW_CACHE: OrderedDict = OrderedDict()
 _LAW_CACHE_MAX = 16
 
