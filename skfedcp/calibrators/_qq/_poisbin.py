@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -52,17 +53,22 @@ _LAW_CACHE: OrderedDict = OrderedDict()
 _LAW_CACHE_MAX = 16
 
 
+_CACHE_LOCK = threading.Lock()  # plans may run in threads (joblib)
+
+
 def _lru_get(cache, key):
-    value = cache.get(key)
-    if value is not None:
-        cache.move_to_end(key)
-    return value
+    with _CACHE_LOCK:
+        value = cache.get(key)
+        if value is not None:
+            cache.move_to_end(key)
+        return value
 
 
 def _lru_put(cache, key, value, limit):
-    cache[key] = value
-    if len(cache) > limit:
-        cache.popitem(last=False)
+    with _CACHE_LOCK:
+        cache[key] = value
+        if len(cache) > limit:
+            cache.popitem(last=False)
 
 
 def _cached_probabilities(groups, t, key, *, below=True):
