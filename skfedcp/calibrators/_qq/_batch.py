@@ -46,7 +46,7 @@ def _batch_windows(sizes, ranks, ks, m_active):
     return t_lo, t_hi
 
 
-def _coverage_unequal_batch(sizes, counts, ranks, ks, *, coarse=False):
+def _coverage_unequal_batch(sizes, counts, ranks, ks, *, coarse=False, canonical=True):
     """M for a batch of (ranks, k) pairs over the same clients.
 
     ``coarse``: each pair first goes through the sinh-mapped rule
@@ -62,6 +62,9 @@ def _coverage_unequal_batch(sizes, counts, ranks, ks, *, coarse=False):
     (:func:`_batch_composite`), whose values (``quad``'s where it does not
     converge) the small cases have always returned (~1e-14). A pair with
     fewer than k clients sending a finite value gets 1.0 (error 0).
+    ``canonical``: the sinh passes on the snapped nodes of
+    :func:`_canonical_features` (False: on the profile's own nodes, the
+    values of the rule before the snapping, within ~1e-15 of them).
     """
     sizes = np.asarray(sizes, dtype=np.int64)
     counts = np.asarray(counts, dtype=np.int64)
@@ -94,7 +97,7 @@ def _coverage_unequal_batch(sizes, counts, ranks, ks, *, coarse=False):
             ((int(n), int(r)), int(c))
             for n, r, c in zip(sizes[act], R[j][act], counts[act], strict=True)
         ]
-        value = _coverage_unequal_sinh_at(groups, int(K[j]))
+        value = _coverage_unequal_sinh_at(groups, int(K[j]), canonical=canonical)
         if value is None:
             unsettled.append(j)
         else:
@@ -378,6 +381,8 @@ def _coverage_unequal_all_k(groups, max_panels=256):
 # returned is the finer rule's.  The window is the rigorous one of
 # _window_unequal (1e-17 outside).
 _SINH_NODES = (32, 48, 64)
+_SINH_CANONICAL = (40, 48, 64)
+_CANONICAL_MAX_SPAN = 128
 _SINH_AGREE = 1e-12
 _SINH_MAX_FEATURES = 16
 _SINH_COARSE_AGREE = 1e-6
@@ -468,45 +473,102 @@ def _sinh_features(groups, k, a, b):
     return sorted(kept)
 
 
-def _coverage_unequal_sinh(groups, ks):
+def _canonical_features(features, a, b):
+    """The features and window snapped to a grid, so near profiles share nodes.
+
+    Each scale is rounded to a power of 2^(1/4), each center to a multiple
+    of half its rounded scale, and the window widened (never narrowed) so
+    that it reaches a power of two, at least 64, of the outer scales from
+    the outer centers (clipped to [0, 1]). The integrand is 1 or 0 (1e-17)
+    on the added pieces, and the map moves by less than a quarter of a step
+    width; the wider window costs accuracy, hence the rules of
+    _SINH_CANONICAL (40 and 48 nodes per side: within 1.5e-14 of a 96-node
+    rule on 60 random profiles of 40-400 clients, the two rules within
+    7.2e-13). The
+    nodes are then a function of a few integers: the folds, the groups and
+    the neighbouring k of one alpha land on the same node set and reuse
+    each client's probabilities and the count's law (_poisbin's caches).
+    Returns None (the profile's own nodes) unless there is one feature and
+    the window reaches at most 128 scales from it on each side: a client
+    much narrower than the others, snapped, would widen the window past
+    what the rules resolve.
+    """
+    if len(features) != 1:
+        return None
+    ((center, scale),) = features
+    s_q = 2.0 ** (round(4.0 * math.log2(scale)) / 4.0)
+    half = s_q / 2.0
+    c_q = round(center / half) * half
+    spans = [_canonical_span(c_q - a, s_q), _canonical_span(b - c_q, s_q)]
+    if max(spans) > _CANONICAL_MAX_SPAN * s_q:
+        return None
+    a = max(min(c_q - spans[0], a), 0.0) if a < c_q else a
+    b = min(max(c_q + spans[1], b), 1.0) if b > c_q else b
+    return [(c_q, s_q)], a, b
+
+
+def _canonical_span(span, scale):
+    """``span`` rounded up to ``scale`` times a power of two, at least 64."""
+    if span <= 0.0:
+        return 0.0
+    return scale * 2.0 ** max(6, math.ceil(math.log2(span / scale)))
+
+
+def _coverage_unequal_sinh(groups, ks, *, canonical=False):
     """(M(k) for each k of ``ks``, agreement of the two rules), or None.
 
     ``groups``: active ((n_j, l_j), count); ``ks`` sorted within
-    1..m_active. See the comment above.
+    1..m_active. See the comment above. ``canonical``: the nodes of
+    :func:`_canonical_features` (values within ~1e-15 of the plain rule's),
+    each client's probabilities and the count's law cached across calls.
     """
     ks = np.asarray(ks, dtype=np.int64)
-    a, _ = _window_unequal_vec(groups, int(ks[0]))
-    _, b = _window_unequal_vec(groups, int(ks[-1]))
+    a, b = _window_unequal_vec(groups, int(ks[0]), int(ks[-1]))
     if not b > a:
         return np.full(ks.shape[0], a), np.zeros(ks.shape[0])
     k_mid = int(ks[ks.shape[0] // 2])
     features = _sinh_features(groups, k_mid, a, b)
     if features is None:
         return None
-    rules = [_sinh_rule(features, a, b, n) for n in _SINH_NODES[:2]]
+    key, schedule = None, _SINH_NODES
+    snapped = _canonical_features(features, a, b) if canonical else None
+    if snapped is not None:
+        features, a, b = snapped
+        key, schedule = (a, b, tuple(features)), _SINH_CANONICAL
+
+    def cdf(t, n_nodes):
+        node_key = None if key is None else (key, n_nodes)
+        return _poisbin_cdf_ks(groups, ks, t, key=node_key)
+
+    rules = [_sinh_rule(features, a, b, n) for n in schedule[:2]]
     t = np.concatenate([r[0] for r in rules])
-    f = _poisbin_cdf_ks(groups, ks, t)
+    f = cdf(t, schedule[:2])
     split = rules[0][0].shape[0]
     coarse = a + f[:, :split] @ rules[0][1]
     fine = a + f[:, split:] @ rules[1][1]
-    for n_nodes in _SINH_NODES[2:]:  # one more rule if the two disagree
+    for n_nodes in schedule[2:]:  # one more rule if the two disagree
         if np.all(np.abs(fine - coarse) < _SINH_AGREE):
             break
         t, w = _sinh_rule(features, a, b, n_nodes)
-        coarse, fine = fine, a + _poisbin_cdf_ks(groups, ks, t) @ w
+        coarse, fine = fine, a + cdf(t, (n_nodes,)) @ w
     gap = np.abs(fine - coarse)
     if not np.all(gap < _SINH_AGREE):
         return None
     return fine, gap
 
 
-def _window_unequal_vec(groups, k):
-    """_window_unequal, one vectorised call per end (the same numbers)."""
+def _window_unequal_vec(groups, k_first, k_last=None):
+    """_window_unequal, one vectorised call per end (the same numbers).
+
+    The lower end of ``k_first``'s window and the upper end of ``k_last``'s
+    (default ``k_first``): the window of the ks between them.
+    """
+    k_last = k_first if k_last is None else k_last
     m_active = sum(c for _, c in groups)
     ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
     ls = np.array([l for (_, l), _ in groups], dtype=np.float64)
-    u_lo = special.betaincinv(k, m_active - k + 1, _TAIL)
-    v_hi = special.betaincinv(m_active - k + 1, k, _TAIL)
+    u_lo = special.betaincinv(k_first, m_active - k_first + 1, _TAIL)
+    v_hi = special.betaincinv(m_active - k_last + 1, k_last, _TAIL)
     t_lo = float(np.min(special.betaincinv(ls, ns - ls + 1, u_lo)))
     t_hi = 1.0 - float(np.min(special.betaincinv(ns - ls + 1, ls, v_hi)))
     return t_lo, t_hi
@@ -517,12 +579,12 @@ def _sinh_ks(k, m_active):
     return np.arange(max(1, k - 2), min(m_active, k + 2) + 1)
 
 
-def _coverage_unequal_sinh_at(groups, k):
+def _coverage_unequal_sinh_at(groups, k, *, canonical=False):
     """M(k) from the pass over ``_sinh_ks(k)`` (a function of groups and k
     only, so every caller gets the same bits), or None."""
     m_active = sum(c for _, c in groups)
     ks = _sinh_ks(k, m_active)
-    result = _coverage_unequal_sinh(groups, ks)
+    result = _coverage_unequal_sinh(groups, ks, canonical=canonical)
     if result is None:
         return None
     return float(result[0][int(np.searchsorted(ks, k))])

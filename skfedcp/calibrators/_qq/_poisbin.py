@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import numpy as np
 from scipy import fft as sp_fft
 from scipy import special
@@ -38,6 +41,68 @@ _TREE_TRUNCATE_MIN = 4096
 _TREE_WIDE = 16384
 
 
+# Cached laws at canonical node sets (_batch._canonical_features): each
+# client's probabilities P(value <= t) (or > t), keyed by (n, l, below, node
+# key), and the tree's CDF of the count, keyed by (groups, node key). The
+# folds of a cross-validation, the groups of a grouped calibration and the
+# neighbouring k of one search share most sizes and land on the same nodes;
+# betainc is most of a plan's cost. Bounded (least recently used dropped).
+_PROB_CACHE: OrderedDict = OrderedDict()
+_PROB_CACHE_MAX = 4096  # columns of <= 176 doubles: <= 6 MB
+_LAW_CACHE: OrderedDict = OrderedDict()
+_LAW_CACHE_MAX = 16
+
+
+_CACHE_LOCK = threading.Lock()  # plans may run in threads (joblib)
+
+
+def _lru_get(cache, key):
+    with _CACHE_LOCK:
+        value = cache.get(key)
+        if value is not None:
+            cache.move_to_end(key)
+        return value
+
+
+def _lru_put(cache, key, value, limit):
+    with _CACHE_LOCK:
+        cache[key] = value
+        if len(cache) > limit:
+            cache.popitem(last=False)
+
+
+def _cached_probabilities(groups, t, key, *, below=True):
+    """Each group's P(value <= t) (``below``) or P(value > t): (nodes, groups).
+
+    ``key`` names the node set ``t`` (the same key, the same nodes); the
+    values are those of one vectorised ``betainc`` call, cached per client.
+    """
+    out = np.empty((t.shape[0], len(groups)))
+    missing = []
+    for g, ((n_j, l_j), _) in enumerate(groups):
+        column = _lru_get(_PROB_CACHE, (n_j, l_j, below, key))
+        if column is None:
+            missing.append(g)
+        else:
+            out[:, g] = column
+    if missing:
+        n = np.array([groups[g][0][0] for g in missing], dtype=np.float64)
+        l = np.array([groups[g][0][1] for g in missing], dtype=np.float64)
+        if below:
+            fresh = special.betainc(l[None, :], (n - l + 1.0)[None, :], t[:, None])
+        else:
+            fresh = special.betainc(
+                (n - l + 1.0)[None, :], l[None, :], 1.0 - t[:, None]
+            )
+        out[:, missing] = fresh
+        for i, g in enumerate(missing):
+            column = fresh[:, i].copy()
+            column.flags.writeable = False
+            (n_j, l_j), _ = groups[g]
+            _lru_put(_PROB_CACHE, (n_j, l_j, below, key), column, _PROB_CACHE_MAX)
+    return out
+
+
 def _uses_tree(m):
     """Whether ``m`` clients go through the product tree (else the DP)."""
     return m >= _TREE_MIN_CLIENTS
@@ -49,16 +114,51 @@ def _poisbin_pmf_tree(p):
     return window[:, : p.shape[1] + 1]
 
 
-def _poisbin_window_tree(p, *, truncate=True):
+def _poisbin_window_tree(p, *, truncate=True, lean=False):
     """The pmf of each row of ``p`` as ``(offset, window)``: counts
     ``offset[r] .. offset[r] + width - 1`` of row r, no mass elsewhere but
     the dropped tails (see the comment above: at most ``_TREE_TAIL`` per
-    product, ``truncate=False`` keeps every count, offsets 0)."""
+    product, ``truncate=False`` keeps every count, offsets 0). ``lean``:
+    :func:`_whole_product` where no product would be windowed (the same
+    law to a few ulps, not the same bits)."""
     rows, m = p.shape
     polys = np.empty((rows, m, 2))
     polys[..., 0] = 1.0 - p
     polys[..., 1] = p
+    if m < _TREE_TRUNCATE_MIN and lean:  # no product is ever windowed
+        return np.zeros(rows, dtype=np.int64), _whole_product(polys)
     return _tree_product(polys, p, p * (1.0 - p), truncate)
+
+
+def _whole_product(polys):
+    """The product of each row's polynomials ``polys`` (rows, leaves, length),
+    no window: :func:`_tree_product` without its bookkeeping (an odd factor
+    waits beside the level instead of a padding one, the short products
+    skip the zero fill)."""
+    rows = polys.shape[0]
+    while polys.shape[1] > 1:
+        length = polys.shape[2]
+        odd = None
+        if polys.shape[1] % 2:
+            odd, polys = polys[:, -1:], polys[:, :-1]
+        a, b = polys[:, 0::2], polys[:, 1::2]
+        out = 2 * length - 1
+        if length <= _TREE_DIRECT:
+            res = np.empty(a.shape[:2] + (out,))
+            np.multiply(a[..., :1], b, out=res[..., :length])
+            res[..., length:] = 0.0
+            for i in range(1, length):
+                res[..., i : i + length] += a[..., i : i + 1] * b
+        else:
+            nfft = sp_fft.next_fast_len(out, real=True)
+            spectrum = sp_fft.rfft(a, nfft, axis=-1) * sp_fft.rfft(b, nfft, axis=-1)
+            res = sp_fft.irfft(spectrum, nfft, axis=-1)[..., :out]
+        if odd is not None:
+            last = np.zeros((rows, 1, out))
+            last[..., :length] = odd
+            res = np.concatenate([res, last], axis=1)
+        polys = res
+    return polys[:, 0]
 
 
 def _tree_product(polys, mean, var, truncate):
@@ -135,19 +235,81 @@ def _group_probabilities(groups, t):
     return special.betainc(l[None, :], (n - l + 1.0)[None, :], t[:, None])
 
 
-def _tree_cdf_ks(groups, ks, t):
+def _tree_cdf_ks(groups, ks, t, key=None):
     """P(count <= k - 1) for each k of ``ks`` (rows) at each node, by the tree.
 
     The nodes go through in chunks of ``_TREE_CHUNK`` leaf coefficients.
+    ``key``: the name of the node set ``t``; the probabilities and the law
+    are then cached (see ``_PROB_CACHE``).
     """
     counts = [c for _, c in groups]
     step = max(1, _TREE_CHUNK // sum(counts))
+    if key is not None and t.shape[0] <= step:
+        return _cached_tree_cdf_ks(groups, ks, t, key)
     out = np.empty((len(ks), t.shape[0]))
     for start in range(0, t.shape[0], step):
         p = np.repeat(_group_probabilities(groups, t[start : start + step]), counts, 1)
         kk = np.broadcast_to(ks, (p.shape[0], len(ks)))
         offset, window = _poisbin_window_tree(p)
         out[:, start : start + step] = _window_cdf(offset, window, kk).T
+    return out
+
+
+# A node where Hoeffding's bound puts P(S <= k - 1) below this for every k
+# searched (or P(S >= k) for every k) gets 0 (or 1) without the tree; the
+# searched k are widened by _LAW_K_MARGIN so the law serves the neighbouring
+# passes too.
+_CERTAIN = 1e-20
+_LAW_K_MARGIN = 3
+
+
+def _hoeffding_tail(x, mean, m):
+    """Bound on P(S <= x) (x < mean) or P(S >= x) (x > mean), S a sum of m
+    independent Bernoulli with the given mean: exp(-m KL(x/m || mean/m))
+    (Hoeffding, 1963: the binomial's Chernoff bound holds for the sum);
+    1 where x is on the wrong side of the mean."""
+    a, b = x / m, mean / m
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = (
+            special.xlogy(a, a)
+            - special.xlogy(a, b)
+            + special.xlogy(1.0 - a, 1.0 - a)
+            - special.xlogy(1.0 - a, 1.0 - b)
+        )
+    return np.where(np.isnan(kl), 1.0, np.exp(-m * np.maximum(kl, 0.0)))
+
+
+def _cached_tree_cdf_ks(groups, ks, t, key):
+    """:func:`_tree_cdf_ks` at the named node set ``key``, with cached laws.
+
+    The tree runs only at the nodes where Hoeffding's bound does not settle
+    every searched k (``_CERTAIN``, error below 1e-20 per node elsewhere);
+    its law is kept per (groups, key) for the later passes whose k lie in
+    the widened range it was computed for.
+    """
+    counts = [c for _, c in groups]
+    m = sum(counts)
+    law_key = (tuple(groups), key)
+    law = _lru_get(_LAW_CACHE, law_key)
+    if law is None or not (law[0] <= ks[0] and ks[-1] <= law[1]):
+        k_lo = max(1, int(ks[0]) - _LAW_K_MARGIN)
+        k_hi = min(m, int(ks[-1]) + _LAW_K_MARGIN)
+        probs = _cached_probabilities(groups, t, key)
+        mean = probs @ np.asarray(counts, dtype=np.float64)
+        # P(S <= k - 1) <= P(S <= k_hi - 1) for every k <= k_hi, and
+        # P(S >= k) <= P(S >= k_lo) for every k >= k_lo.
+        zero = (k_hi - 1 < mean) & (_hoeffding_tail(k_hi - 1.0, mean, m) < _CERTAIN)
+        one = (k_lo > mean) & (_hoeffding_tail(float(k_lo), mean, m) < _CERTAIN)
+        rows = np.flatnonzero(~(zero | one))
+        p = np.repeat(probs[rows], counts, 1)
+        offset, window = _poisbin_window_tree(p, lean=True)
+        law = (k_lo, k_hi, one, rows, offset, np.cumsum(window, axis=1))
+        _lru_put(_LAW_CACHE, law_key, law, _LAW_CACHE_MAX)
+    _, _, one, rows, offset, cdf = law
+    out = np.zeros((len(ks), t.shape[0]))
+    out[:, one] = 1.0
+    kk = np.broadcast_to(ks, (rows.shape[0], len(ks)))
+    out[:, rows] = _cumulative_at(offset, cdf, kk).T
     return out
 
 
@@ -171,9 +333,13 @@ def _window_cdf(offset, window, ks):
     Below the window the CDF is 0, past it the window's total (the dropped
     tails are below _TREE_TAIL).
     """
-    cdf = np.cumsum(window, axis=1)
+    return _cumulative_at(offset, np.cumsum(window, axis=1), ks)
+
+
+def _cumulative_at(offset, cdf, ks):
+    """:func:`_window_cdf` from the window's cumulative sums ``cdf``."""
     index = ks - 1 - offset[:, None]
-    inside = np.clip(index, 0, window.shape[1] - 1)
+    inside = np.clip(index, 0, cdf.shape[1] - 1)
     values = np.take_along_axis(cdf, inside, axis=1)
     return np.where(index < 0, 0.0, values)
 
@@ -288,25 +454,31 @@ def _poisbin_pmf_groups(groups, t):
     return pmf
 
 
-def _poisbin_cdf_ks(groups, ks, t):
+def _poisbin_cdf_ks(groups, ks, t, key=None):
     """P(PoisBin(p_1(t), ..., p_m(t)) <= k - 1) for every k of ``ks`` (rows).
 
     ``ks`` is sorted and within ``1..m_active``; ``t`` an array of nodes. One
     law serves every k: the product tree from ``_TREE_MIN_CLIENTS`` clients,
     else the DP capped at the states the ks need (counting the clients below
     t up to ``max(ks) - 1``, or those above t up to ``m - min(ks)``,
-    whichever holds fewer states).
+    whichever holds fewer states). ``key``: the name of the node set ``t``,
+    whose client probabilities are then cached (the same values).
     """
     ks = np.asarray(ks, dtype=np.int64)
     m_active = sum(c for _, c in groups)
     if _uses_tree(m_active):
-        return np.minimum(_tree_cdf_ks(groups, ks, t), 1.0)
+        return np.minimum(_tree_cdf_ks(groups, ks, t, key), 1.0)
     below, above = int(ks[-1]), m_active - int(ks[0]) + 1
     flip = above < below
     pmf = np.zeros((above if flip else below, t.shape[0]))
     pmf[0] = 1.0
-    for (n_j, l_j), count in groups:
-        if flip:  # P(client value > t)
+    probs = None
+    if key is not None:  # P(client value > t) with flip, else P(<= t)
+        probs = _cached_probabilities(groups, t, key, below=not flip)
+    for g, ((n_j, l_j), count) in enumerate(groups):
+        if probs is not None:
+            p = probs[:, g]
+        elif flip:  # P(client value > t)
             p = special.betainc(n_j - l_j + 1, l_j, 1.0 - t)
         else:  # P(client value <= t)
             p = special.betainc(l_j, n_j - l_j + 1, t)

@@ -40,7 +40,12 @@
 # for a client much narrower than the others, the two rules agreeing to
 # 1e-12); the window moves until it holds the k with M(k) >= threshold > M(k -
 # 1) (M increases in k); a value within _SCREEN_MARGIN of the threshold is
-# re-decided with the composite rule below, as the bisection does. If the rule
+# re-decided with the composite rule below, as the bisection does. The passes
+# run on canonical nodes (_batch._canonical_features, 40 and 48 nodes per
+# side), so the folds, groups and passes of nearby profiles share each
+# client's betainc values and the count's law (_poisbin's caches); the close
+# decisions keep the profile's own nodes (the values agree to ~1e-15,
+# tests/calibrators/qq/test_qq_canonical_nodes.py). If the rule
 # does not converge, the search below runs unchanged. From _TREE_MIN_CLIENTS
 # clients on (the product tree of _poisbin), a normal approximation guesses
 # the first valid k and coarse / accurate values confirm it (see
@@ -310,8 +315,12 @@ def _select_equal(m, n, alpha, ranks, conditional, delta):
     return l_best, k_best, value
 
 
-def _select_unequal(sizes, ranks, alpha):
-    """Fixed per-client ranks: smallest k with M >= 1 - alpha (bisection on k)."""
+def _select_unequal(sizes, ranks, alpha, *, canonical=True):
+    """Fixed per-client ranks: smallest k with M >= 1 - alpha (bisection on k).
+
+    ``canonical=False``: every pass on the profile's own nodes, nothing
+    cached (the slower reference the tests compare the plans with).
+    """
     groups = _active_groups(sizes, ranks)
     m_active = sum(c for _, c in groups)
     if m_active == 0:
@@ -323,14 +332,23 @@ def _select_unequal(sizes, ranks, alpha):
     g_ranks = np.array([[l for (_, l), _ in groups]], dtype=np.int64)
     g_counts = np.array([c for _, c in groups], dtype=np.int64)
 
-    def value(k):
+    def value(k, own_nodes=False):
         # Composite Gauss-Legendre, panels doubled to 5e-14 agreement ("quad"
         # only if that fails): quad's scalar DP costs seconds at 300 clients.
-        if k not in accurate:
-            accurate[k] = float(
-                _coverage_unequal_batch(g_sizes, g_counts, g_ranks, [k])[0]
+        # From 32 clients, the sinh rule, on the canonical nodes unless
+        # ``own_nodes`` (the decisions within _SCREEN_MARGIN of the
+        # threshold: the profile's own nodes, as before the snapping).
+        key = (k, canonical and not own_nodes)
+        if key not in accurate:
+            accurate[key] = float(
+                _coverage_unequal_batch(
+                    g_sizes, g_counts, g_ranks, [k], canonical=key[1]
+                )[0]
             )
-        return accurate[k]
+        return accurate[key]
+
+    def reference(k):
+        return value(k, own_nodes=True)
 
     def feasible(k):
         if k not in screened:
@@ -339,7 +357,7 @@ def _select_unequal(sizes, ranks, alpha):
             return value(k) >= threshold
         return screened[k] >= threshold
 
-    fast = _select_unequal_sinh(groups, threshold, value)
+    fast = _select_unequal_sinh(groups, threshold, reference, value, canonical)
     if fast is not None:
         return None if fast is _NO_VALID_K else fast
     if _uses_tree(m_active):
@@ -377,7 +395,7 @@ def _select_unequal(sizes, ranks, alpha):
             if not ok.any():
                 return None
             k = int(np.argmax(ok)) + 1  # M increases with k: the first valid k
-            return k, accurate.get(k, float(values[k - 1]))
+            return k, accurate.get((k, canonical), float(values[k - 1]))
     # Only k <= m_active gives a finite threshold; beyond, M = 1 trivially.
     if not feasible(m_active):
         return None
@@ -407,7 +425,7 @@ def _normal_guess(groups, threshold):
     return hi
 
 
-def _select_unequal_sinh(groups, threshold, reference):
+def _select_unequal_sinh(groups, threshold, reference, value, canonical=True):
     """Smallest k with M(k) >= threshold from the sinh-mapped rule, or None.
 
     A guess ``k_g = ceil(mu(threshold) + 1/2)`` (``mu(t) = E S(t)``, the
@@ -419,7 +437,11 @@ def _select_unequal_sinh(groups, threshold, reference):
     in one pass (:func:`_coverage_unequal_sinh`, ~1e-15); the window moves
     until it holds k with ``M(k) >= threshold > M(k - 1)`` (M increases in
     k). A value within ``_SCREEN_MARGIN`` of the threshold is decided by
-    ``reference(k)`` (the accurate composite rule), as the bisection does.
+    ``reference(k)`` (the accurate rule on the profile's own nodes), as the
+    bisection does. The passes run on canonical nodes
+    (:func:`_canonical_features`), whose probabilities and laws are shared
+    with the other folds, groups and passes; the coverage returned is
+    ``value(k)``, the accurate rule on those nodes.
     Returns ``(k, M(k))``, ``_NO_VALID_K`` if ``M(m_active) < threshold``,
     or None when the rule does not converge (the caller's search runs).
     """
@@ -439,15 +461,15 @@ def _select_unequal_sinh(groups, threshold, reference):
         if (int(ks[0]), int(ks[-1])) in seen:
             return None
         seen.add((int(ks[0]), int(ks[-1])))
-        result = _coverage_unequal_sinh(groups, ks)
+        result = _coverage_unequal_sinh(groups, ks, canonical=canonical)
         if result is None:
             return None
         values = result[0]
         ok = values >= threshold
         settled = np.zeros(ks.shape[0], dtype=bool)
         for i in np.flatnonzero(np.abs(values - threshold) < _SCREEN_MARGIN):
-            values[i] = reference(int(ks[i]))
-            ok[i] = values[i] >= threshold
+            ok[i] = reference(int(ks[i])) >= threshold
+            values[i] = value(int(ks[i]))
             settled[i] = True
         if not ok.any():
             if ks[-1] == m_active:
@@ -462,8 +484,8 @@ def _select_unequal_sinh(groups, threshold, reference):
         if k == k_guess or settled[first]:
             return k, float(values[first])
         # The value of k's own pass (the bits every caller of M(k) gets).
-        value = _coverage_unequal_sinh_at(groups, k)
-        return k, reference(k) if value is None else value
+        own = _coverage_unequal_sinh_at(groups, k, canonical=canonical)
+        return k, value(k) if own is None else own
     return None
 
 
