@@ -39,11 +39,11 @@ def _check_round(
             f"({len(queries)}); got {_describe(messages)}."
         )
     counts = queries.counts()
-    answers = [
+    checked = (
         _check_answer(j, queries.round, int(counts[j]), int(queries.sizes[j]), m)
         for j, m in enumerate(messages)
-    ]
-    answers = [a for a in answers if a is not None]
+    )
+    answers = [a for a in checked if a is not None]
     return (
         _concat([a[0] for a in answers], np.intp),
         _concat([a[1] for a in answers], np.int64),
