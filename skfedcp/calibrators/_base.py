@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial, wraps
-from typing import Any, ClassVar, Literal, NamedTuple, TypeVar, overload
+from typing import Any, ClassVar, Literal, NamedTuple, TypeVar
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -579,26 +579,6 @@ class BaseCalibrator(ParamNamesCacheMixin, BaseEstimator):
 
     def _check_fit_scores(self, scores: ArrayLike) -> NDArray[np.float64]:
         return check_scores(scores)
-
-    @overload
-    def _check_client_input(
-        self,
-        scores: ArrayLike,
-        alpha: float,
-        n_per_client: ArrayLike | None,
-        *,
-        sizes: Literal[True],
-    ) -> tuple[NDArray[np.float64], float, NDArray[np.int64]]: ...
-
-    @overload
-    def _check_client_input(
-        self,
-        scores: ArrayLike,
-        alpha: float,
-        n_per_client: ArrayLike | None,
-        *,
-        sizes: bool = False,
-    ) -> tuple[NDArray[np.float64], float, NDArray[np.int64] | None]: ...
 
     def _check_client_input(
         self,
