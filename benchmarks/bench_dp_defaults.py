@@ -375,8 +375,10 @@ def run(settings, alphas, epsilons, laws, reps, seed, chunk):
     return rows
 
 
-def _cov(cell):
-    if cell["se"] == 0.0:
+def _cov(cell, exact, feasible):
+    if not feasible:
+        return "1 (trivial)  "
+    if exact:
         return f"{cell['coverage']:.4f} exact "
     return f"{cell['coverage']:.4f}±{cell['se']:.4f}"
 
@@ -405,8 +407,9 @@ def print_row(row, columns):
             if i == 0
             else " " * 52
         )
+        coverage = _cov(cell, row["exact"], plan["feasible"])
         print(
-            f"{lead} {name:6s} {_cov(cell):>13s} {cell['distance']:11.4f} "
+            f"{lead} {name:6s} {coverage:>13s} {cell['distance']:11.4f} "
             f"{cell['threshold']:8.4f} {cell['p_inf']:6.3f} {described:>14s}",
             flush=True,
         )
