@@ -50,7 +50,13 @@ unequal client sizes) keeps every tight plan within a few seconds on the
 faster. dp-central runs on the pooled sizes ``N`` of the federations
 (each ``N`` once).
 
-Run: ``python benchmarks/bench_dp_defaults.py [--quick] [--large] [--reps R]``.
+The record goes to ``benchmarks/results/bench_dp_defaults.json`` (the default
+grid), ``bench_dp_defaults_large.json`` (``--large``, or ``--settings`` naming
+larger federations only) or ``bench_dp_defaults_subset.json`` (other
+``--settings``).
+
+Run: ``python benchmarks/bench_dp_defaults.py [--quick] [--large] [--reps R]
+[--settings NAME ...]``.
 """
 
 import argparse
@@ -557,6 +563,13 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="2 settings, 200 reps")
     parser.add_argument("--large", action="store_true", help="add larger federations")
     parser.add_argument("--reps", type=int, default=None, help="data sets per cell")
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        metavar="NAME",
+        choices=[*SETTINGS, *LARGE_SETTINGS],
+        help="run only these federations (names as printed, e.g. '5 x 200')",
+    )
     parser.add_argument("--seed", type=int, default=21)
     parser.add_argument(
         "--chunk", type=int, default=2_000_000, help="scores drawn at once"
@@ -567,6 +580,13 @@ def main(argv=None):
         settings = {name: SETTINGS[name] for name in QUICK_SETTINGS}
     if args.large:
         settings.update(LARGE_SETTINGS)
+    record = "bench_dp_defaults" + ("_large" if args.large else "")
+    if args.settings:
+        settings = {
+            name: {**SETTINGS, **LARGE_SETTINGS}[name] for name in args.settings
+        }
+        large_only = set(args.settings) <= set(LARGE_SETTINGS)
+        record = "bench_dp_defaults_" + ("large" if large_only else "subset")
     reps = args.reps or (200 if args.quick else 2000)
     start = time.perf_counter()
     print(HEADER)
@@ -579,7 +599,7 @@ def main(argv=None):
     print(f"\n{len(rows)} cells in {seconds:.0f} s")
     if not args.quick:
         path = _common.save_record(
-            "bench_dp_defaults",
+            record,
             {
                 "command": " ".join(["python", "benchmarks/bench_dp_defaults.py"]
                                     + sys.argv[1:]),
