@@ -291,6 +291,10 @@ class _WorstBounds:
         values = [part.known(q, r) for part in self.parts]
         return None if any(v is None for v in values) else min(values)
 
+    def estimate(self, q, r):
+        """A guess of the worst bound (aims the bisection, decides nothing)."""
+        return min(part.estimate(q, r) for part in self.parts)
+
 
 def _worst_bounds(sizes, epsilon, n_bins, utility, c):
     mixes = _honest_mixes(sizes, c)

@@ -397,7 +397,7 @@ def _moments(groups, k, start, steps=6):
     return t, min(max(spread, 1e-5), 0.25), step
 
 
-def _packed_score_bound(size_counts, fixed, correction, tau, n_nodes=24):
+def _packed_score_bound(size_counts, fixed, correction, tau, n_nodes=16):
     """A lower bound on the score of one gamma; clients may turn to +inf.
 
     The selection keeps the smallest ``k`` whose ``M(l, k)`` over its active

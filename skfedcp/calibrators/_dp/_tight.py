@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 from scipy import special
@@ -334,54 +334,118 @@ class _TightBounds:
                 return value
             passes.append(self._compute(q, len(passes)))
 
+    def estimate(self, q, k):
+        """``LB(q, k)`` from the passes made at ``q`` (one at least): a guess.
+
+        Exact nodes: the bound itself. Composite rule: the last pass minus
+        the slack (the settled value when that pass agrees with the next, as
+        it nearly always does to ~1e-13). Never used to decide a midpoint,
+        only to aim the levels that will (see :func:`_replayed_bisection`).
+        """
+        passes = self._values.setdefault(q, [])
+        if not passes:
+            passes.append(self._compute(q, 0))
+        if self.exact:
+            return float(passes[0][k - 1])
+        return float(passes[-1][k - 1]) - _QUADRATURE_SLACK
+
 
 def _replayed_bisection(bounds, k, q_top, target):
-    """The level the old search's 30-step bisection on [1/2, q_top] returns.
+    """The level a 30-step bisection of ``LB(., k)`` on [1/2, q_top] returns.
 
     That bisection keeps ``hi`` with ``LB(hi, k) >= target`` and halves
     ``[lo, hi]`` 30 times. ``LB`` increases in ``q``, so a midpoint at or
     above a level known to pass passes, and one at or below a level known to
-    fail fails: the same midpoints are walked and decided, and a level is
-    only evaluated when no known one decides the current midpoint. The
-    known levels come from every earlier evaluation (all k at once) and from
-    Illinois steps (regula falsi with the stalled end's value halved), which
-    close in on the crossing in a few evaluations; a midpoint still inside
-    the bracket once it is narrower than 1e-13 is evaluated itself.
+    fail fails: the same midpoints are walked and decided, and levels are
+    only evaluated when no known one decides the current midpoint. Then the
+    crossing of ``LB(., k)`` is aimed at with cheap guesses (one pass of the
+    quadrature, :meth:`_TightBounds.estimate`, secant steps), the bisection
+    is walked ahead to the final cell ``[lo_f, hi_f]`` that crossing would
+    give, and the two ends are evaluated in full: when ``hi_f`` passes and
+    ``lo_f`` fails, every midpoint left is decided (none lies inside the
+    cell). A wrong aim only costs one more round (each evaluation narrows the
+    bracket of known levels); after three rounds the midpoint itself is
+    evaluated, as a plain bisection would. Every decision is that of a fully
+    evaluated level: the result is the plain bisection's, bit for bit.
     """
-    a, fa, b, fb = 0.5, bounds(0.5, k) - target, q_top, bounds(q_top, k) - target
+    a, b = 0.5, q_top  # LB(a, k) < target <= LB(b, k) (the caller checked)
     for q in list(bounds._values):
         if a < q < b:
             value = bounds.known(q, k)
             if value is None:
                 continue
             if value >= target:
-                b, fb = q, value - target
+                b = q
             else:
-                a, fa = q, value - target
+                a = q
     lo, hi = 0.5, q_top
-    side = 0
-    for _ in range(_TIGHT_LEVEL_STEPS):
+    for step in range(_TIGHT_LEVEL_STEPS):
         mid = 0.5 * (lo + hi)
+        rounds = 0
         while a < mid < b:
-            if b - a <= 1e-13:
-                x = mid
+            if rounds >= 3:
+                ends = (mid,)
             else:
-                x = b - fb * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
-                if not a < x < b:
-                    x = 0.5 * (a + b)
-            fx = bounds(x, k) - target
-            if fx >= 0:
-                b, fb = x, fx
-                if side == 1:
-                    fa *= 0.5
-                side = 1
-            else:
-                a, fa = x, fx
-                if side == -1:
-                    fb *= 0.5
-                side = -1
+                cell = partial(_final_cell, lo, hi, _TIGHT_LEVEL_STEPS - step)
+                ends = _aim(bounds, k, a, b, target, cell)
+            for q in ends:
+                if a < q < b:
+                    if bounds(q, k) >= target:
+                        b = q
+                    else:
+                        a = q
+            rounds += 1
         lo, hi = (lo, mid) if mid >= b else (mid, hi)
     return hi
+
+
+def _final_cell(lo, hi, steps, x):
+    """The ends ``(hi_f, lo_f)`` of the bisection's cell if ``LB`` crossed at x."""
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if mid >= x else (mid, hi)
+    return hi, lo
+
+
+def _aim(bounds, k, a, b, target, cell, steps=8):
+    """The bisection's final cell at a guess of the crossing of ``LB(., k)``.
+
+    Illinois steps (regula falsi, the stalled end's value halved) on the
+    one-pass estimates in ``(a, b)``, from the levels already estimated
+    there, until two guesses in a row fall in the same ``cell``.
+    """
+    fa, fb = bounds.estimate(a, k) - target, bounds.estimate(b, k) - target
+    for q in list(bounds._values):
+        if a < q < b and bounds._values[q]:
+            fq = bounds.estimate(q, k) - target
+            if fq >= 0:
+                b, fb = q, fq
+            else:
+                a, fa = q, fq
+    side, previous = 0, None
+    x = b
+    for _ in range(steps):
+        if fb == fa:
+            break
+        x = b - fb * (b - a) / (fb - fa)
+        if not a < x < b:
+            x = 0.5 * (a + b)
+        guess = cell(x)
+        if guess == previous:
+            return guess
+        previous = guess
+        fx = bounds.estimate(x, k) - target
+        if fx >= 0:
+            b, fb = x, fx
+            if side == 1:
+                fa *= 0.5
+            side = 1
+        else:
+            a, fa = x, fx
+            if side == -1:
+                fb *= 0.5
+            side = -1
+    return cell(x)
 
 
 @lru_cache(maxsize=256)
