@@ -448,6 +448,38 @@ def _aim(bounds, k, a, b, target, cell, steps=8):
     return cell(x)
 
 
+def _tight_candidates(bounds, ks, target, shift=0):
+    """``(level, k + shift, LB)`` for each feasible ``k`` of ``ks`` (increasing).
+
+    The level is the smallest one with ``LB >= target`` to the bisection's
+    precision (:func:`_replayed_bisection`); it is non-increasing in ``k``, so
+    each bisection runs below the previous level.
+    """
+    candidates = []
+    q_hi = 1.0
+    for k in ks:
+        if bounds(q_hi, k) < target:
+            continue
+        if bounds(0.5, k) >= target:
+            hi = 0.5
+        else:
+            hi = _replayed_bisection(bounds, k, q_hi, target)
+        candidates.append((hi, k + shift, bounds(hi, k)))
+        q_hi = hi
+    return candidates
+
+
+def _best_simulated(groups, candidates, epsilon, n_bins, utility):
+    """``(expected, level, k, LB)`` of the candidate with the smallest
+    simulated coverage (:func:`_simulated_coverage`; ties: the first)."""
+    best = None
+    for q, k, value in candidates:
+        expected = _simulated_coverage(groups, q, k, epsilon, n_bins, utility)
+        if best is None or expected < best[0] - 1e-9:
+            best = (expected, q, k, value)
+    return best
+
+
 @lru_cache(maxsize=256)
 def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
     """Plan of rule="tight": a guaranteed coverage of ``1 - alpha``, no more.
@@ -467,18 +499,7 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
     groups = tuple(sorted(Counter(sizes).items()))
     target = 1.0 - alpha + _BOUND_MARGIN
     bounds = _TightBounds(groups, epsilon, n_bins, utility)
-
-    candidates = []
-    q_hi = 1.0
-    for k in range(1, m + 1):
-        if bounds(q_hi, k) < target:
-            continue
-        if bounds(0.5, k) >= target:
-            hi = 0.5
-        else:
-            hi = _replayed_bisection(bounds, k, q_hi, target)
-        candidates.append((hi, k, bounds(hi, k)))
-        q_hi = hi  # the smallest level is non-increasing in k
+    candidates = _tight_candidates(bounds, range(1, m + 1), target)
     if not candidates:
         plan = {
             "feasible": False,
@@ -494,13 +515,7 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
             "utility": utility,
         }
         return tuple(plan.items())
-    best: tuple[float, float, int, float] | None = None
-    for q, k, value in candidates:
-        expected = _simulated_coverage(groups, q, k, epsilon, n_bins, utility)
-        if best is None or expected < best[0] - 1e-9:
-            best = (expected, q, k, value)
-    assert best is not None  # candidates is not empty
-    _, q, k, value = best
+    _, q, k, value = _best_simulated(groups, candidates, epsilon, n_bins, utility)
     plan = {
         "feasible": True,
         "gamma": None,
