@@ -442,7 +442,7 @@ def test_packed_bound_keeps_the_gamma_search_bit_identical(seed, monkeypatch):
     # A gamma skipped by the packed bound could not have beaten the best so
     # far: the plan (gamma, ranks, k, levels, score) is the search's without
     # the bound, bit for bit (benchmarks: 220 profiles against main too).
-    for sizes, alpha, epsilon, n_bins in _random_profiles(seed, 6):
+    for sizes, alpha, epsilon, n_bins in _random_profiles(seed, 4):
         args = (sizes, alpha, epsilon, n_bins, "auto")
         assert _plan._dpqq_gamma_search(*args) == _unpruned_search(monkeypatch, *args)
 
@@ -486,3 +486,38 @@ def test_packed_score_bound_is_below_the_score():
                 checked += 1
                 assert bound >= score - 5e-3
     assert checked >= 12
+
+
+def test_block_bound_is_below_every_score_of_the_block():
+    # One bound for the gammas of one l_cor between two levels: below the
+    # score of each (their ranks lie between the block's first and last).
+    from collections import Counter
+
+    from skfedcp.utils._quantile import conformal_rank
+
+    checked = 0
+    for sizes, alpha, epsilon, n_bins in _random_profiles(5, 6, (40, 100), (2.0, 5.0)):
+        m, counts = len(sizes), tuple(sorted(Counter(sizes).items()))
+        grid = [g for g in _plan.GAMMA_GRID if g <= 0.6]
+        corr = {g: dp_qq_local_correction(epsilon, n_bins, g, alpha, m) for g in grid}
+        for first, last in zip(grid, grid[5:], strict=False):
+            if corr[first] != corr[last]:
+                continue
+            ta = {g: alpha * (1 - g) / (1 - g * alpha) for g in (first, last)}
+            fixed, top = (
+                {n: conformal_rank(n, ta[g]) for n, _ in counts} for g in (first, last)
+            )
+            tau = (1.0 - alpha) / (1.0 - first * alpha)
+            bound = _plan._packed_score_bound(counts, fixed, corr[first], tau, top=top)
+            for g in grid[grid.index(first) : grid.index(last) + 1]:
+                target_alpha = alpha * (1 - g) / (1 - g * alpha)
+                sel = select_qq_ranks(sizes, target_alpha, local_rank="fixed")
+                if not sel.feasible:
+                    continue
+                ranks = tuple(r + corr[g] for r in sel.local_ranks)
+                if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < sel.k:
+                    continue
+                assert bound <= _plan._qq_score(sizes, ranks, sel.k)
+                checked += bound > -math.inf
+            break  # one block per profile
+    assert checked >= 10
