@@ -368,6 +368,8 @@ def _replayed_bisection(bounds, k, q_top, target):
     evaluated, as a plain bisection would. Every decision is that of a fully
     evaluated level: the result is the plain bisection's, bit for bit.
     """
+    if not _estimates_aim(bounds, q_top):
+        return _illinois_replay(bounds, k, q_top, target)
     a, b = 0.5, q_top  # LB(a, k) < target <= LB(b, k) (the caller checked)
     for q in list(bounds._values):
         if a < q < b:
@@ -395,6 +397,59 @@ def _replayed_bisection(bounds, k, q_top, target):
                     else:
                         a = q
             rounds += 1
+        lo, hi = (lo, mid) if mid >= b else (mid, hi)
+    return hi
+
+
+def _estimates_aim(bounds, q_top):
+    """Whether one pass estimates ``LB`` well: exact nodes, or a level that
+    settled on its second pass (the composite rule converges at once)."""
+    if getattr(bounds, "exact", False):
+        return True
+    return len(bounds._values.get(q_top, ())) <= 2
+
+
+def _illinois_replay(bounds, k, q_top, target):
+    """The replay with Illinois steps on fully evaluated levels.
+
+    For engines whose levels need many passes of the composite rule (a
+    client of 10^9 rows): there a one-pass estimate is too coarse to aim.
+    Each Illinois step (regula falsi with the stalled end's value halved) is
+    a known level; a midpoint still inside the bracket once it is narrower
+    than 1e-13 is evaluated itself.
+    """
+    a, fa, b, fb = 0.5, bounds(0.5, k) - target, q_top, bounds(q_top, k) - target
+    for q in list(bounds._values):
+        if a < q < b:
+            value = bounds.known(q, k)
+            if value is None:
+                continue
+            if value >= target:
+                b, fb = q, value - target
+            else:
+                a, fa = q, value - target
+    lo, hi = 0.5, q_top
+    side = 0
+    for _ in range(_TIGHT_LEVEL_STEPS):
+        mid = 0.5 * (lo + hi)
+        while a < mid < b:
+            if b - a <= 1e-13:
+                x = mid
+            else:
+                x = b - fb * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
+                if not a < x < b:
+                    x = 0.5 * (a + b)
+            fx = bounds(x, k) - target
+            if fx >= 0:
+                b, fb = x, fx
+                if side == 1:
+                    fa *= 0.5
+                side = 1
+            else:
+                a, fa = x, fx
+                if side == -1:
+                    fb *= 0.5
+                side = -1
         lo, hi = (lo, mid) if mid >= b else (mid, hi)
     return hi
 
