@@ -370,16 +370,8 @@ def _replayed_bisection(bounds, k, q_top, target):
     """
     if not _estimates_aim(bounds, q_top):
         return _illinois_replay(bounds, k, q_top, target)
-    a, b = 0.5, q_top  # LB(a, k) < target <= LB(b, k) (the caller checked)
-    for q in list(bounds._values):
-        if a < q < b:
-            value = bounds.known(q, k)
-            if value is None:
-                continue
-            if value >= target:
-                b = q
-            else:
-                a = q
+    # LB(a, k) < target <= LB(b, k) (the caller checked the ends).
+    a, _, b, _ = _known_bracket(bounds, k, target, (0.5, None, q_top, None))
     lo, hi = 0.5, q_top
     for step in range(_TIGHT_LEVEL_STEPS):
         mid = 0.5 * (lo + hi)
@@ -401,6 +393,22 @@ def _replayed_bisection(bounds, k, q_top, target):
     return hi
 
 
+def _known_bracket(bounds, k, target, ends):
+    """``ends = (a, fa, b, fb)`` narrowed to the fully evaluated levels inside
+    ``(a, b)`` (``f = LB(., k) - target``: ``a`` fails, ``b`` passes)."""
+    a, fa, b, fb = ends
+    for q in list(bounds._values):
+        if a < q < b:
+            value = bounds.known(q, k)
+            if value is None:
+                continue
+            if value >= target:
+                b, fb = q, value - target
+            else:
+                a, fa = q, value - target
+    return a, fa, b, fb
+
+
 def _estimates_aim(bounds, q_top):
     """Whether one pass estimates ``LB`` well: exact nodes, or a level that
     settled on its second pass (the composite rule converges at once)."""
@@ -418,16 +426,8 @@ def _illinois_replay(bounds, k, q_top, target):
     a known level; a midpoint still inside the bracket once it is narrower
     than 1e-13 is evaluated itself.
     """
-    a, fa, b, fb = 0.5, bounds(0.5, k) - target, q_top, bounds(q_top, k) - target
-    for q in list(bounds._values):
-        if a < q < b:
-            value = bounds.known(q, k)
-            if value is None:
-                continue
-            if value >= target:
-                b, fb = q, value - target
-            else:
-                a, fa = q, value - target
+    ends = (0.5, bounds(0.5, k) - target, q_top, bounds(q_top, k) - target)
+    a, fa, b, fb = _known_bracket(bounds, k, target, ends)
     lo, hi = 0.5, q_top
     side = 0
     for _ in range(_TIGHT_LEVEL_STEPS):
@@ -440,16 +440,7 @@ def _illinois_replay(bounds, k, q_top, target):
                 if not a < x < b:
                     x = 0.5 * (a + b)
             fx = bounds(x, k) - target
-            if fx >= 0:
-                b, fb = x, fx
-                if side == 1:
-                    fa *= 0.5
-                side = 1
-            else:
-                a, fa = x, fx
-                if side == -1:
-                    fb *= 0.5
-                side = -1
+            a, fa, b, fb, side = _illinois_step(a, fa, b, fb, side, x, fx)
         lo, hi = (lo, mid) if mid >= b else (mid, hi)
     return hi
 
@@ -490,17 +481,20 @@ def _aim(bounds, k, a, b, target, cell, steps=8):
             return guess
         previous = guess
         fx = bounds.estimate(x, k) - target
-        if fx >= 0:
-            b, fb = x, fx
-            if side == 1:
-                fa *= 0.5
-            side = 1
-        else:
-            a, fa = x, fx
-            if side == -1:
-                fb *= 0.5
-            side = -1
+        a, fa, b, fb, side = _illinois_step(a, fa, b, fb, side, x, fx)
     return cell(x)
+
+
+def _illinois_step(a, fa, b, fb, side, x, fx):
+    """Move the bracket end on x's side to x; halve the stalled end's value
+    when the same side moves twice in a row (the Illinois rule)."""
+    if fx >= 0:
+        if side == 1:
+            fa *= 0.5
+        return a, fa, x, fx, 1
+    if side == -1:
+        fb *= 0.5
+    return x, fx, b, fb, -1
 
 
 def _tight_candidates(bounds, ks, target, shift=0):
