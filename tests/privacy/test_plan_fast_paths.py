@@ -120,3 +120,34 @@ def test_tight_bounds_engine_matches_the_single_k_bound():
         for k in (1, 2, 4):
             ref = _tight._tight_lower_bound(groups, q, k, 5.0, 100)
             assert abs(bounds(q, k) - ref) <= 1e-14
+
+
+@pytest.mark.parametrize(
+    "groups, utility",
+    [
+        (((1500, 1), (1800, 1), (2000, 1)), "quantile"),  # composite rule
+        (((300, 3), (450, 2), (600, 1)), "rank"),
+        (((40, 2), (60, 1), (55, 1)), "quantile"),  # exact nodes
+    ],
+)
+def test_aimed_replay_is_the_plain_bisection(groups, utility):
+    # The replay aims its evaluations with one-pass estimates but decides
+    # every midpoint with a fully evaluated level: the level of a plain
+    # 30-step bisection of the engine's bound, for every feasible k.
+    target = 1.0 - 0.1 + _tight._BOUND_MARGIN
+    fast = _tight._TightBounds(groups, 5.0, 100, utility)
+    plain = _tight._TightBounds(groups, 5.0, 100, utility)
+    m = sum(c for _, c in groups)
+    checked = 0
+    for k in range(1, m + 1):
+        if plain(1.0, k) < target or plain(0.5, k) >= target:
+            continue
+        lo, hi = 0.5, 1.0
+        for _ in range(_tight._TIGHT_LEVEL_STEPS):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if plain(mid, k) >= target else (mid, hi)
+        assert fast(1.0, k) >= target > fast(0.5, k)
+        assert _tight._replayed_bisection(fast, k, 1.0, target) == hi
+        checked += 1
+    assert checked >= 1
+    assert fast.evaluations < plain.evaluations

@@ -57,9 +57,9 @@ from ._common import _describe
 from ._plan import GAMMA_GRID, _dpqq_auto_bins, _qq_score
 from ._tight import (
     _BOUND_MARGIN,
+    _best_simulated,
     _gauss_nodes01,
-    _replayed_bisection,
-    _simulated_coverage,
+    _tight_candidates,
     _TightBounds,
 )
 
@@ -291,6 +291,10 @@ class _WorstBounds:
         values = [part.known(q, r) for part in self.parts]
         return None if any(v is None for v in values) else min(values)
 
+    def estimate(self, q, r):
+        """A guess of the worst bound (aims the bisection, decides nothing)."""
+        return min(part.estimate(q, r) for part in self.parts)
+
 
 def _worst_bounds(sizes, epsilon, n_bins, utility, c):
     mixes = _honest_mixes(sizes, c)
@@ -303,26 +307,11 @@ def _tight_plan(sizes, alpha, epsilon, n_bins, utility, c):
     groups = tuple(sorted(Counter(sizes).items()))
     target = 1.0 - alpha + _BOUND_MARGIN
     bounds = _worst_bounds(sizes, epsilon, n_bins, utility, c)
-    candidates = []
-    q_hi = 1.0
-    for r in range(1, m - 2 * c + 1):  # k = r + c <= m - c
-        if bounds(q_hi, r) < target:
-            continue
-        if bounds(0.5, r) >= target:
-            hi = 0.5
-        else:
-            hi = _replayed_bisection(bounds, r, q_hi, target)
-        candidates.append((hi, r + c, bounds(hi, r)))
-        q_hi = hi  # the smallest level is non-increasing in r
+    # k = r + c <= m - c: the bound of r honest values below the threshold.
+    candidates = _tight_candidates(bounds, range(1, m - 2 * c + 1), target, c)
     if not candidates:
         return None
-    best = None
-    for q, k, value in candidates:
-        expected = _simulated_coverage(groups, q, k, epsilon, n_bins, utility)
-        if best is None or expected < best[0] - 1e-9:
-            best = (expected, q, k, value)
-    assert best is not None  # candidates is not empty
-    _, q, k, value = best
+    _, q, k, value = _best_simulated(groups, candidates, epsilon, n_bins, utility)
     honest = _TightBounds(groups, epsilon, n_bins, utility)(q, k)
     ranks = tuple(min(n, math.ceil(q * n - 1e-9)) for n in sizes)
     return _feasible_plan(

@@ -14,7 +14,7 @@ from ...privacy import dp_qq_local_correction
 from ...utils._quantile import conformal_rank
 from .._qq._batch import _coverage_unequal_batch, _coverage_unequal_sinh
 from .._qq._coverage import _FEASIBILITY_TOL, qq_coverage, qq_coverage_unequal
-from .._qq._poisbin import _poisbin_pmf_groups
+from .._qq._poisbin import _add_clients, _poisbin_cdf_ks, _poisbin_pmf_groups
 from .._qq._selection import select_qq_ranks
 from ._common import _describe
 from ._laws import _client_pmf, _expected_kth_smallest
@@ -193,7 +193,10 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
     # feasibility check: an infeasible plan costs no O(m) Python counting).
     size_counts = tuple(sorted(Counter(sizes).items())) if grid and not equal else ()
     best = None
-    for g in grid:
+    skip_until, margin = 0, -math.inf
+    for index, g in enumerate(grid):
+        if index < skip_until:
+            continue  # in a block that cannot beat the best
         correction = corrections[g]
         if correction >= n_max:
             continue
@@ -221,6 +224,39 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
                 bound = _score_lower_bound(size_counts, fixed, correction, tau)
                 if bound - 3e-10 >= best[0]:
                     continue
+            elif best is not None and len(distinct) >= _BOUND_MIN_DISTINCT:
+                # Some clients turn to +inf: the packed Riemann bound (the
+                # plan is unchanged: a skipped gamma cannot beat the best,
+                # and the best only decreases). Far from the best, one bound
+                # for the next gammas of the same l_cor first (see
+                # _packed_score_bound: their ranks lie between these and the
+                # last one's).
+                block = index
+                while (
+                    block + 1 < min(index + _BLOCK, len(grid))
+                    and corrections[grid[block + 1]] == correction
+                ):
+                    block += 1
+                if block > index and margin > _BLOCK_MARGIN:
+                    last = grid[block]
+                    top_alpha = alpha * (1.0 - last) / (1.0 - last * alpha)
+                    top = {n: conformal_rank(n, top_alpha) for n in distinct}
+                    bound = _packed_score_bound(
+                        size_counts, fixed, correction, tau, top=top
+                    )
+                    if bound - 3e-10 >= best[0]:
+                        skip_until = block + 1
+                        continue
+                bound = _packed_score_bound(size_counts, fixed, correction, tau)
+                margin = bound - best[0]
+                if bound - 3e-10 >= best[0]:
+                    continue
+                if margin > -_FINE_MARGIN:  # close: finer nodes may settle it
+                    bound = _packed_score_bound(
+                        size_counts, fixed, correction, tau, _FINE_NODES
+                    )
+                    if bound - 3e-10 >= best[0]:
+                        continue
         sel = select_qq_ranks(sizes, target_alpha, local_rank=local_rule)
         if not sel.feasible:
             continue
@@ -335,6 +371,157 @@ def _score_lower_bound(size_counts, fixed, correction, tau):
     shifted = [((n, fixed[n] + correction), count) for n, count in size_counts]
     lower, _ = _riemann_brackets(shifted)
     return float(lower[passing[0]])
+
+
+#: Gammas of one block bound (same l_cor), tried when the last single bound
+#: cleared the best by this margin (a block loses about its tau spread).
+_BLOCK = 8
+_BLOCK_MARGIN = 0.01
+#: A single bound that misses the best by less than this is redone on more
+#: nodes (its gap shrinks as 1 / nodes) before the selection and score.
+_FINE_MARGIN = 2e-3
+_FINE_NODES = 64
+#: The packed bound of a gamma pays for itself from this many distinct sizes
+#: (below, an exact selection and score cost about as much as the bound).
+_BOUND_MIN_DISTINCT = 24
+
+
+def _packed_riemann(groups, ks, center, spread, n_nodes):
+    """Right and left Riemann sums of ``M(ranks, k)`` on packed nodes, per k.
+
+    ``f_k(t) = P(#{clients <= t} <= k - 1)`` decreases in ``t``, so whatever
+    the nodes the right (left) sum is a lower (upper) bound on ``M = int_0^1
+    f_k``. The nodes are the quantiles of ``N(center, 2 spread^2)`` (with 0
+    and 1): for a normal-shaped drop of width ``spread`` they equalise the
+    terms ``dt df`` of the gap, which is then about ``5 spread / n_nodes``.
+    ``1e-12`` covers the rounding and the tails the product tree drops.
+    """
+    u = np.linspace(1e-6, 1.0 - 1e-6, n_nodes)  # +-6.7 spreads
+    t = center + math.sqrt(2.0) * spread * special.ndtri(u)
+    t = np.unique(np.r_[0.0, np.clip(t, 0.0, 1.0), 1.0])
+    f = _bound_cdf_ks(groups, np.asarray(ks, dtype=np.int64), t)
+    width = np.diff(t)
+    return f[:, 1:] @ width - 1e-12, f[:, :-1] @ width + 1e-12
+
+
+#: Up to this many clients the bound's count law runs the capped DP (on its
+#: ~20 nodes the product tree's FFTs cost more).
+_BOUND_DP_MAX_CLIENTS = 400
+
+
+def _bound_cdf_ks(groups, ks, t):
+    """``P(#{clients <= t} <= k - 1)`` for each k of ``ks`` (sorted), per node.
+
+    The count DP capped at the states the ks need (the clients below t up to
+    ``max(ks) - 1``, or those above t up to ``m - min(ks)``, whichever is
+    shorter), a client (or a block of equal clients) per step; the product
+    tree (:func:`_poisbin_cdf_ks`) for more clients. Rounding only: ~1e-16 m.
+    """
+    m_active = sum(c for _, c in groups)
+    if m_active > _BOUND_DP_MAX_CLIENTS:
+        return _poisbin_cdf_ks(groups, ks, t)
+    below, above = int(ks[-1]), m_active - int(ks[0]) + 1
+    flip = above < below
+    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)[:, None]
+    ls = np.array([r for (_, r), _ in groups], dtype=np.float64)[:, None]
+    if flip:  # P(client value > t)
+        probs = special.betainc(ns - ls + 1.0, ls, 1.0 - t[None, :])
+    else:
+        probs = special.betainc(ls, ns - ls + 1.0, t[None, :])
+    pmf = np.zeros((above if flip else below, t.shape[0]))
+    pmf[0] = 1.0
+    for p, (_, count) in zip(probs, groups, strict=True):
+        pmf = _add_clients(pmf, p, count)
+    cdf = np.cumsum(pmf, axis=0)
+    if flip:  # P(S <= k - 1) = 1 - P(F <= m - k)
+        return 1.0 - cdf[m_active - ks]
+    return np.minimum(cdf[ks - 1], 1.0)
+
+
+def _moments(groups, k, start, steps=6):
+    """Rough centre and spread of the k-th smallest client value (node placing).
+
+    The centre solves ``mu(t) = k - 1/2`` (``mu`` = expected count of the
+    clients below t; Newton steps from ``start``, kept inside a bracket);
+    the spread is the delta-method ``sqrt(Var S(t)) / mu'(t)`` there, and
+    ``1 / mu'(t)`` the step to the next value (returned third). Any
+    value is valid: it only decides where the Riemann nodes go.
+    """
+    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
+    ls = np.array([r for (_, r), _ in groups], dtype=np.float64)
+    cs = np.array([c for _, c in groups], dtype=np.float64)
+    log_beta = special.betaln(ls, ns - ls + 1.0)
+    lo, hi, t = 0.0, 1.0, min(max(start, 1e-6), 1.0 - 1e-6)
+    for _ in range(steps):
+        p = special.betainc(ls, ns - ls + 1.0, t)
+        density = float(
+            cs
+            @ np.exp((ls - 1.0) * math.log(t) + (ns - ls) * math.log1p(-t) - log_beta)
+        )
+        miss = k - 0.5 - float(cs @ p)
+        if abs(miss) < 1e-3:  # well within a spread: placed
+            break
+        lo, hi = (t, hi) if miss > 0 else (lo, t)
+        step = t + miss / density if density > 0 else -1.0
+        t = step if lo < step < hi else 0.5 * (lo + hi)
+    step = 1.0 / max(density, 1.0)
+    spread = math.sqrt(max(float(cs @ (p * (1.0 - p))), 0.25)) * step
+    return t, min(max(spread, 1e-5), 0.25), step
+
+
+def _packed_score_bound(size_counts, fixed, correction, tau, n_nodes=16, top=None):
+    """A lower bound on the score of one gamma; clients may turn to +inf.
+
+    The selection keeps the smallest ``k`` whose ``M(l, k)`` over its active
+    clients (``l_j <= n_j``) reaches ``tau - 1e-10`` (computed to ~1e-14);
+    ``M`` increases in ``k``, so a ``k`` whose upper Riemann sum is below
+    ``tau - 1e-10 - 1e-9`` is below the kept one, and the kept ``k`` is at
+    least ``kappa``, the next. The score is ``M`` over the clients with
+    ``l_j + l_cor <= n_j`` (the others send ``+inf``) at the kept ``k``, at
+    least ``M(l + l_cor, kappa)``, at least its lower Riemann sum. ``+inf``
+    when no ``k`` can pass or fewer than ``kappa`` clients stay finite (the
+    gamma is then skipped by the search anyway).
+
+    ``top``: the fixed ranks of a larger gamma of the same ``l_cor``; then
+    the bound holds for every gamma between (ranks ``fixed <= l <= top``,
+    ``tau`` the smallest target): ``M`` only grows with the ranks (a client
+    past ``n_j`` sends ``+inf``), so the kept ``k`` of such a gamma passes
+    ``M(top, k) >= M(l, k) >= tau - 1e-10`` and is at least the ``kappa``
+    certified on ``top``, and its score is at least ``M(fixed + l_cor,
+    kappa)``.
+    """
+    top = fixed if top is None else top
+    groups = [((n, top[n]), c) for n, c in size_counts if top[n] <= n]
+    m_sel = sum(c for _, c in groups)
+    if m_sel == 0:
+        return math.inf
+    threshold = tau - _FEASIBILITY_TOL - 1e-9
+    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
+    ls = np.array([r for (_, r), _ in groups], dtype=np.float64)
+    cs = np.array([c for _, c in groups], dtype=np.float64)
+    # The selection's own guess of its k, ceil(mu(tau) + 1/2) (exact on
+    # most profiles), lowered until U(kappa - 1) < threshold certifies it.
+    mean = float(special.betainc(ls, ns - ls + 1.0, tau) @ cs)
+    kappa = min(max(math.ceil(mean + 0.5), 1), m_sel)
+    # The guess and the ks below it, up to about two Riemann gaps lower (one
+    # set of nodes serves them all: they sit within a spread of each other).
+    center, spread, step = _moments(groups, kappa - 1, tau)
+    ks = np.arange(max(kappa - 1 - math.ceil(spread / 3.0 / step), 1), kappa)
+    if ks.size:  # else kappa == 1: nothing to certify
+        upper = _packed_riemann(groups, ks, center, spread, n_nodes)[1]
+        failing = np.flatnonzero(upper < threshold)  # a prefix: U grows in k
+        if failing.size == 0:
+            return -math.inf  # no cheap certificate: evaluate the gamma
+        kappa = int(ks[failing[-1]]) + 1
+    shifted = [
+        ((n, fixed[n] + correction), c)
+        for n, c in size_counts
+        if fixed[n] + correction <= n
+    ]
+    if sum(c for _, c in shifted) < kappa:
+        return math.inf
+    center, spread, _ = _moments(shifted, kappa, center)
+    return float(_packed_riemann(shifted, [kappa], center, spread, n_nodes)[0][0])
 
 
 @lru_cache(maxsize=64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 from scipy import special
@@ -334,21 +334,69 @@ class _TightBounds:
                 return value
             passes.append(self._compute(q, len(passes)))
 
+    def estimate(self, q, k):
+        """``LB(q, k)`` from the passes made at ``q`` (one at least): a guess.
+
+        Exact nodes: the bound itself. Composite rule: the last pass minus
+        the slack (the settled value when that pass agrees with the next, as
+        it nearly always does to ~1e-13). Never used to decide a midpoint,
+        only to aim the levels that will (see :func:`_replayed_bisection`).
+        """
+        passes = self._values.setdefault(q, [])
+        if not passes:
+            passes.append(self._compute(q, 0))
+        if self.exact:
+            return float(passes[0][k - 1])
+        return float(passes[-1][k - 1]) - _QUADRATURE_SLACK
+
 
 def _replayed_bisection(bounds, k, q_top, target):
-    """The level the old search's 30-step bisection on [1/2, q_top] returns.
+    """The level a 30-step bisection of ``LB(., k)`` on [1/2, q_top] returns.
 
     That bisection keeps ``hi`` with ``LB(hi, k) >= target`` and halves
     ``[lo, hi]`` 30 times. ``LB`` increases in ``q``, so a midpoint at or
     above a level known to pass passes, and one at or below a level known to
-    fail fails: the same midpoints are walked and decided, and a level is
-    only evaluated when no known one decides the current midpoint. The
-    known levels come from every earlier evaluation (all k at once) and from
-    Illinois steps (regula falsi with the stalled end's value halved), which
-    close in on the crossing in a few evaluations; a midpoint still inside
-    the bracket once it is narrower than 1e-13 is evaluated itself.
+    fail fails: the same midpoints are walked and decided, and levels are
+    only evaluated when no known one decides the current midpoint. Then the
+    crossing of ``LB(., k)`` is aimed at with cheap guesses (one pass of the
+    quadrature, :meth:`_TightBounds.estimate`, secant steps), the bisection
+    is walked ahead to the final cell ``[lo_f, hi_f]`` that crossing would
+    give, and the two ends are evaluated in full: when ``hi_f`` passes and
+    ``lo_f`` fails, every midpoint left is decided (none lies inside the
+    cell). A wrong aim only costs one more round (each evaluation narrows the
+    bracket of known levels); after three rounds the midpoint itself is
+    evaluated, as a plain bisection would. Every decision is that of a fully
+    evaluated level: the result is the plain bisection's, bit for bit.
     """
-    a, fa, b, fb = 0.5, bounds(0.5, k) - target, q_top, bounds(q_top, k) - target
+    if not _estimates_aim(bounds, q_top):
+        return _illinois_replay(bounds, k, q_top, target)
+    # LB(a, k) < target <= LB(b, k) (the caller checked the ends).
+    a, _, b, _ = _known_bracket(bounds, k, target, (0.5, None, q_top, None))
+    lo, hi = 0.5, q_top
+    for step in range(_TIGHT_LEVEL_STEPS):
+        mid = 0.5 * (lo + hi)
+        rounds = 0
+        while a < mid < b:
+            if rounds >= 3:
+                ends = (mid,)
+            else:
+                cell = partial(_final_cell, lo, hi, _TIGHT_LEVEL_STEPS - step)
+                ends = _aim(bounds, k, a, b, target, cell)
+            for q in ends:
+                if a < q < b:
+                    if bounds(q, k) >= target:
+                        b = q
+                    else:
+                        a = q
+            rounds += 1
+        lo, hi = (lo, mid) if mid >= b else (mid, hi)
+    return hi
+
+
+def _known_bracket(bounds, k, target, ends):
+    """``ends = (a, fa, b, fb)`` narrowed to the fully evaluated levels inside
+    ``(a, b)`` (``f = LB(., k) - target``: ``a`` fails, ``b`` passes)."""
+    a, fa, b, fb = ends
     for q in list(bounds._values):
         if a < q < b:
             value = bounds.known(q, k)
@@ -358,6 +406,28 @@ def _replayed_bisection(bounds, k, q_top, target):
                 b, fb = q, value - target
             else:
                 a, fa = q, value - target
+    return a, fa, b, fb
+
+
+def _estimates_aim(bounds, q_top):
+    """Whether one pass estimates ``LB`` well: exact nodes, or a level that
+    settled on its second pass (the composite rule converges at once)."""
+    if getattr(bounds, "exact", False):
+        return True
+    return len(bounds._values.get(q_top, ())) <= 2
+
+
+def _illinois_replay(bounds, k, q_top, target):
+    """The replay with Illinois steps on fully evaluated levels.
+
+    For engines whose levels need many passes of the composite rule (a
+    client of 10^9 rows): there a one-pass estimate is too coarse to aim.
+    Each Illinois step (regula falsi with the stalled end's value halved) is
+    a known level; a midpoint still inside the bracket once it is narrower
+    than 1e-13 is evaluated itself.
+    """
+    ends = (0.5, bounds(0.5, k) - target, q_top, bounds(q_top, k) - target)
+    a, fa, b, fb = _known_bracket(bounds, k, target, ends)
     lo, hi = 0.5, q_top
     side = 0
     for _ in range(_TIGHT_LEVEL_STEPS):
@@ -370,18 +440,93 @@ def _replayed_bisection(bounds, k, q_top, target):
                 if not a < x < b:
                     x = 0.5 * (a + b)
             fx = bounds(x, k) - target
-            if fx >= 0:
-                b, fb = x, fx
-                if side == 1:
-                    fa *= 0.5
-                side = 1
-            else:
-                a, fa = x, fx
-                if side == -1:
-                    fb *= 0.5
-                side = -1
+            a, fa, b, fb, side = _illinois_step(a, fa, b, fb, side, x, fx)
         lo, hi = (lo, mid) if mid >= b else (mid, hi)
     return hi
+
+
+def _final_cell(lo, hi, steps, x):
+    """The ends ``(hi_f, lo_f)`` of the bisection's cell if ``LB`` crossed at x."""
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if mid >= x else (mid, hi)
+    return hi, lo
+
+
+def _aim(bounds, k, a, b, target, cell, steps=8):
+    """The bisection's final cell at a guess of the crossing of ``LB(., k)``.
+
+    Illinois steps (regula falsi, the stalled end's value halved) on the
+    one-pass estimates in ``(a, b)``, from the levels already estimated
+    there, until two guesses in a row fall in the same ``cell``.
+    """
+    fa, fb = bounds.estimate(a, k) - target, bounds.estimate(b, k) - target
+    for q in list(bounds._values):
+        if a < q < b and bounds._values[q]:
+            fq = bounds.estimate(q, k) - target
+            if fq >= 0:
+                b, fb = q, fq
+            else:
+                a, fa = q, fq
+    side, previous = 0, None
+    x = b
+    for _ in range(steps):
+        if fb == fa:
+            break
+        x = b - fb * (b - a) / (fb - fa)
+        if not a < x < b:
+            x = 0.5 * (a + b)
+        guess = cell(x)
+        if guess == previous:
+            return guess
+        previous = guess
+        fx = bounds.estimate(x, k) - target
+        a, fa, b, fb, side = _illinois_step(a, fa, b, fb, side, x, fx)
+    return cell(x)
+
+
+def _illinois_step(a, fa, b, fb, side, x, fx):
+    """Move the bracket end on x's side to x; halve the stalled end's value
+    when the same side moves twice in a row (the Illinois rule)."""
+    if fx >= 0:
+        if side == 1:
+            fa *= 0.5
+        return a, fa, x, fx, 1
+    if side == -1:
+        fb *= 0.5
+    return x, fx, b, fb, -1
+
+
+def _tight_candidates(bounds, ks, target, shift=0):
+    """``(level, k + shift, LB)`` for each feasible ``k`` of ``ks`` (increasing).
+
+    The level is the smallest one with ``LB >= target`` to the bisection's
+    precision (:func:`_replayed_bisection`); it is non-increasing in ``k``, so
+    each bisection runs below the previous level.
+    """
+    candidates = []
+    q_hi = 1.0
+    for k in ks:
+        if bounds(q_hi, k) < target:
+            continue
+        if bounds(0.5, k) >= target:
+            hi = 0.5
+        else:
+            hi = _replayed_bisection(bounds, k, q_hi, target)
+        candidates.append((hi, k + shift, bounds(hi, k)))
+        q_hi = hi
+    return candidates
+
+
+def _best_simulated(groups, candidates, epsilon, n_bins, utility):
+    """``(expected, level, k, LB)`` of the candidate with the smallest
+    simulated coverage (:func:`_simulated_coverage`; ties: the first)."""
+    best = None
+    for q, k, value in candidates:
+        expected = _simulated_coverage(groups, q, k, epsilon, n_bins, utility)
+        if best is None or expected < best[0] - 1e-9:
+            best = (expected, q, k, value)
+    return best
 
 
 @lru_cache(maxsize=256)
@@ -403,18 +548,7 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
     groups = tuple(sorted(Counter(sizes).items()))
     target = 1.0 - alpha + _BOUND_MARGIN
     bounds = _TightBounds(groups, epsilon, n_bins, utility)
-
-    candidates = []
-    q_hi = 1.0
-    for k in range(1, m + 1):
-        if bounds(q_hi, k) < target:
-            continue
-        if bounds(0.5, k) >= target:
-            hi = 0.5
-        else:
-            hi = _replayed_bisection(bounds, k, q_hi, target)
-        candidates.append((hi, k, bounds(hi, k)))
-        q_hi = hi  # the smallest level is non-increasing in k
+    candidates = _tight_candidates(bounds, range(1, m + 1), target)
     if not candidates:
         plan = {
             "feasible": False,
@@ -430,13 +564,7 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
             "utility": utility,
         }
         return tuple(plan.items())
-    best: tuple[float, float, int, float] | None = None
-    for q, k, value in candidates:
-        expected = _simulated_coverage(groups, q, k, epsilon, n_bins, utility)
-        if best is None or expected < best[0] - 1e-9:
-            best = (expected, q, k, value)
-    assert best is not None  # candidates is not empty
-    _, q, k, value = best
+    _, q, k, value = _best_simulated(groups, candidates, epsilon, n_bins, utility)
     plan = {
         "feasible": True,
         "gamma": None,
