@@ -178,18 +178,18 @@ def _plan(session, nodes, public, min_group_size):
 def _requests(plan, public, base):
     """One request per node: the public plan and the node's position per round."""
     plans = {f"plan.{u}": sizes for u, sizes in enumerate(plan.sizes)}
+    # Each node's position in each round (-1: no rows there), in one pass over
+    # the rounds' member lists instead of a scan per node and round.
+    positions = np.full((len(plan.nodes), len(plan.members)), -1, dtype=np.int64)
+    for u, members in enumerate(plan.members):
+        positions[members, u] = np.arange(members.size)  # members: distinct
     requests = {}
     for i, node in enumerate(plan.nodes):
-        positions = np.full(len(plan.members), -1, dtype=np.int64)
-        for u, members in enumerate(plan.members):
-            where = np.flatnonzero(members == i)
-            if where.size:
-                positions[u] = where[0]
         requests[node] = {
             **base,
             "groups": public,
             "unit_of_group": plan.unit_of_group,
-            "positions": positions,
+            "positions": positions[i],
             **plans,
         }
     return requests
