@@ -113,7 +113,14 @@ CELLS = [
         (132, 345),
         (),
     ),
-    ("dp-central paper", "dp-central", {"epsilon": 1.0}, 100, (10, 1000), ()),
+    (
+        "dp-central paper",
+        "dp-central",
+        {"epsilon": 1.0, "rule": "paper"},
+        100,
+        (10, 1000),
+        (),
+    ),
     (
         "dp-central tight",
         "dp-central",
@@ -194,7 +201,14 @@ CELLS = [
         (1000, 1000),
         (10**9,),
     ),
-    ("dp-central paper", "dp-central", {"epsilon": 1.0}, 1000, (10, 1000), ()),
+    (
+        "dp-central paper",
+        "dp-central",
+        {"epsilon": 1.0, "rule": "paper"},
+        1000,
+        (10, 1000),
+        (),
+    ),
     (
         "dp-central tight",
         "dp-central",
