@@ -162,7 +162,8 @@ def _check_announced(sizes: NDArray[Any], name: str) -> None:
             client=j,
             field=name,
         )
-    total = int(sizes.sum(dtype=np.int64))  # <= max_clients * max_client_size
+    # An exact sum: a raised max_client_size must not let int64 wrap it.
+    total = sum(sizes.tolist())
     if total > limits["max_total_size"]:
         raise InvalidMessageError(
             f"{name} announces {total} rows in all, more than the public "

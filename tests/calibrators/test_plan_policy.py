@@ -117,3 +117,13 @@ def test_too_many_rows_in_all_is_refused(alias):
     with pytest.raises(InvalidMessageError, match="200000000 rows in all"):
         cal.plan(sizes, 0.1)
     assert get_config()["max_total_size"] == 10**8
+
+
+def test_the_total_is_summed_exactly_past_int64():
+    # Two clients of 2**62 rows sum to 2**63: an int64 sum wraps negative and
+    # let the federation past max_total_size when max_client_size is raised.
+    from skfedcp.calibrators._messages import check_client_sizes
+
+    with config_context(max_client_size=2**62, max_total_size=10**8):
+        with pytest.raises(InvalidMessageError, match="rows in all"):
+            check_client_sizes([2**62, 2**62])
