@@ -41,20 +41,19 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import Counter
 from functools import lru_cache
-from numbers import Integral
 
 import numpy as np
 from scipy import special
 
 from ...privacy import dp_qq_local_correction
+from ...utils._validation import check_int
 from .._qq._byzantine import max_byzantine, select_byzantine_ranks
 from .._qq._coverage import _FEASIBILITY_TOL
 from ._common import _describe
-from ._plan import GAMMA_GRID, _dpqq_auto_bins, _qq_score
+from ._plan import _TIE, GAMMA_GRID, _dpqq_auto_bins, _qq_score
 from ._tight import (
     _BOUND_MARGIN,
     _best_simulated,
@@ -67,8 +66,6 @@ __all__ = ["check_n_byzantine", "dpqq_byzantine_plan", "dpqq_max_byzantine"]
 
 # Largest number of honest size mixes the tight rule enumerates.
 _MAX_HONEST_MIXES = 64
-# Coverages within this tolerance are tied (the c = 0 search's _TIE).
-_TIE = 1e-10
 # Largest polynomial degree h n the equal-size coverage table integrates.
 _TABLE_MAX_DEGREE = 40_000
 
@@ -95,12 +92,8 @@ def _infeasible(sizes, alpha, epsilon, n_bins, c, rule):
 
 
 def check_n_byzantine(n_byzantine):
-    """``n_byzantine`` as an int ``>= 0`` (ValueError otherwise)."""
-    if isinstance(n_byzantine, bool) or not isinstance(n_byzantine, Integral):
-        raise ValueError(f"n_byzantine must be an int >= 0; got {n_byzantine!r}.")
-    if n_byzantine < 0:
-        raise ValueError(f"n_byzantine must be an int >= 0; got {n_byzantine!r}.")
-    return int(n_byzantine)
+    """``n_byzantine`` as an int ``>= 0`` (TypeError / ValueError otherwise)."""
+    return check_int(n_byzantine, "n_byzantine", low=0)
 
 
 def dpqq_byzantine_plan(sizes, alpha, epsilon, n_bins, gamma, rule, utility, c):
@@ -256,25 +249,65 @@ def _feasible_plan(chosen, *, gamma, correction, public):
     }
 
 
+class _TooManyMixes(ValueError):
+    """More honest size mixes than the tight rule enumerates."""
+
+
 def _honest_mixes(sizes, c):
-    """Every multiset of ``m - c`` sizes the federation can leave honest."""
+    """Every multiset of ``m - c`` sizes the federation can leave honest.
+
+    Their number is the coefficient of ``x^c`` in ``prod_g (1 + x + ... +
+    x^min(count_g, c))`` over the groups of equal sizes: it is counted first
+    (``O(groups c)``, capped), and past ``_MAX_HONEST_MIXES`` the plan is
+    refused before any enumeration. Otherwise only removals that can still
+    add up to ``c`` are followed, so the work is ``O(mixes x groups)``, never
+    the ``prod_g (min(count_g, c) + 1)`` of a plain product (2^m with ``m``
+    distinct sizes and ``c = 1``).
+    """
     groups = sorted(Counter(sizes).items())
-    options = [range(min(count, c) + 1) for _, count in groups]
-    mixes = []
-    for removed in itertools.product(*options):
-        if sum(removed) != c:
-            continue
-        mix = tuple(
-            (n, count - d) for (n, count), d in zip(groups, removed, strict=True)
+    caps = [min(count, c) for _, count in groups]
+    if _count_mixes(caps, c) > _MAX_HONEST_MIXES:
+        raise _TooManyMixes(
+            f"rule='tight' with n_byzantine={c} and unequal client sizes "
+            f"{_describe(sizes)}: more than {_MAX_HONEST_MIXES} honest size "
+            "mixes to check; use rule='paper' (a proved bound for any sizes)."
         )
-        mixes.append(tuple((n, k) for n, k in mix if k))
-        if len(mixes) > _MAX_HONEST_MIXES:
-            raise ValueError(
-                f"rule='tight' with n_byzantine={c} and unequal client sizes "
-                f"{_describe(sizes)}: more than {_MAX_HONEST_MIXES} honest size "
-                "mixes to check; use rule='paper' (a proved bound for any sizes)."
-            )
+    # room[g]: the most clients the groups g, g + 1, ... can lose together.
+    room = np.cumsum(caps[::-1])[::-1].tolist() + [0]
+    mixes = []
+
+    def walk(g, left, removed):
+        if g == len(groups):
+            mix = zip(groups, removed, strict=True)
+            mixes.append(tuple((n, count - d) for (n, count), d in mix if count > d))
+            return
+        for d in range(max(0, left - room[g + 1]), min(caps[g], left) + 1):
+            walk(g + 1, left - d, (*removed, d))
+
+    walk(0, c, ())
     return mixes
+
+
+def _count_mixes(caps, c):
+    """Coefficient of ``x^c`` in ``prod_g (1 + ... + x^caps[g])``, capped
+    just above ``_MAX_HONEST_MIXES`` (the caller only compares it).
+
+    With more than ``_MAX_HONEST_MIXES`` groups and ``1 <= c <`` groups,
+    removing one client from each of ``c`` distinct groups already gives
+    ``C(groups, c) >= groups`` mixes: no product is needed. Otherwise each
+    factor is a sliding-window sum (a cumulative sum) over ``c + 1``
+    coefficients; capping keeps them small and the answer exact up to the
+    cap (a capped term makes both the true and the capped sum exceed it).
+    """
+    if len(caps) > _MAX_HONEST_MIXES and 1 <= c < len(caps):
+        return _MAX_HONEST_MIXES + 1
+    ways = np.zeros(c + 1, dtype=np.int64)
+    ways[0] = 1
+    for cap in caps:
+        total = np.cumsum(ways)
+        total[cap + 1 :] -= total[: c - cap] if cap < c else 0
+        ways = np.minimum(total, _MAX_HONEST_MIXES + 1)
+    return int(ways[c])
 
 
 class _WorstBounds:
@@ -329,8 +362,11 @@ def dpqq_max_byzantine(sizes, alpha, plan):
     the largest ``c`` with ``(1 - gamma alpha) min_H M_H(l, k - c) >= 1 -
     alpha``, i.e. :func:`~skfedcp.calibrators.max_byzantine` of the
     uncorrected ranks at ``tau_gamma``. ``rule="tight"``: the largest ``c``
-    with ``min_H LB_H(q, k - c) >= 1 - alpha``. ``-1`` when the plan is not
-    certified even with honest clients. The bounds decrease in ``c``.
+    with ``min_H LB_H(q, k - c) >= 1 - alpha``; with unequal sizes the count
+    stops before the first ``c`` with more than ``_MAX_HONEST_MIXES`` honest
+    size mixes (the value returned is then certified, and a lower bound on
+    the tolerance). ``-1`` when the plan is not certified even with honest
+    clients. The bounds decrease in ``c``.
     """
     sizes = tuple(int(n) for n in sizes)
     k = int(plan["k"])
@@ -342,9 +378,12 @@ def dpqq_max_byzantine(sizes, alpha, plan):
     target = 1.0 - alpha - _FEASIBILITY_TOL
     best = -1
     for c in range(k):
-        bounds = _worst_bounds(
-            sizes, plan["epsilon"], plan["n_bins"], plan["utility"], c
-        )
+        try:
+            bounds = _worst_bounds(
+                sizes, plan["epsilon"], plan["n_bins"], plan["utility"], c
+            )
+        except _TooManyMixes:
+            break
         if bounds(q, k - c) < target:
             break
         best = c

@@ -13,6 +13,7 @@ from skfedcp.calibrators import (
     qq_coverage,
     qq_coverage_unequal,
 )
+from skfedcp.calibrators._dp import _byzantine as _byz
 from skfedcp.calibrators._dp._byzantine import _coverage_table
 from skfedcp.calibrators._dp._common import _edges
 from skfedcp.calibrators._dp._laws import _client_pmf, _kth_smallest_law
@@ -246,9 +247,9 @@ def test_invalid_n_byzantine():
     sizes = [30] * 10
     with pytest.raises(ValueError, match="below half"):
         _cal(epsilon=20.0, n_bins=20, n_byzantine=5).plan(sizes, 0.2)
-    with pytest.raises(ValueError, match="int >= 0"):
+    with pytest.raises(ValueError, match="n_byzantine must be"):
         _cal(n_byzantine=-1).plan(sizes, 0.2)
-    with pytest.raises(ValueError, match="int >= 0"):
+    with pytest.raises(TypeError, match="n_byzantine must be an integer"):
         _cal(n_byzantine=1.5).plan(sizes, 0.2)
     with pytest.raises(ValueError, match="no dp-qq plan"):
         _cal(epsilon=0.5, n_byzantine=2).plan(sizes, 0.1)
@@ -259,3 +260,45 @@ def test_invalid_n_byzantine():
         _cal(epsilon=20.0, n_byzantine=5).fit(
             np.zeros(300) + 0.5, ids, alpha=0.2, random_state=0
         )
+
+
+def _brute_mixes(sizes, c):
+    groups = sorted(Counter(sizes).items())
+    mixes = []
+    for removed in itertools.product(*[range(min(n, c) + 1) for _, n in groups]):
+        if sum(removed) == c:
+            mix = zip(groups, removed, strict=True)
+            mixes.append(tuple((s, n - d) for (s, n), d in mix if n > d))
+    return mixes
+
+
+def test_honest_mixes_match_enumeration():
+    """The pruned walk lists exactly the product's mixes, each once, and
+    refuses exactly when there are more than ``_MAX_HONEST_MIXES``."""
+    rng = np.random.default_rng(0)
+    refused = 0
+    for _ in range(300):
+        m = int(rng.integers(2, 16))
+        c = int(rng.integers(1, (m + 1) // 2 + 1))
+        sizes = rng.choice([5, 7, 9, 11, 13, 15, 17], size=m).tolist()
+        want = _brute_mixes(sizes, c)
+        if len(want) > _byz._MAX_HONEST_MIXES:
+            refused += 1
+            with pytest.raises(ValueError, match="honest size mixes"):
+                _byz._honest_mixes(sizes, c)
+            continue
+        got = _byz._honest_mixes(sizes, c)
+        assert sorted(got) == sorted(want)
+        assert len(set(got)) == len(got)
+    assert refused > 0  # the refusal branch was exercised
+
+
+def test_honest_mixes_distinct_sizes_stay_cheap():
+    """m distinct sizes with c = 1 have m mixes: the product over the groups
+    (2^m steps, 46 s for 26 sizes) is never walked. 200 distinct sizes are
+    refused at once, 40 are listed (one mix per removed size)."""
+    with pytest.raises(ValueError, match="honest size mixes"):
+        _byz._honest_mixes(list(range(200, 400)), 1)
+    mixes = _byz._honest_mixes(list(range(200, 240)), 1)
+    assert len(mixes) == 40
+    assert all(sum(n for _, n in mix) == 39 for mix in mixes)
