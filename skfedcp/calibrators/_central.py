@@ -101,7 +101,7 @@ class CentralCalibrator(_PlanFreeCalibrator):
         return {"n": scores.shape[0], "scores": scores}
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
-        return client_share_problems(sizes, self.max_client_share)
+        return client_share_problems(sizes, self.max_client_share, valid=valid)
 
     def _aggregate(self, received, *, alpha, random_state):
         """Pool the scores and return their conformal quantile."""

@@ -175,36 +175,63 @@ def _check_announced(sizes: NDArray[Any], name: str) -> None:
 
 
 def client_share_problems(
-    sizes: NDArray[np.int64], max_client_share: float | None, *, unit: str = "rows"
+    sizes: NDArray[np.int64],
+    max_client_share: float | None,
+    *,
+    unit: str = "rows",
+    valid: NDArray[np.bool_] | None = None,
 ) -> list[Problem]:
     """The clients announcing more than ``max_client_share`` of the pooled total.
 
     ``max_client_share`` is a public cap on one client's influence where
-    sizes weigh (central and dp-central pool rows, LDP-S users): a client
-    whose announced size ``n_j`` exceeds ``max_client_share * N`` (``N``: the
-    total every client announced, ``n_j`` included) is invalid, field
-    ``"n"``. With the cap ``s``, ``c`` dishonest clients hold at most
-    ``c * s * N`` of the pooled rows whatever they announce. None: no cap.
+    sizes weigh (central and dp-central pool rows, LDP-S users): a client is
+    invalid, field ``"n"``, when its announced size ``n_j`` exceeds
+    ``max_client_share * N``, ``N`` the total of the clients that are kept
+    (``n_j`` included). Leaving a client out lowers ``N``, so the rule is
+    applied until it holds: the largest client is left out while it is above
+    the cap of what remains (a client above the cap stays above it when a
+    larger one leaves). With the cap ``s``, ``c`` dishonest clients then
+    hold at most ``c * s * N`` of the rows actually pooled, whatever they
+    announce: one announcing a huge size cannot lift ``N`` for another and
+    then be dropped itself. Clients marked False in ``valid`` (already
+    invalid) are not counted. None: no cap.
 
     Examples
     --------
     >>> problem = client_share_problems(np.array([10, 10, 100]), 0.5)[0]
     >>> problem.index, problem.field, problem.reason[:43]
     (2, 'n', 'announces 100 rows, 0.833 of the pooled 120')
+    >>> [p.index for p in client_share_problems(np.array([10, 10, 60, 100]), 0.5)]
+    [2, 3]
     """
     if max_client_share is None or sizes.shape[0] == 0:
         return []
-    total = float(sizes.sum())
-    over = np.flatnonzero(sizes > max_client_share * total)
+    live = np.arange(sizes.shape[0]) if valid is None else np.flatnonzero(valid)
+    if live.size == 0:
+        return []
+    # Largest first; R_i = what remains when the i largest are left out. The
+    # largest is left out while it is above the cap of what remains: the
+    # first i with size_(i) <= s R_i stops it (exact integer sums).
+    if float(sizes[live].max()) <= max_client_share * float(sizes[live].sum()):
+        return []  # the common case, one pass (float: no int64 overflow)
+    order = live[np.argsort(-sizes[live], kind="stable")]
+    ordered = sizes[order]
+    # R_i exactly: int64 while the total stays below 2^53 (exact as floats
+    # too), Python integers beyond (announced sizes may be up to 2^62 each).
+    exact = int(ordered[0]) * ordered.shape[0] < 2**53
+    remaining = np.cumsum(ordered[::-1], dtype=np.int64 if exact else object)[::-1]
+    within = ordered <= max_client_share * remaining
+    stop = int(np.argmax(within)) if within.any() else ordered.shape[0]
     return [
         Problem(
             int(j),
             "n",
-            f"announces {int(sizes[j])} {unit}, {sizes[j] / total:.3g} of the "
-            f"pooled {int(total)}, above max_client_share={max_client_share:g} "
-            "(a public cap on one client's influence)",
+            f"announces {int(ordered[i])} {unit}, {ordered[i] / remaining[i]:.3g} of "
+            f"the pooled {int(remaining[i])}, above "
+            f"max_client_share={max_client_share:g} (a public cap on one "
+            "client's influence)",
         )
-        for j in over
+        for i, j in sorted(enumerate(order[:stop].tolist()), key=lambda x: x[1])
     ]
 
 

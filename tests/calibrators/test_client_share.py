@@ -229,3 +229,54 @@ def test_share_problems_and_parameter_range():
     for bad in (0, 1.5, -0.1):
         with pytest.raises(ValueError, match="max_client_share"):
             CentralCalibrator(max_client_share=bad).fit(np.arange(20.0), alpha=0.1)
+
+
+# --------------------------------------------------------------------------
+# The cap holds for the rows actually pooled (a client left out lowers N)
+
+
+def test_share_cap_applies_until_it_holds():
+    """Sizes [10, 10, 100, 60] with a cap of 1/2: 100 is above half of 180;
+    without it, 60 is above half of the 80 left. Both are left out (checked
+    against the one-by-one rule), and the survivors satisfy the cap."""
+    sizes = np.array([10, 10, 100, 60])
+    flagged = [p.index for p in client_share_problems(sizes, 0.5)]
+    assert flagged == [2, 3]
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        sizes = rng.integers(1, 200, size=int(rng.integers(1, 12)))
+        cap = float(rng.uniform(0.05, 1.0))
+        keep = np.ones(sizes.shape[0], dtype=bool)
+        while keep.any():  # drop every client above the cap, then recheck
+            over = keep & (sizes > cap * sizes[keep].sum())
+            if not over.any():
+                break
+            keep &= ~over
+        flagged = {p.index for p in client_share_problems(sizes, cap)}
+        assert flagged == set(np.flatnonzero(~keep).tolist())
+
+
+@pytest.mark.parametrize("cls", [CentralCalibrator, PrivateCentralCalibrator])
+def test_excluded_client_cannot_lift_the_total_for_another(cls):
+    """The review's case: a client announcing a huge size lifted N so that a
+    second one (0.75 of the rows actually pooled) passed, then was dropped
+    itself; now both are left out and the fit pools the honest rows only."""
+    rng = np.random.default_rng(3)
+    sizes = [10, 10, 100, 60]
+    scores = [rng.uniform(size=n) for n in sizes]
+    cal = cls(max_client_share=0.5)
+    if cls is PrivateCentralCalibrator:
+        cal.set_params(epsilon=50.0, score_bounds=(0.0, 1.0), n_bins=20)
+    messages = [
+        cal.client_step(s, alpha=ALPHA, n_per_client=sizes, random_state=j)
+        for j, s in enumerate(scores)
+    ]
+    with pytest.warns(InvalidMessageWarning, match="2 client"):
+        cal.fit_from_messages(
+            messages,
+            n_per_client=sizes,
+            alpha=ALPHA,
+            on_invalid="exclude",
+            random_state=0,
+        )
+    assert cal.n_clients_ == 2

@@ -203,20 +203,31 @@ class PrivateCentralCalibrator(_DPMixin, _PlanFreeCalibrator):
         return {"n": scores.shape[0], "scores": scores}
 
     def _check_messages(self, stacked, *, sizes, plan, alpha, valid):
-        shares = client_share_problems(sizes, self.max_client_share)
-        return shares + self._bound_problems(stacked, plan, valid)
+        bounds = self._bound_problems(stacked, plan, valid)
+        kept = valid.copy()
+        kept[[p.index for p in bounds]] = False  # not counted in the total
+        return client_share_problems(sizes, self.max_client_share, valid=kept) + bounds
+
+    def _check_pooled(self, stacked, pooled, *, sizes, plan, alpha):
+        """The trusted path: the bounds checked on the pooled rows in one pass
+        (they were clipped by each client step, so this only guards against a
+        caller's mistake); per client, naming it, only if that pass fails."""
+        low, high = plan["score_bounds"]
+        scores = pooled["scores"]
+        if scores.size == 0 or (scores.min() >= low and scores.max() <= high):
+            return client_share_problems(sizes, self.max_client_share)
+        return super()._check_pooled(
+            stacked, pooled, sizes=sizes, plan=plan, alpha=alpha
+        )
 
     @staticmethod
     def _bound_problems(stacked, plan, valid):
         low, high = plan["score_bounds"]
         column = stacked["scores"][valid]
         if column.dtype != object:  # equal sizes, stacked (n_clients, size)
-            pooled = column.ravel()
-        else:
-            rows = [np.asarray(s).ravel() for s in column]
-            pooled = np.concatenate(rows) if rows else np.empty(0)
-        if pooled.size == 0 or (pooled.min() >= low and pooled.max() <= high):
-            return []  # one vectorised pass in the common case
+            if column.size == 0 or (column.min() >= low and column.max() <= high):
+                return []  # one vectorised pass in the common case
+        # Unequal sizes: per client (no copy of the N pooled scores).
         problems = []
         for j in np.flatnonzero(valid):
             scores = stacked["scores"][j]
