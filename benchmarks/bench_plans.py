@@ -243,11 +243,24 @@ CELLS = [
     ("QQ paper, many clients", "qq", {}, 10**4, (10, 1000), ()),
     ("QQ paper, many clients", "qq", {}, 10**5, (10, 1000), ()),
 ]
-QUICK = {0, 1, 3, 6, 7, 8, 12, 14, 17, 18, 19}
+#: ``--quick``: these (label, clients) cells, and every cell of QUICK_LABELS
+#: (by name, so that inserting a cell never changes what the quick run times).
+QUICK = {
+    ("QQ A.1 (fixed)", 10),
+    ("QQ A.1 (fixed)", 100),
+    ("QQ auto", 10),
+    ("QQ A.1, 7 x 10^3 + one 10^12 (*)", 7),
+    ("QQ A.1, 7 x 10^3 + one 10^3", 7),
+    ("dp-qq paper", 8),
+    ("dp-qq tight, quantile", 8),
+    ("dp-qq tight, rank", 8),
+    ("dp-central paper", 100),
+    ("dp-central tight", 100),
+    ("QQ A.1, 7 x 10^3 + one 10^9 (*)", 7),
+}
+QUICK_LABELS = {"QQ paper (default)", "QQ grouped, 10 groups (paper)"}
 #: ``--dp``: every private (dp-qq, dp-central) cell.
 DP = {i for i, cell in enumerate(CELLS) if cell[1].startswith("dp-")}
-#: Cells in the quick run by label (appended cells, whatever their index).
-QUICK_LABELS = {"QQ paper (default)", "QQ grouped, 10 groups (paper)"}
 
 
 def _sizes(n_clients, size_range, extra, seed):
@@ -358,9 +371,9 @@ def main(argv=None):
     head = f"{'plan':42s} {'clients':>8s} {'sizes':>12s} {'time':>10s}"
     print(f"{head} {'cpu':>10s}  outcome")
     for index, (label, alias, params, clients, size_range, extra) in enumerate(CELLS):
-        if (args.quick and index not in QUICK and label not in QUICK_LABELS) or (
-            args.dp and index not in DP
-        ):
+        if (
+            args.quick and (label, clients) not in QUICK and label not in QUICK_LABELS
+        ) or (args.dp and index not in DP):
             continue
         spec = {
             "alias": alias,
