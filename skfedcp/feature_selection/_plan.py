@@ -20,12 +20,11 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._config import get_config
+from .._config import _check_policy_int, get_config
 from ..exceptions import InvalidMessageError, InvalidMessageWarning
 from ..federated._fixed_point import FixedPointPlan
 from ..utils._warnings import warn_user
 from ._ranges import _marginals_bound, _marginals_plan, _pow2_ceil
-from ._sketch import _check_positive_int
 
 __all__ = [
     "Chi2RoundOnePlan",
@@ -156,13 +155,8 @@ def chi2_server_plan(
     policy = get_config()
     n_classes = _check_policy_int(n_classes, "n_classes", policy["max_classes"])
     n_features = _check_policy_int(n_features, "n_features", policy["max_features"])
-    max_client_size = _check_positive_int(
-        policy["max_client_size"] if max_client_size is None else max_client_size,
-        "max_client_size",
-    )
-    max_clients = _check_positive_int(
-        policy["max_clients"] if max_clients is None else max_clients, "max_clients"
-    )
+    max_client_size = _check_policy_int(max_client_size, "max_client_size")
+    max_clients = _check_policy_int(max_clients, "max_clients")
     if on_invalid not in ("raise", "exclude"):
         raise ValueError(
             f'on_invalid must be "raise" or "exclude"; got {on_invalid!r}.'
@@ -224,17 +218,6 @@ def chi2_server_plan(
         labels[np.flatnonzero(bad)],
         sum(size[kept].tolist()),  # exact: int64 could wrap at raised limits
     )
-
-
-def _check_policy_int(value, name, limit):
-    """A positive int parameter of the round, at most the policy's limit."""
-    value = _check_positive_int(value, name)
-    if value > limit:
-        raise ValueError(
-            f"{name}={value} is above the plan policy's max_{name[2:]}={limit} "
-            "(raise it with skfedcp.config_context for a larger round)."
-        )
-    return value
 
 
 def _check_max_value(max_value, n_features):

@@ -251,6 +251,40 @@ def test_plan_parameters_are_checked():
         chi2_server_plan([1], [np.ones(2)], n_classes=2, n_features=None)
 
 
+def test_round_parameters_share_the_plan_policy_check():
+    # One check of a round's ints against the plan policy (skfedcp._config),
+    # for FED-chi2's public shape and for a server's own bounds.
+    from skfedcp import _config, config_context
+    from skfedcp.feature_selection import _plan
+
+    check = _config._check_policy_int
+    assert _plan._check_policy_int is check
+    with config_context(max_clients=7, max_features=3):
+        assert check(None, "max_clients") == 7  # None: the policy's own limit
+        assert check(9, "max_clients") == 9  # a server's explicit bound
+        assert check(3, "n_features", 3) == 3
+        with pytest.raises(ValueError, match="above the plan policy's max_features=3"):
+            check(4, "n_features", 3)
+        with pytest.raises(ValueError, match="max_features=3"):
+            chi2_server_plan([1], [np.ones(4)], n_classes=2, n_features=4)
+        result = chi2_server_plan([1] * 7, [np.ones(2)] * 7, n_classes=2, n_features=2)
+        assert result.kept.size == 7
+        with pytest.raises(InvalidMessageError, match="max_clients=7"):
+            chi2_server_plan([1] * 8, [np.ones(2)] * 8, n_classes=2, n_features=2)
+    for value, error, match in [
+        (None, TypeError, "n_features must be an int >= 1; got None"),
+        (True, TypeError, "n_features must be an int >= 1"),
+        (2.0, TypeError, "n_features must be an int >= 1"),
+        (0, ValueError, "n_features must be >= 1; got 0"),
+    ]:
+        with pytest.raises(error, match=match):
+            check(value, "n_features", 10)
+    with pytest.raises(ValueError, match="max_client_size must be >= 1"):
+        chi2_server_plan(
+            [1], [np.ones(2)], n_classes=2, n_features=2, max_client_size=0
+        )
+
+
 def test_plan_matches_the_simulation_for_honest_clients():
     # The plan's feature bounds are the simulation's; the round-one totals
     # decode to the same marginals.
