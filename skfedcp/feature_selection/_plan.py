@@ -132,13 +132,16 @@ def chi2_server_plan(
     Notes
     -----
     A client is invalid when its size is not an integer in ``[0,
-    max_client_size]``, or its bounds are not ``n_features`` finite
-    non-negative numbers, exceed ``max_value`` times its size (rounded up to
-    a power of two), or are so large that the totals of the announced
-    clients could wrap around the 64-bit ring. Within these bounds a
-    dishonest client still chooses its own numbers: the plan bounds how
-    far, not whether, it can move the marginals (see the threat model in
-    the user guide).
+    max_client_size]`` (a bool, a float or an array is not one), or its
+    bounds are not ``n_features`` finite non-negative real numbers (what
+    :func:`numpy.asarray` makes a bool, int or float array: not strings nor
+    complex numbers), exceed ``max_value`` times its size (rounded up to a
+    power of two), or are so large that the totals of the announced clients
+    could wrap around the 64-bit ring. No other client's announcement
+    changes whether one is valid (only their number does, through the
+    ring). Within these bounds a dishonest client still chooses its own
+    numbers: the plan bounds how far, not whether, it can move the
+    marginals (see the threat model in the user guide).
 
     Examples
     --------
