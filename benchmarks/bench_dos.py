@@ -1,14 +1,11 @@
 """Denial of service by announcement: server time and peak memory per strategy.
 
-What a client announces before a round (its size, its presence) used to be
-trusted: one client announcing ``n = 10**8`` made the QQ server spend 7.9 s
-and 1.3 GB, ``n = 10**12`` tried to allocate 1 TiB, ``2**62`` looped for
-minutes; LDP-S's ``server_init`` took 15 s and 1.8 GB at ``10**8``; QQ with
-``10**4`` distinct sizes took 20 s (issue 22). Each cell here runs the
-server's first step on the announcements, in a fresh Python process
-(imports done before the clock starts), and reports its wall time, its peak
-traced memory (``tracemalloc``: Python and NumPy allocations) and whether
-it planned or refused:
+What a client announces before a round (its size, its presence) is checked
+against the public plan policy before the server does any work that grows
+with it. Each cell here runs the server's first step on the announcements,
+in a fresh Python process (imports done before the clock starts), and
+reports its wall time, its peak traced memory (``tracemalloc``: Python and
+NumPy allocations) and whether it planned or refused:
 
 * calibrators (central, qq, avg, dp-central, dp-qq, ldp-l): ``plan(sizes,
   alpha)``, the public plan every server path computes before reading a
@@ -19,14 +16,16 @@ it planned or refused:
 * clients: 10, ``10**4`` or ``10**5`` clients of distinct sizes (100, 101,
   ...), under the default plan policy (``max_clients = 10**5``); for qq
   also ``10**4`` and ``10**5`` clients of 10-1,000 rows (random sizes), the
-  largest federations the default ``max_total_size = 10**8`` admits;
+  largest federations the default ``max_total_size = 10**8`` admits; for
+  FED-chi2 also ``10**4`` and ``10**5`` clients of which the last announces
+  a NaN bound (left out of the round, ``on_invalid="exclude"``: what one
+  invalid client costs the server);
 * ``ldp-s s=0.5``: LDP-S with ``max_client_share=0.5``, which refuses one
   client claiming most of the users. LDP-S's group assignment is held as
   counts per (client, group) and a public key (``O(m T)``), so its cost
   does not grow with the announced users; for ldp-s also one client
   announcing ``9 x 10**7`` (the largest the default ``max_total_size``
-  admits beside nine clients of 1,000; it took 6.5 s and 1.6 GB when the
-  assignment was one entry per user) and ``10**4`` / ``10**5`` clients of
+  admits beside nine clients of 1,000) and ``10**4`` / ``10**5`` clients of
   10-1,000 users.
 
 A refusal (the plan policy's ``max_client_size = 10**9``) is an
@@ -101,6 +100,10 @@ def run_cell(spec):
     name, params = STRATEGIES[spec["strategy"]]
     if name == "FED-chi2":
         bounds = np.ones((sizes.shape[0], N_FEATURES))
+        on_invalid = "raise"  # a refusal, as above
+        if spec["kind"] == "invalid":  # the last client's bound is NaN: left out
+            bounds[-1, 0] = np.nan
+            on_invalid = "exclude"
 
         def step():
             chi2_server_plan(
@@ -109,6 +112,7 @@ def run_cell(spec):
                 n_classes=3,
                 n_features=N_FEATURES,
                 integer_x=True,
+                on_invalid=on_invalid,
             )
 
     else:
@@ -187,13 +191,17 @@ def main(argv=None):
         cells += [("clients", label, value) for label, value in clients]
         if name == "qq" or name.startswith("ldp-s"):  # the most clients admitted
             cells += [("mixed", label, value) for label, value in MIXED]
+        if name == "FED-chi2":  # one invalid announcement among many
+            cells += [("invalid", label, value) for label, value in clients[1:]]
         for kind, label, value in cells:
             spec = {"strategy": name, "kind": kind, "value": value}
             result = _child(spec, args.budget)
             shown, outcome = _shown(result, args.budget)
-            what = {"n": f"n = {label}", "clients": f"{label} clients"}.get(
-                kind, f"{label} x 10-1,000"
-            )
+            what = {
+                "n": f"n = {label}",
+                "clients": f"{label} clients",
+                "invalid": f"{label}, 1 invalid",
+            }.get(kind, f"{label} x 10-1,000")
             print(f"{name:12s} {what:>16s} {shown}  {outcome}", flush=True)
             rows.append({**spec, "label": label, "result": result})
     path = _common.save_record("bench_dos", {"cells": rows, "budget": args.budget})

@@ -136,3 +136,37 @@ def _check_limit(name: str, value: Any) -> int:
     if not 1 <= limit <= _CEILING:
         raise ValueError(f"{name} must be in [1, 2**62]; got {value!r}.")
     return limit
+
+
+def _check_policy_int(value: Any, name: str, limit: int | None = None) -> int:
+    """A positive int of a round, checked against the plan policy.
+
+    Parameters
+    ----------
+    value : int or None
+        The number. None, when ``name`` is one of the plan policy's limits
+        (a server's bound such as ``max_clients``, which it may also pass
+        explicitly), stands for the limit in force.
+    name : str
+        Its name, in the messages: ``n_<what>`` when ``limit`` is given,
+        whose limit is the policy's ``max_<what>``.
+    limit : int, optional
+        The policy's limit on it (``get_config()["max_features"]`` for
+        ``n_features``): a larger value is refused.
+
+    Returns
+    -------
+    value : int
+    """
+    if value is None and name in _DEFAULTS:
+        return _current()[name]
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int >= 1; got {value!r}.")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1; got {value}.")
+    if limit is not None and value > limit:
+        raise ValueError(
+            f"{name}={value} is above the plan policy's max_{name[2:]}={limit} "
+            "(raise it with skfedcp.config_context for a larger round)."
+        )
+    return int(value)

@@ -1,5 +1,7 @@
 """The fit / predict skeleton shared by the conformal wrappers (skfedcp.base)."""
 
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -183,8 +185,19 @@ class TestAtomicFit:
         assert _fitted_state(reg) == {}
         assert not hasattr(reg, "_fit_X_scanned")
         reg.set_params(calibrator="central").fit(X, y, client_ids=IDS)
-        assert reg._fit_X_scanned  # private fit state, installed with the fit
+        assert not hasattr(reg, "_fit_X_scanned")  # fit scratch: only fit reads it
         assert not hasattr(reg, "_cal_groups")  # fit scratch, not kept (nor pickled)
+
+    @pytest.mark.parametrize("case", range(3))
+    def test_a_fit_keeps_only_parameters_and_fitted_attributes(self, case):
+        # Nothing private outlives fit on the wrapper, nor goes into its pickle.
+        est, X, y = _wrappers()[case]
+        est.fit(X, y, client_ids=IDS)
+        params = set(est.get_params(deep=False))
+        extra = {k for k in vars(est) if k not in params and not k.endswith("_")}
+        assert extra == set()
+        copy = pickle.loads(pickle.dumps(est))
+        assert vars(copy).keys() == vars(est).keys()
 
     def test_refit_starts_from_scratch(self):
         X, y = _regression_data()

@@ -219,9 +219,6 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     _trained = "the estimator"
     #: Whether ``group_by="class"`` (the candidate label's group) is accepted.
     _groups_by_class = False
-    #: Private attributes that belong to a fit (see ``atomic_fit``).
-    _private_fit_state = frozenset({"_fit_X_scanned"})
-
     # -- hooks (see the class docstring) ------------------------------------
 
     def _default_estimator(self):
@@ -322,7 +319,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         self._alpha_levels()
         self._check_params()
         check_group_by(self)
-        X_use, y, client_ids = self._validate_fit_data(X, y, client_ids)
+        X_use, y, client_ids, scanned = self._validate_fit_data(X, y, client_ids)
         fit_params = _check_fit_params(fit_params, y.shape[0])
         calibrator_seed, streams = self._fit_randomness()
         score = self._resolve_score()
@@ -361,7 +358,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         self._cal_groups = calibration_groups(self, X_cal, y_cal)
         self._calibrate(
             score,
-            self._predict_checked(self._model_output, X_cal),
+            self._predict_checked(self._model_output, X_cal, scanned=scanned),
             X_cal,
             y_cal,
             self._rows(client_ids, cal_idx),
@@ -521,13 +518,15 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
     def _validate_fit_data(self, X, y, client_ids):
         """Validate ``X``, ``y`` and ``client_ids`` at fit time (sets n_features_in_).
 
-        Returns ``(X_use, y, client_ids)``. ``X_use`` is what the inner models
-        receive: a DataFrame as the user passed it (columns kept), the validated
-        array otherwise (also when a frozen pipeline takes mixed-type frames).
-        Sparse and NaN input follow the inner model's tags. ``X`` is scanned
-        once, here; ``X_use`` is never copied beyond what ``validate_data``
-        needs (none for a numeric array), and :meth:`_predict_checked` spares
-        the model a second scan of the same values.
+        Returns ``(X_use, y, client_ids, scanned)``. ``X_use`` is what the
+        inner models receive: a DataFrame as the user passed it (columns
+        kept), the validated array otherwise (also when a frozen pipeline
+        takes mixed-type frames). Sparse and NaN input follow the inner
+        model's tags. ``X`` is scanned once, here (``scanned``: its values
+        were, numeric ones); ``X_use`` is never copied beyond what
+        ``validate_data`` needs (none for a numeric array), and
+        :meth:`_predict_checked` spares the model a second scan of the same
+        values.
         """
         y_numeric = self._y_numeric
         _check_y_matches_X(X, y, y_numeric=y_numeric)
@@ -546,7 +545,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
             )
         # Numeric values were scanned above (finite, or finite-or-NaN when the
         # model takes NaN); object arrays were not (see _predict_checked).
-        self._fit_X_scanned = X_checked.dtype.kind in "biuf"
+        scanned = X_checked.dtype.kind in "biuf"
         # The inner models receive a DataFrame as passed (columns and their
         # dtypes kept: object, category, string), and a non-numeric array
         # unconverted (frozen pipelines may take mixed data).
@@ -562,7 +561,7 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
                 SingleClientWarning,
             )
         client_ids = self._check_client_ids(client_ids, y.shape[0])
-        return X_use, self._check_y(y), client_ids
+        return X_use, self._check_y(y), client_ids, scanned
 
     def _validate_plain(self, X, y, *, allow_nan):
         """``validate_data(self, X, y, dtype=None)`` for a 2-D float and a 1-D array.
@@ -588,17 +587,19 @@ class BaseFedConformal(ParamNamesCacheMixin, MetaEstimatorMixin, BaseEstimator):
         """Rows ``idx`` of an array-like; ``idx=None`` is every row, ``X`` itself."""
         return X if idx is None else _safe_indexing(X, idx)
 
-    def _predict_checked(self, method, X):
+    @staticmethod
+    def _predict_checked(method, X, *, scanned):
         """``method(X)`` on fit's validated ``X``, without a second finiteness scan.
 
-        ``_validate_fit_data`` has already scanned these values (finite, or
-        finite-or-NaN when the model takes NaN), so the model's own scan is
-        skipped with scikit-learn's ``assume_finite``: each check is done once.
+        When ``_validate_fit_data`` has already scanned these values (finite,
+        or finite-or-NaN when the model takes NaN: ``scanned``), the model's
+        own scan is skipped with scikit-learn's ``assume_finite``: each check
+        is done once.
         Values a frozen pipeline computes from ``X`` are not scanned either;
         a non-finite prediction is still refused by the calibrator's check of
         the scores.
         """
-        if not getattr(self, "_fit_X_scanned", False):
+        if not scanned:
             return method(X)
         with config_context(assume_finite=True):
             return method(X)

@@ -20,12 +20,11 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._config import get_config
+from .._config import _check_policy_int, get_config
 from ..exceptions import InvalidMessageError, InvalidMessageWarning
 from ..federated._fixed_point import FixedPointPlan
 from ..utils._warnings import warn_user
 from ._ranges import _marginals_bound, _marginals_plan, _pow2_ceil
-from ._sketch import _check_positive_int
 
 __all__ = [
     "Chi2RoundOnePlan",
@@ -133,13 +132,16 @@ def chi2_server_plan(
     Notes
     -----
     A client is invalid when its size is not an integer in ``[0,
-    max_client_size]``, or its bounds are not ``n_features`` finite
-    non-negative numbers, exceed ``max_value`` times its size (rounded up to
-    a power of two), or are so large that the totals of the announced
-    clients could wrap around the 64-bit ring. Within these bounds a
-    dishonest client still chooses its own numbers: the plan bounds how
-    far, not whether, it can move the marginals (see the threat model in
-    the user guide).
+    max_client_size]`` (a bool, a float or an array is not one), or its
+    bounds are not ``n_features`` finite non-negative real numbers (what
+    :func:`numpy.asarray` makes a bool, int or float array: not strings nor
+    complex numbers), exceed ``max_value`` times its size (rounded up to a
+    power of two), or are so large that the totals of the announced clients
+    could wrap around the 64-bit ring. No other client's announcement
+    changes whether one is valid (only their number does, through the
+    ring). Within these bounds a dishonest client still chooses its own
+    numbers: the plan bounds how far, not whether, it can move the
+    marginals (see the threat model in the user guide).
 
     Examples
     --------
@@ -156,13 +158,8 @@ def chi2_server_plan(
     policy = get_config()
     n_classes = _check_policy_int(n_classes, "n_classes", policy["max_classes"])
     n_features = _check_policy_int(n_features, "n_features", policy["max_features"])
-    max_client_size = _check_positive_int(
-        policy["max_client_size"] if max_client_size is None else max_client_size,
-        "max_client_size",
-    )
-    max_clients = _check_positive_int(
-        policy["max_clients"] if max_clients is None else max_clients, "max_clients"
-    )
+    max_client_size = _check_policy_int(max_client_size, "max_client_size")
+    max_clients = _check_policy_int(max_clients, "max_clients")
     if on_invalid not in ("raise", "exclude"):
         raise ValueError(
             f'on_invalid must be "raise" or "exclude"; got {on_invalid!r}.'
@@ -184,42 +181,26 @@ def chi2_server_plan(
     if labels.shape != (n_clients,):
         raise ValueError(f"clients must hold {n_clients} labels; got {labels.shape}.")
     ring = 2.0**62 / max(n_clients, 1)
-    kept, kept_sizes, kept_bounds, bad = [], [], [], []
-    valid = _all_valid(sizes, bounds, n_features, max_client_size, cap, ring)
-    if valid is not None:  # one vectorised pass: nobody to name
-        kept = list(range(n_clients))
-        kept_sizes, kept_bounds = valid
-    for j in range(0 if valid is None else n_clients, n_clients):
-        try:
-            size, bound = _check_announcement(
-                sizes[j],
-                bounds[j],
-                n_features,
-                max_client_size,
-                cap,
-                ring,
-            )
-        except _Invalid as exc:
-            client = (
-                labels[j].item() if isinstance(labels[j], np.generic) else labels[j]
-            )
-            error = InvalidMessageError(
-                f"client {client!r}: field {exc.field!r} {exc.reason}.",
-                client=client,
-                field=exc.field,
-            )
-            if on_invalid == "raise":
-                raise error from None
-            warn_user(
-                f"chi2_server_plan: {error} The client is left out of the round.",
-                InvalidMessageWarning,
-            )
-            bad.append(j)
-            continue
-        kept.append(j)
-        kept_sizes.append(size)
-        kept_bounds.append(bound)
-    if not kept:
+    size, bound, reasons = _check_announcements(
+        sizes, bounds, n_features, max_client_size, cap, ring
+    )
+    for j, (field, reason) in sorted(reasons.items()):
+        client = labels[j].item() if isinstance(labels[j], np.generic) else labels[j]
+        error = InvalidMessageError(
+            f"client {client!r}: field {field!r} {reason}.",
+            client=client,
+            field=field,
+        )
+        if on_invalid == "raise":
+            raise error
+        warn_user(
+            f"chi2_server_plan: {error} The client is left out of the round.",
+            InvalidMessageWarning,
+        )
+    bad = np.zeros(n_clients, dtype=bool)
+    bad[list(reasons)] = True
+    kept = np.flatnonzero(~bad)
+    if not kept.size:
         raise InvalidMessageError(
             "chi2_server_plan: no client is left to run the round ("
             + (
@@ -228,38 +209,18 @@ def chi2_server_plan(
                 else "every announcement is invalid)."
             )
         )
-    count_bound = _marginals_bound(np.array([float(max(kept_sizes))]))
+    count_bound = _marginals_bound(np.array([float(size[kept].max())]))
     bound = np.concatenate(
-        [np.full(n_classes, count_bound[0]), np.max(kept_bounds, axis=0)]
+        [np.full(n_classes, count_bound[0]), np.max(bound[kept], axis=0)]
     )
-    plan = _marginals_plan(bound, len(kept), integer_x=integer_x, frac_bits=frac_bits)
+    plan = _marginals_plan(bound, kept.size, integer_x=integer_x, frac_bits=frac_bits)
     return Chi2RoundOnePlan(
         plan,
-        np.asarray(kept, dtype=np.intp),
+        kept,
         labels[kept],
-        labels[bad],
-        int(sum(kept_sizes)),
+        labels[np.flatnonzero(bad)],
+        sum(size[kept].tolist()),  # exact: int64 could wrap at raised limits
     )
-
-
-def _check_policy_int(value, name, limit):
-    """A positive int parameter of the round, at most the policy's limit."""
-    value = _check_positive_int(value, name)
-    if value > limit:
-        raise ValueError(
-            f"{name}={value} is above the plan policy's max_{name[2:]}={limit} "
-            "(raise it with skfedcp.config_context for a larger round)."
-        )
-    return value
-
-
-class _Invalid(Exception):
-    """One client's announcement is out of the plan: ``field`` and ``reason``."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(field, reason)
-        self.field = field
-        self.reason = reason
 
 
 def _check_max_value(max_value, n_features):
@@ -278,70 +239,160 @@ def _check_max_value(max_value, n_features):
     return np.broadcast_to(cap, (n_features,))
 
 
-def _all_valid(sizes, bounds, n_features, max_client_size, cap, ring):
-    """``(sizes, bounds)`` as lists when every announcement is valid, else None.
+def _check_announcements(sizes, bounds, n_features, max_client_size, cap, ring):
+    """Check every client's ``(size, bound)``: the one definition of a valid one.
 
-    The same checks as :func:`_check_announcement`, on whole arrays (the
-    common case, and what keeps ``10**5`` clients cheap); None sends the
-    caller to the per-client checks, which name the offenders.
+    A size is an integer (not a bool; a NumPy integer too, not an array) in
+    ``[0, max_client_size]``. A bound is what :func:`numpy.asarray` makes an
+    int or float array of shape ``(n_features,)``, finite, non-negative, at
+    most what ``cap`` allows the client's size (rounded up to a power of two)
+    and below ``ring``. Each check runs on every client at once (an int
+    array of sizes and a 2-D int or float array of bounds are taken whole,
+    other containers entry by entry), so one invalid client costs only its
+    own message.
+
+    Returns
+    -------
+    size : ndarray of int64 of shape (n_clients,)
+        The sizes (0 for a client whose size is invalid).
+    bound : ndarray of float64 of shape (n_clients, n_features)
+        The bounds (0 for a client whose bound has no such row).
+    reasons : dict
+        ``{position: (field, reason)}`` of the invalid clients, for the
+        first check each one fails.
     """
-    if not isinstance(sizes, np.ndarray) and any(
-        isinstance(v, bool | np.bool_) for v in sizes
-    ):
-        return None  # a bool is not a row count (named by the per-client checks)
-    size = np.asarray(sizes)
-    if size.ndim != 1 or size.dtype.kind not in "iu" or not size.size:
-        return None
-    if size.min() < 0 or size.max() > max_client_size:  # in their own dtype
-        return None
-    try:
-        b = np.asarray(bounds, dtype=np.float64)
-    except (TypeError, ValueError):
-        return None
-    if b.shape != (size.shape[0], n_features):
-        return None
-    if not np.all(np.isfinite(b)) or np.any(b < 0) or np.any(b >= ring):
-        return None
-    size = size.astype(np.int64)
-    if cap is not None and np.any(b > _pow2_ceil(cap[None, :] * size[:, None])):
-        return None
-    return size.tolist(), list(b)
+    n_clients = len(sizes)
+    valid = np.ones(n_clients, dtype=bool)
+    reasons = {}
 
+    def reject(failed, field, reason):
+        for j in np.flatnonzero(failed & valid).tolist():
+            reasons[j] = (field, reason(j))
+        valid[failed] = False
 
-def _check_announcement(size, bound, n_features, max_client_size, cap, ring):
-    """One client's ``(size, bound)``, checked; raises :class:`_Invalid`."""
-    if isinstance(size, bool | np.bool_) or not isinstance(size, Integral):
-        raise _Invalid("n", f"must be an integer number of rows; got {size!r}")
-    size = int(size)
-    if not 0 <= size <= max_client_size:
-        raise _Invalid(
-            "n", f"is {size}, outside [0, max_client_size={max_client_size}]"
-        )
-    try:
-        b = np.asarray(bound, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise _Invalid("bound", "must hold real numbers") from None
-    if b.shape != (n_features,):
-        raise _Invalid(
-            "bound", f"must hold n_features={n_features} values; got shape {b.shape}"
-        )
-    if not np.all(np.isfinite(b)) or np.any(b < 0):
-        raise _Invalid("bound", "must hold finite non-negative numbers")
-    if cap is not None:
-        allowed = _pow2_ceil(cap * float(size))
-        over = b > allowed
-        if np.any(over):
-            j = int(np.flatnonzero(over)[0])
-            raise _Invalid(
-                "bound",
-                f"announces {b[j]:.6g} for feature {j}, more than {size} rows of "
-                f"values at most max_value={cap[j]:.6g} can reach ({allowed[j]:.6g})",
-            )
-    if np.any(b >= ring):
-        j = int(np.flatnonzero(b >= ring)[0])
-        raise _Invalid(
+    integral, in_range, size = _announced_sizes(sizes, max_client_size)
+    reject(
+        ~integral,
+        "n",
+        lambda j: f"must be an integer number of rows; got {sizes[j]!r}",
+    )
+    reject(
+        ~in_range,
+        "n",
+        lambda j: f"is {int(sizes[j])}, outside [0, max_client_size={max_client_size}]",
+    )
+    bound, real, shapes = _announced_rows(bounds, n_features)
+    reject(~real, "bound", lambda j: "must hold real numbers")
+    if shapes is not None:
+        reject(
+            np.array([shape != (n_features,) for shape in shapes], dtype=bool),
             "bound",
-            f"announces {b[j]:.6g} for feature {j}: the announced clients' totals "
-            "could wrap around the 64-bit ring of the secure sum",
+            lambda j: (
+                f"must hold n_features={n_features} values; got shape {shapes[j]}"
+            ),
         )
-    return size, b
+    reject(
+        ~np.all(np.isfinite(bound) & (bound >= 0), axis=1),
+        "bound",
+        lambda j: "must hold finite non-negative numbers",
+    )
+    if cap is not None:
+        allowed = _pow2_ceil(cap[None, :] * size[:, None].astype(np.float64))
+        over = bound > allowed
+
+        def too_large(j):
+            k = int(np.argmax(over[j]))
+            return (
+                f"announces {bound[j, k]:.6g} for feature {k}, more than {size[j]} "
+                f"rows of values at most max_value={cap[k]:.6g} can reach "
+                f"({allowed[j, k]:.6g})"
+            )
+
+        reject(over.any(axis=1), "bound", too_large)
+    wraps = bound >= ring
+
+    def wrapping(j):
+        k = int(np.argmax(wraps[j]))
+        return (
+            f"announces {bound[j, k]:.6g} for feature {k}: the announced clients' "
+            "totals could wrap around the 64-bit ring of the secure sum"
+        )
+
+    reject(wraps.any(axis=1), "bound", wrapping)
+    return size, bound, reasons
+
+
+def _announced_sizes(sizes, max_client_size):
+    """``(integral, in_range, size)``: which sizes are ints, which are in range.
+
+    ``size`` holds them as int64 (0 where out of range). A bool, a float or
+    an array (0-d too) is not a row count. Ints (Python or NumPy, in an
+    int array or another container) are range-checked as one array when
+    they fit one, else one by one.
+    """
+    values = sizes
+    if not isinstance(sizes, np.ndarray) or sizes.ndim != 1:
+        is_count = {
+            kind: not issubclass(kind, bool | np.bool_) and issubclass(kind, Integral)
+            for kind in set(map(type, sizes))
+        }
+        if all(is_count.values()):
+            try:
+                values = np.asarray(sizes)
+            except OverflowError:  # a Python int beyond any NumPy int
+                values = None
+        else:
+            values = None
+    if values is not None and values.dtype.kind in "iu":  # every entry an int
+        integral = np.ones(values.shape[0], dtype=bool)
+        in_range = (values >= 0) & (values <= max_client_size)  # in their dtype
+        return integral, in_range, np.where(in_range, values, 0).astype(np.int64)
+    integral = [
+        not isinstance(v, bool | np.bool_) and isinstance(v, Integral) for v in sizes
+    ]
+    in_range = [
+        ok and 0 <= v <= max_client_size for v, ok in zip(sizes, integral, strict=True)
+    ]
+    size = [int(v) if ok else 0 for v, ok in zip(sizes, in_range, strict=True)]
+    return (
+        np.array(integral, dtype=bool),
+        np.array(in_range, dtype=bool),
+        np.array(size, dtype=np.int64),
+    )
+
+
+def _announced_rows(bounds, n_features):
+    """``(bound, real, shapes)``: the bounds as float64 rows, checked for type.
+
+    ``bound`` has shape ``(n_clients, n_features)`` (0 where a client's
+    bound is not such a row); ``real`` tells whose bound
+    :func:`numpy.asarray` makes a bool, int or float array (not strings,
+    objects, complex numbers, ragged lists or ints beyond any dtype);
+    ``shapes`` is None when every one is real and of shape
+    ``(n_features,)``, else the shape of each (None where not real).
+    Bounds that convert to one such 2-D array (every one does, alone) are
+    taken whole, others one by one.
+    """
+    n_clients = len(bounds)
+    whole = _real_array(bounds)
+    if whole is not None and whole.ndim == 2:
+        real = np.ones(n_clients, dtype=bool)
+        if whole.shape[1] == n_features:
+            return whole.astype(np.float64), real, None
+        return np.zeros((n_clients, n_features)), real, [whole.shape[1:]] * n_clients
+    rows = [_real_array(item) for item in bounds]
+    shapes = [None if row is None else row.shape for row in rows]
+    shaped = np.array([shape == (n_features,) for shape in shapes], dtype=bool)
+    bound = np.zeros((n_clients, n_features))
+    if shaped.any():
+        bound[shaped] = [row for row, ok in zip(rows, shaped, strict=True) if ok]
+    return bound, np.array([row is not None for row in rows], dtype=bool), shapes
+
+
+def _real_array(value):
+    """``numpy.asarray(value)`` when a bool, int or float array, else None."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):  # ragged, mixed, beyond int64
+        return None
+    return array if array.dtype.kind in "biuf" else None

@@ -251,6 +251,40 @@ def test_plan_parameters_are_checked():
         chi2_server_plan([1], [np.ones(2)], n_classes=2, n_features=None)
 
 
+def test_round_parameters_share_the_plan_policy_check():
+    # One check of a round's ints against the plan policy (skfedcp._config),
+    # for FED-chi2's public shape and for a server's own bounds.
+    from skfedcp import _config, config_context
+    from skfedcp.feature_selection import _plan
+
+    check = _config._check_policy_int
+    assert _plan._check_policy_int is check
+    with config_context(max_clients=7, max_features=3):
+        assert check(None, "max_clients") == 7  # None: the policy's own limit
+        assert check(9, "max_clients") == 9  # a server's explicit bound
+        assert check(3, "n_features", 3) == 3
+        with pytest.raises(ValueError, match="above the plan policy's max_features=3"):
+            check(4, "n_features", 3)
+        with pytest.raises(ValueError, match="max_features=3"):
+            chi2_server_plan([1], [np.ones(4)], n_classes=2, n_features=4)
+        result = chi2_server_plan([1] * 7, [np.ones(2)] * 7, n_classes=2, n_features=2)
+        assert result.kept.size == 7
+        with pytest.raises(InvalidMessageError, match="max_clients=7"):
+            chi2_server_plan([1] * 8, [np.ones(2)] * 8, n_classes=2, n_features=2)
+    for value, error, match in [
+        (None, TypeError, "n_features must be an int >= 1; got None"),
+        (True, TypeError, "n_features must be an int >= 1"),
+        (2.0, TypeError, "n_features must be an int >= 1"),
+        (0, ValueError, "n_features must be >= 1; got 0"),
+    ]:
+        with pytest.raises(error, match=match):
+            check(value, "n_features", 10)
+    with pytest.raises(ValueError, match="max_client_size must be >= 1"):
+        chi2_server_plan(
+            [1], [np.ones(2)], n_classes=2, n_features=2, max_client_size=0
+        )
+
+
 def test_plan_matches_the_simulation_for_honest_clients():
     # The plan's feature bounds are the simulation's; the round-one totals
     # decode to the same marginals.
@@ -302,8 +336,9 @@ def test_fixed_features_are_not_range_checked():
 
 @pytest.mark.parametrize("max_value", [None, 40.0])
 def test_vectorised_plan_equals_the_per_client_checks(monkeypatch, max_value):
-    # The one-pass check of every announcement (what keeps 10**5 clients
-    # cheap) gives the plan of the per-client checks, bit for bit.
+    # The bounds taken whole (one array: what keeps 10**5 clients cheap) give
+    # the plan of the same bounds taken client by client (a ragged one among
+    # them sends the others there too), bit for bit.
     from skfedcp.feature_selection import _plan
 
     rng = np.random.default_rng(0)
@@ -313,13 +348,90 @@ def test_vectorised_plan_equals_the_per_client_checks(monkeypatch, max_value):
     )
     bounds = np.vstack([_marginals_bound(row) for row in bounds])
     kwargs = {"n_classes": 3, "n_features": 6, "max_value": max_value}
+    calls = []
+    real_array = _plan._real_array
+    monkeypatch.setattr(
+        _plan, "_real_array", lambda value: calls.append(1) or real_array(value)
+    )
     fast = chi2_server_plan(sizes, bounds, **kwargs)
-    # The first plan took the one-pass route (else both plans are per-client).
-    cap = None if max_value is None else np.full(6, max_value)
-    assert _plan._all_valid(sizes, bounds, 6, 10**9, cap, 2.0**62 / 200) is not None
-    monkeypatch.setattr(_plan, "_all_valid", lambda *args: None)
-    slow = chi2_server_plan(sizes, bounds, **kwargs)
+    assert len(calls) == 1  # the first plan took the bounds whole
+    ragged = [*bounds, [1.0, [2.0]]]
+    with pytest.warns(InvalidMessageWarning, match="client 200: field 'bound'"):
+        slow = chi2_server_plan([*sizes, 10], ragged, on_invalid="exclude", **kwargs)
+    assert len(calls) == 1 + 1 + 201  # then whole (refused), then one by one
     np.testing.assert_array_equal(fast.plan.bound, slow.plan.bound)
     np.testing.assert_array_equal(fast.plan.frac_bits, slow.plan.frac_bits)
     np.testing.assert_array_equal(fast.kept, slow.kept)
     assert fast.n_samples == slow.n_samples and fast.plan.n_clients == 200
+
+
+#: Odd announcements ``(size, bound)`` and whether each is valid alone.
+ODD_ANNOUNCEMENTS = [
+    (5, np.array([1.0, 2.0]), True),
+    (np.int32(7), (1, 2), True),
+    (np.uint64(3), [True, False], True),
+    (4, np.float32([3.0, 4.0]), True),
+    (np.array(5), [1.0, 2.0], False),  # a 0-d array is not a row count
+    (np.array([5]), [1.0, 2.0], False),
+    (True, [1.0, 2.0], False),
+    (5.0, [1.0, 2.0], False),
+    (2**70, [1.0, 2.0], False),
+    (5, ["1", "2"], False),  # strings are not real numbers
+    (5, [10**400, 1], False),  # an int beyond any float: was an OverflowError
+    (5, np.array([1 + 0j, 2]), False),
+    (5, [None, 1.0], False),
+    (5, [1.0, [2.0]], False),
+    (5, 3.0, False),
+    (5, [1.0, np.inf], False),
+]
+
+
+def _alone(size, bound):
+    """``None`` when chi2_server_plan takes this one client, else (field, reason)."""
+    try:
+        chi2_server_plan([size], [bound], n_classes=2, n_features=2)
+    except InvalidMessageError as exc:
+        return exc.field, str(exc).removeprefix("client 0: ")
+    return None
+
+
+def test_one_definition_of_a_valid_announcement():
+    # Audit: the one-pass check took a list of 0-d arrays as sizes (the
+    # per-client checks refuse one), so whether a client was kept depended
+    # on the others; an int beyond any float crashed both checks.
+    alone = [_alone(size, bound) for size, bound, _ in ODD_ANNOUNCEMENTS]
+    assert [reason is None for reason in alone] == [
+        valid for _, _, valid in ODD_ANNOUNCEMENTS
+    ]
+    sizes = [size for size, _, _ in ODD_ANNOUNCEMENTS]
+    bounds = [bound for _, bound, _ in ODD_ANNOUNCEMENTS]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = chi2_server_plan(
+            sizes, bounds, n_classes=2, n_features=2, on_invalid="exclude"
+        )
+    assert result.kept.tolist() == [j for j, r in enumerate(alone) if r is None]
+    reasons = [str(w.message) for w in caught]
+    bad = [(j, r) for j, r in enumerate(alone) if r is not None]
+    assert len(reasons) == len(bad)
+    for text, (j, (field, reason)) in zip(reasons, bad, strict=True):
+        assert text.startswith(f"chi2_server_plan: client {j}: field {field!r}")
+        assert f"client {j}: {reason}" in text
+    # The valid ones without the others (taken whole): the same plan.
+    valid = [j for j, r in enumerate(alone) if r is None]
+    again = chi2_server_plan(
+        [sizes[j] for j in valid], [bounds[j] for j in valid], n_classes=2, n_features=2
+    )
+    np.testing.assert_array_equal(again.plan.bound, result.plan.bound)
+    assert again.n_samples == result.n_samples == 5 + 7 + 3 + 4
+
+
+def test_zero_d_array_sizes_are_refused_in_any_company():
+    # Audit: the one-pass check took these (a client alone, or all of them),
+    # the per-client checks refused them (a client beside an invalid one).
+    with pytest.raises(InvalidMessageError, match="client 0: field 'n' must be an"):
+        chi2_server_plan([np.array(5)], [[1.0, 2.0]], n_classes=2, n_features=2)
+    with pytest.raises(InvalidMessageError, match="client 0: field 'n' must be an"):
+        chi2_server_plan(
+            [np.array(5), np.array(6)], [[1.0, 2.0]] * 2, n_classes=2, n_features=2
+        )
