@@ -145,8 +145,12 @@ class _ClientStreams:
         self._bits = np.random.Philox(key=self._key)
         self._generator = np.random.Generator(self._bits)
 
-    def permutation(self, j: int, n: int) -> NDArray[np.intp]:
-        """A uniformly random permutation of client ``j``'s ``n`` users."""
+    def shuffle(self, j: int, users: NDArray[np.intp]) -> None:
+        """Shuffle ``users`` in place with client ``j``'s stream.
+
+        The draws depend only on ``len(users)``: shuffling ``arange(n)``
+        gives :meth:`permutation`.
+        """
         self._bits.state = {
             "bit_generator": "Philox",
             "state": {
@@ -158,7 +162,13 @@ class _ClientStreams:
             "has_uint32": 0,
             "uinteger": 0,
         }
-        return self._generator.permutation(n)
+        self._generator.shuffle(users)
+
+    def permutation(self, j: int, n: int) -> NDArray[np.intp]:
+        """A uniformly random permutation of client ``j``'s ``n`` users."""
+        order = np.arange(n, dtype=np.intp)
+        self.shuffle(j, order)
+        return order
 
 
 def client_groups(
@@ -182,6 +192,38 @@ def client_groups(
     return groups
 
 
+def asked_users(
+    key: NDArray[np.uint64],
+    j: int,
+    counts_row: NDArray[np.int64],
+    round_: int,
+) -> NDArray[np.intp]:
+    """Client ``j``'s users asked in round ``round_`` (group ``round_ - 1``), sorted.
+
+    What :func:`client_groups` puts in that group: the entries
+    ``K[j, 0] + ... + K[j, g - 1]`` to ``K[j, 0] + ... + K[j, g] - 1`` of
+    the client's permutation. ``O(n_j)`` on the client; the server needs
+    only ``counts_row`` and ``key`` to pose the query.
+
+    Examples
+    --------
+    >>> key = draw_key(np.random.default_rng(0))
+    >>> row = np.array([2, 3, 1])
+    >>> groups = client_groups(key, 4, row)
+    >>> [bool((np.flatnonzero(groups == r - 1) == asked_users(key, 4, row, r)).all())
+    ...  for r in (1, 2, 3)]
+    [True, True, True]
+    """
+    counts_row = np.asarray(counts_row, dtype=np.int64)
+    g = int(round_) - 1
+    end = int(counts_row[: g + 1].sum())
+    start = end - int(counts_row[g])
+    if start == end:
+        return np.empty(0, dtype=np.intp)
+    order = _ClientStreams(key).permutation(j, int(counts_row.sum()))
+    return np.sort(order[start:end])
+
+
 def public_groups(
     key: NDArray[np.uint64], counts: NDArray[np.int64]
 ) -> NDArray[np.intp]:
@@ -189,11 +231,37 @@ def public_groups(
 
     What every client derives with :func:`client_groups`, for all at once:
     the in-process simulation's side, and the transcript check of
-    :meth:`fit_from_messages`.
+    :meth:`fit_from_messages`. The placing is vectorised; each client's
+    shuffle stays one call on its own stream (a client whose users all fall
+    in one group needs none: its groups do not depend on the order, and the
+    streams are disjoint, so skipping it changes no other client's draws).
     """
+    counts = np.asarray(counts, dtype=np.int64)
+    m, k = counts.shape
+    sizes = counts.sum(axis=1)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    groups = np.empty(int(ends[-1]) if m else 0, dtype=np.intp)
+    mixed = np.count_nonzero(counts, axis=1) > 1
     streams = _ClientStreams(key)
-    parts = [client_groups(key, j, row, streams) for j, row in enumerate(counts)]
-    return np.concatenate(parts) if parts else np.empty(0, dtype=np.intp)
+    # Clients in chunks of about _CHUNK users, so that the temporaries stay
+    # small (one large array, the result, as with one client at a time).
+    firsts = np.flatnonzero(np.diff(starts // _CHUNK, prepend=-1))
+    first, last = starts.tolist(), ends.tolist()
+    for a, b in zip(firsts.tolist(), [*firsts[1:].tolist(), m], strict=True):
+        base = int(starts[a])
+        # The chunk's rows; each mixed client's segment shuffled in place with
+        # its stream is then its start plus its permutation (client_groups).
+        order = np.arange(base, int(ends[b - 1]), dtype=np.intp)
+        for j in (a + np.flatnonzero(mixed[a:b])).tolist():
+            streams.shuffle(j, order[first[j] - base : last[j] - base])
+        labels = np.tile(np.arange(k, dtype=np.intp), b - a)
+        groups[order] = np.repeat(labels, counts[a:b].ravel())
+    return groups
+
+
+#: Users per chunk of :func:`public_groups` (its temporaries' size).
+_CHUNK = 2**16
 
 
 def draw_key(rng: Any) -> NDArray[np.uint64]:

@@ -17,7 +17,7 @@ from ...privacy import binary_randomized_response
 from ...utils._random import check_seed_sequence, spawn_random_states
 from ...utils._warnings import warn_user
 from ._common import _per_client_rows
-from ._score_groups import client_groups, public_groups
+from ._score_groups import asked_users, public_groups
 
 
 def _pose_query(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,10 +96,7 @@ class RoundQueries(Sequence[Mapping[str, Any]]):
 
     def client_users(self, j: int) -> NDArray[np.intp]:
         """Client ``j``'s asked users (local rows, sorted), from the public key."""
-        if not self.offsets[j + 1] - self.offsets[j]:
-            return np.empty(0, dtype=np.intp)
-        groups = client_groups(self.key, j, self.group_counts[j])
-        return np.flatnonzero(groups == self.round - 1)
+        return asked_users(self.key, j, self.group_counts[j], self.round)
 
     @property
     def users(self) -> NDArray[np.intp]:
