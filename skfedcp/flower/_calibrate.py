@@ -14,7 +14,7 @@ from numbers import Integral
 import numpy as np
 
 from ..calibrators import get_calibrator
-from ..calibrators._messages import client_share_problems
+from ..calibrators._ldp._score_answers import share_exclusions
 from ..exceptions import (
     InvalidMessageError,
     InvalidMessageWarning,
@@ -277,10 +277,12 @@ def _calibrate_interactive(
     if not nodes:
         raise RuntimeError(f"{alias}: no node is left to calibrate.")
     sizes = np.asarray([_node_size(session, n) for n in nodes], dtype=np.int64)
-    # A node above the public cap on one client's share of the users is left
-    # out before the first query (no budget is spent on it).
+    # The nodes above the public cap on one client's share of the users are
+    # left out before the first query (no budget is spent on them), until
+    # every node left is within the cap of their total: the one share check
+    # of the run (server_init's on the nodes kept, and the replay's, pass).
     share = getattr(calibrator, "max_client_share", None)
-    over = client_share_problems(sizes, share, unit="users")
+    over = share_exclusions(sizes, share)
     for problem in over:
         session.exclude(nodes[problem.index], problem.reason, invalid=True)
     if over:
@@ -299,17 +301,21 @@ def _calibrate_interactive(
     calibration_id = f"{session.tag}/{alias}"
     rounds = []
     while not state["done"]:
+        # Each asked node gets the public assignment, not its users: its
+        # index, its row of group counts and the key, from which it derives
+        # which of its users are asked (O(T) per message, O(n_j) on the node).
         requests = {}
-        for node, query in zip(nodes, state["queries"], strict=True):
-            users = np.asarray(query["users"], dtype=np.int64)
-            if users.size:
+        for j, (node, query) in enumerate(zip(nodes, state["queries"], strict=True)):
+            if query["count"]:
                 requests[node] = {
                     "kind": "respond",
                     "calibrator": spec,
                     "calibration_id": calibration_id,
                     "round": int(query["round"]),
                     "threshold": float(query["threshold"]),
-                    "users": users,
+                    "client": j,
+                    "group_counts": state["group_counts"][j],
+                    "assignment_key": state["assignment_key"],
                     "fingerprint": fingerprint or "",
                 }
         ok, failed, invalid = session.query(

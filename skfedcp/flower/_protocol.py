@@ -34,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._typing import ConformityScoreLike
 from ..calibrators import CALIBRATORS, BaseCalibrator
+from ..calibrators._ldp._score_groups import asked_users
 from ..feature_selection import (
     Chi2Marginals,
     chi2_client_encode,
@@ -62,7 +63,7 @@ __all__ = [
     "simulation_seeds",
 ]
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 #: Strategies whose client message holds the node's per-row scores (LDP-L:
 #: the score of every class, which reveals the features; only labels are
@@ -497,31 +498,44 @@ class _NodeSession:
     def respond(self, request):
         """One round of an interactive strategy (LDP-S): answer the query.
 
-        The node remembers which of its users answered and the state of its
-        random stream, so that no user answers twice and the stream
-        continues across rounds as in the simulation.
+        The server sends the public assignment, not the asked users: this
+        node's index ``client``, its row of ``group_counts`` and the
+        ``assignment_key``, from which the node derives which of its users
+        are asked (``O(n_j)`` here; the message has ``O(T)`` numbers). The
+        node remembers the assignment, the rounds it answered and the state
+        of its random stream: within one calibration a round answered twice
+        or a changed assignment is refused (the groups are disjoint, so no
+        user answers twice), and the stream continues across rounds as in
+        the simulation.
         """
         calibrator, fingerprint = self._strategy(request)
         key = f"respond/{request['calibration_id']}"
         saved = self.state.get(key)
-        users = np.asarray(request["users"], dtype=np.intp)
-        answered = set() if saved is None else set(saved["answered"])
-        again = answered.intersection(users.tolist())
-        if again:
+        scores, _ = self.scores()
+        round_, assignment = _check_assignment(request, scores.shape[0])
+        text = _assignment_text(*assignment)
+        if saved is not None and saved["assignment"] != text:
             raise PermissionError(
-                f"user(s) {sorted(again)[:5]} already answered this calibration: "
-                "each user answers at most once."
+                "the group assignment changed within this calibration: users "
+                "already answered could be asked again; each user answers at most "
+                "once (start a new calibration)."
+            )
+        answered = [] if saved is None else list(saved["rounds"])
+        if round_ in answered:
+            raise PermissionError(
+                f"round {round_} already answered in this calibration: each user "
+                "answers at most once."
             )
         rng = self.random_source() if saved is None else _load_stream(saved)
-        scores, _ = self.scores()
         query = {
-            "round": int(request["round"]),
+            "round": round_,
             "threshold": float(request["threshold"]),
-            "users": users,
+            "users": asked_users(*assignment, round_),
         }
         message = calibrator.client_respond(scores, query, random_state=rng)
         self.state[key] = {
-            "answered": sorted(answered.union(users.tolist())),
+            "assignment": text,
+            "rounds": [*answered, round_],
             **_dump_stream(rng),
         }
         return _reply(fingerprint, message)
@@ -607,6 +621,44 @@ class _NodeSession:
         )
         bits = np.asarray(request["frac_bits"], dtype=np.int64)
         return fixed_point_encode(sketch.T, bits[:, None]).ravel()
+
+
+def _check_assignment(request, n_users):
+    """The round and the public assignment ``(key, client, counts row)`` of a
+    ``respond`` request, checked against this node's ``n_users``."""
+    fields = ("assignment_key", "group_counts", "client", "round", "threshold")
+    missing = [f for f in fields if f not in request]
+    if missing:
+        raise ValueError(
+            f"the respond request lacks {missing}: install the same skfedcp "
+            "version on the server and the nodes."
+        )
+    key = np.asarray(request["assignment_key"])
+    row = np.asarray(request["group_counts"])
+    client, round_ = request["client"], request["round"]
+    if key.shape != (2,) or key.dtype != np.uint64:
+        raise ValueError("assignment_key must hold two uint64 words.")
+    if row.ndim != 1 or row.shape[0] < 2 or row.dtype.kind not in "iu":
+        raise ValueError("group_counts must be a 1-D integer array (T + 1 groups).")
+    if (row < 0).any() or int(row.sum()) != n_users:
+        raise ValueError(
+            f"group_counts place {int(row.sum())} users in the groups; this node "
+            f"has {n_users} (its announced n)."
+        )
+    if not _is_index(client) or client < 0:
+        raise ValueError(f"client must be a non-negative int; got {client!r}.")
+    if not _is_index(round_) or not 1 <= round_ < row.shape[0]:
+        raise ValueError(f"round must be in 1..{row.shape[0] - 1}; got {round_!r}.")
+    return int(round_), (key, int(client), row.astype(np.int64))
+
+
+def _is_index(value):
+    return isinstance(value, Integral | np.integer) and not isinstance(value, bool)
+
+
+def _assignment_text(key, client, row):
+    """The assignment as one string (node state holds no 64-bit unsigned words)."""
+    return f"{key[0]},{key[1]}|{client}|{','.join(map(str, row.tolist()))}"
 
 
 def _check_score_fitted(score):

@@ -20,6 +20,7 @@ from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils import check_random_state
 
 from skfedcp.calibrators import CALIBRATORS, QuantileOfQuantilesCalibrator
+from skfedcp.calibrators._ldp._score_groups import asked_users, draw_key
 from skfedcp.exceptions import (
     InvalidMessageError,
     InvalidMessageWarning,
@@ -664,26 +665,68 @@ class TestNodeGuards:
         with pytest.raises(ValueError, match="not among the participants"):
             handle_request(self._sum_request(keys), **args)
 
+    @staticmethod
+    def _respond_request(regression):
+        """Round 1 of an LDP-S calibration for client 0 (the public assignment)."""
+        n = int((regression["ids"] == 0).sum())
+        return {
+            "kind": "respond",
+            "calibrator": calibrator_to_spec(CALIBRATORS["ldp-s"](**PRIVATE["ldp-s"])),
+            "calibration_id": "run/ldp-s",
+            "round": 1,
+            "threshold": 1.0,
+            "client": 3,
+            "group_counts": np.array([2, 3, 1, 1, n - 7]),
+            "assignment_key": draw_key(np.random.default_rng(0)),
+        }
+
     def test_interactive_user_answers_once(self, regression):
         load_data, _ = _loaders(regression)
         config = NodeConfig(
             load_data, lambda c: regression["model"], None, "absolute", False
         )
-        cal = CALIBRATORS["ldp-s"](**PRIVATE["ldp-s"])
-        request = {
-            "kind": "respond",
-            "calibrator": calibrator_to_spec(cal),
-            "calibration_id": "run/ldp-s",
-            "round": 1,
-            "threshold": 1.0,
-            "users": np.array([0, 5]),
-        }
+        request = self._respond_request(regression)
         state = {}
         reply = handle_request(request, **_node_args(config, state))
         assert reply["message.reports"].shape == (2,)
-        request = dict(request, round=2, users=np.array([5, 6]))
+        # The node derives its asked users from the public assignment.
+        key, row = request["assignment_key"], request["group_counts"]
+        first = reply["message.users"]
+        np.testing.assert_array_equal(first, asked_users(key, 3, row, 1))
         with pytest.raises(PermissionError, match="already answered"):
             handle_request(request, **_node_args(config, state))
+        # Another assignment within the same calibration could ask a user again.
+        other = dict(request, round=2, assignment_key=key + np.uint64(1))
+        with pytest.raises(PermissionError, match="answers at most once"):
+            handle_request(other, **_node_args(config, state))
+        reply = handle_request(dict(request, round=2), **_node_args(config, state))
+        assert reply["message.reports"].shape == (3,)
+        assert not np.isin(reply["message.users"], first).any()
+
+    @pytest.mark.parametrize(
+        "change, match",
+        [
+            ({"group_counts": np.array([2, 3])}, "this node has"),
+            ({"group_counts": np.array([[1, 2]])}, "1-D integer"),
+            ({"assignment_key": np.array([1, 2])}, "two uint64"),
+            ({"client": -1}, "client must be"),
+            ({"round": 5}, "round must be in 1..4"),
+            ({"round": 0}, "round must be in 1..4"),
+            ({"round": True}, "round must be in"),
+        ],
+        ids=str,
+    )
+    def test_interactive_assignment_is_checked(self, regression, change, match):
+        load_data, _ = _loaders(regression)
+        config = NodeConfig(
+            load_data, lambda c: regression["model"], None, "absolute", False
+        )
+        request = dict(self._respond_request(regression), **change)
+        with pytest.raises(ValueError, match=match):
+            handle_request(request, **_node_args(config))
+        del request["assignment_key"]
+        with pytest.raises(ValueError, match="lacks"):
+            handle_request(request, **_node_args(config))
 
 
 # --------------------------------------------------------------------------

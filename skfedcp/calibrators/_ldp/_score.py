@@ -569,9 +569,7 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
         users_rng = seed if isinstance(seed, str) else spawn_random_states(seed, 2)[1]
         grouped = partition.grouped(scores)
         transcript = _Transcript(partition.clients)
-        state = self.server_init(
-            partition.sizes, alpha=alpha, random_state=_server_stream(public)
-        )
+        state = self._named_init(partition.sizes, partition.clients, alpha, public)
         if not state["done"]:  # the clients' side: their users' public groups
             users = _SimulatedUsers(grouped, self.epsilon, users_rng, state)
         while not state["done"]:
@@ -653,11 +651,8 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
                 "messages must be a list of rounds, each a list with one message "
                 f"(or None) per client; got {type(messages).__name__}."
             )
-        state = self.server_init(
-            sizes,
-            alpha=alpha,
-            random_state=_server_stream(check_seed_sequence(random_state)),
-        )
+        seed = check_seed_sequence(random_state)
+        state = self._named_init(sizes, clients, alpha, seed)
         transcript = _Transcript(clients)
         for round_messages in messages:
             if state["done"]:
@@ -680,6 +675,16 @@ class LDPScoreCalibrator(_LDPMixin, BaseCalibrator):
             )
         _check_public_users(state, transcript, clients)
         return self._set_fitted(state, transcript, sizes, alpha)
+
+    def _named_init(self, sizes, clients, alpha, seed):
+        """:meth:`server_init` on the server's stream of ``seed``; a refused
+        announcement (e.g. above the share cap) names the client's label."""
+        try:
+            return self.server_init(
+                sizes, alpha=alpha, random_state=_server_stream(seed)
+            )
+        except InvalidMessageError as exc:
+            raise _name_client(exc, clients) from None
 
     @atomic_fit  # the fitted attributes change only when the fit completes
     def _set_fitted(self, state, transcript, sizes, alpha):
