@@ -14,7 +14,7 @@ from numbers import Integral
 import numpy as np
 
 from ..calibrators import get_calibrator
-from ..calibrators._ldp._score_answers import share_exclusions
+from ..calibrators._messages import client_share_problems
 from ..exceptions import (
     InvalidMessageError,
     InvalidMessageWarning,
@@ -278,11 +278,11 @@ def _calibrate_interactive(
         raise RuntimeError(f"{alias}: no node is left to calibrate.")
     sizes = np.asarray([_node_size(session, n) for n in nodes], dtype=np.int64)
     # The nodes above the public cap on one client's share of the users are
-    # left out before the first query (no budget is spent on them), until
-    # every node left is within the cap of their total: the one share check
-    # of the run (server_init's on the nodes kept, and the replay's, pass).
+    # left out before the first query (no budget is spent on them). The rule
+    # is applied until it holds for the nodes kept, so server_init's check
+    # (and the replay's) on them passes: the run's one share check.
     share = getattr(calibrator, "max_client_share", None)
-    over = share_exclusions(sizes, share)
+    over = client_share_problems(sizes, share, unit="users")
     for problem in over:
         session.exclude(nodes[problem.index], problem.reason, invalid=True)
     if over:

@@ -22,6 +22,7 @@ from sklearn.utils import check_random_state
 
 from skfedcp import config_context
 from skfedcp.calibrators import CALIBRATORS
+from skfedcp.calibrators._messages import client_share_problems
 from skfedcp.exceptions import InvalidMessageError, InvalidMessageWarning
 from skfedcp.feature_selection import FedChi2Selector, chi2_server_plan
 from skfedcp.federated._secure_aggregation import _draw_seeds
@@ -338,6 +339,17 @@ def test_ldp_l_class_count_is_the_models():
 
 
 def test_ldp_s_node_above_the_share_cap_is_left_out_before_any_query():
+    grid, deployed, report, texts = _share_cap_run({4: 10**5})
+    assert any("max_client_share=0.5" in t for t in texts)
+    assert deployed.clients_.tolist() == [0, 1, 2, 3]
+    node = grid.get_node_ids()[4]
+    assert "announces 100000 users" in report.excluded[node]
+    # No query reached it.
+    assert all(node not in r.bytes_sent for r in report.rounds[1:])
+
+
+def _share_cap_run(claims):
+    """LDP-S with max_client_share=0.5 where node k announces ``claims[k]`` users."""
     from sklearn.linear_model import LinearRegression
 
     rng = np.random.default_rng(2)
@@ -351,22 +363,36 @@ def test_ldp_s_node_above_the_share_cap_is_left_out_before_any_query():
         k = context.node_config["client-id"]
         return X[ids == k], y[ids == k]
 
-    def claim(payload):  # announces 10**5 users
-        payload["n"] = 10**5
-
     app = flower.make_client_app(load_data, load_model=lambda c: model)
-    grid = InMemoryGrid(
-        _hello_edit({4}, claim)(app), [{"client-id": k} for k in range(M)]
-    )
+    for label, n in claims.items():
+
+        def claim(payload, n=n):
+            payload["n"] = n
+
+        app = _hello_edit({label}, claim)(app)
+    grid = InMemoryGrid(app, [{"client-id": k} for k in range(M)])
     cal = CALIBRATORS["ldp-s"](
         epsilon=8.0, score_bounds=(0.0, 5.0), n_groups=4, max_client_share=0.5
     )
-    with pytest.warns(InvalidMessageWarning, match="max_client_share=0.5"):
+    with pytest.warns(InvalidMessageWarning) as caught:
         deployed, report = flower.run_calibration(
             grid, cal, alpha=0.1, planned_clients=PLANNED, random_state=RS
         )
-    assert deployed.clients_.tolist() == [0, 1, 2, 3]
-    node = grid.get_node_ids()[4]
-    assert "announces 100000 users" in report.excluded[node]
-    # No query reached it.
-    assert all(node not in r.bytes_sent for r in report.rounds[1:])
+    return grid, deployed, report, [str(w.message) for w in caught]
+
+
+def test_ldp_s_share_cap_leaves_out_every_node_above_it_once_others_are_out():
+    # Node 4 announces 10^5 users (0.97 of all). Without it, node 3's 2,000
+    # are 0.69 of the 2,900 left: above the cap too. Both are left out before
+    # any query, each named; the run goes on with nodes 0-2 (with the cap
+    # checked once on all announced sizes, server_init's check of the reduced
+    # total stopped the run, naming an index into the reduced list).
+    grid, deployed, report, texts = _share_cap_run({3: 2000, 4: 10**5})
+    assert deployed.clients_.tolist() == [0, 1, 2]
+    for label, n, share in ((3, 2000, "0.69"), (4, 10**5, "0.972")):
+        node = grid.get_node_ids()[label]
+        assert f"announces {n} users, {share}" in report.excluded[node]
+        assert any(f"node {node} (client {label})" in t for t in texts)
+        assert all(node not in r.bytes_sent for r in report.rounds[1:])
+    # What is left respects the cap, so the server's own check agrees.
+    assert client_share_problems(deployed.n_per_client_, 0.5, unit="users") == []

@@ -1,4 +1,4 @@
-"""LDP-S's checks: the announced sizes against the share cap, each round's answers."""
+"""LDP-S's answer checks: each round's answers against the queries the server posed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ...exceptions import InvalidMessageError
-from .._messages import Problem
 from ._score_groups import public_groups
 from ._score_protocol import RoundQueries, _concat, _Transcript
 
@@ -49,53 +48,6 @@ def _check_round(
         _concat([a[0] for a in answers], np.intp),
         _concat([a[1] for a in answers], np.int64),
     )
-
-
-def share_exclusions(
-    sizes: NDArray[np.int64], max_client_share: float | None
-) -> list[Problem]:
-    """The clients to leave out so that the others respect the share cap.
-
-    A client announcing more than ``max_client_share`` of the pooled users
-    is left out before any query (no budget spent); leaving it out lowers
-    the pooled total, which can put another client above the cap. The
-    clients kept are the fixed point of leaving out those above the cap and
-    checking again: the largest set of the smallest clients (equal sizes
-    together) in which each announces at most ``max_client_share`` of their
-    total, found by one sort (``O(m log m)``). So ``client_share_problems``
-    on the kept sizes (the check of :meth:`LDPScoreCalibrator.server_init`)
-    finds nothing, and each client left out announces more than
-    ``max_client_share`` of the users of itself and every client announcing
-    no more (its reason, field ``"n"``). Problems in client order.
-
-    Examples
-    --------
-    >>> [p.index for p in share_exclusions(np.array([1, 1, 3, 9, 27]), 0.5)]
-    [2, 3, 4]
-    >>> share_exclusions(np.array([1, 1, 3, 9, 27]), None)
-    []
-    """
-    if max_client_share is None or sizes.shape[0] == 0:
-        return []
-    order = np.argsort(sizes, kind="stable")
-    ranked = sizes[order]
-    # Users of each client and of every client announcing no more (ties
-    # share their group's total); float(total) as client_share_problems.
-    ends = np.searchsorted(ranked, ranked, side="right") - 1
-    totals = np.cumsum(ranked)[ends].astype(np.float64)
-    within = ranked <= max_client_share * totals
-    kept = int(np.flatnonzero(within)[-1]) + 1 if within.any() else 0
-    return [
-        Problem(
-            int(order[i]),
-            "n",
-            f"announces {int(ranked[i])} users, {ranked[i] / totals[i]:.3g} of the "
-            f"{int(totals[i])} users of it and the clients announcing no more, "
-            f"above max_client_share={max_client_share:g} (a public cap on one "
-            "client's influence)",
-        )
-        for i in sorted(range(kept, ranked.shape[0]), key=lambda i: order[i])
-    ]
 
 
 def _name_client(

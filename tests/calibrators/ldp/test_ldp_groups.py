@@ -252,3 +252,26 @@ class TestAnswerChecks:
         with pytest.raises(InvalidMessageError, match="client 1") as info:
             self._run(bad)
         assert info.value.field == "users"
+
+    def test_a_refused_announcement_names_the_client_label(self):
+        # server_init refuses client 2 (above the share cap) by its index; fit
+        # and fit_from_messages, which know the labels, name it by its label.
+        cal = LDPScoreCalibrator(epsilon=4.0, score_bounds=(0, 1), max_client_share=0.5)
+        sizes, labels = [100, 100, 1000, 500], np.array(["a", "b", "c", "d"])
+        with pytest.raises(InvalidMessageError, match="from client 2: field 'n'"):
+            clone(cal).server_init(sizes, alpha=ALPHA, random_state=0)
+        with pytest.raises(
+            InvalidMessageError, match="from client 'c': field 'n'"
+        ) as info:
+            clone(cal).fit_from_messages(
+                [], alpha=ALPHA, n_per_client=sizes, clients=labels, random_state=0
+            )
+        assert (info.value.client, info.value.field) == ("c", "n")
+        scores = np.random.default_rng(0).uniform(size=sum(sizes))
+        with pytest.raises(
+            InvalidMessageError, match="from client 'c': field 'n'"
+        ) as info:
+            clone(cal).fit(
+                scores, np.repeat(labels, sizes), alpha=ALPHA, random_state=0
+            )
+        assert (info.value.client, info.value.field) == ("c", "n")
