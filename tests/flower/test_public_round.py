@@ -12,6 +12,7 @@
   round; a node sending 2-column scores to a 3-class round is excluded.
 """
 
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -34,6 +35,7 @@ from flwr.app import Context, Message, RecordDict  # noqa: E402
 
 from skfedcp import flower  # noqa: E402
 from skfedcp.flower import _wire  # noqa: E402
+from skfedcp.flower._calibrate import calibrate_nodes  # noqa: E402
 from skfedcp.flower._local import InMemoryGrid  # noqa: E402
 from skfedcp.flower._session import ServerSession, check_planned_clients  # noqa: E402
 
@@ -396,3 +398,66 @@ def test_ldp_s_share_cap_leaves_out_every_node_above_it_once_others_are_out():
         assert all(node not in r.bytes_sent for r in report.rounds[1:])
     # What is left respects the cap, so the server's own check agrees.
     assert client_share_problems(deployed.n_per_client_, 0.5, unit="users") == []
+
+
+class _Stop(Exception):
+    pass
+
+
+class _FirstRound:
+    """A server session stub: nodes announcing ``sizes``; ``query`` keeps the
+    first round's requests and the server's memory peak, then stops the run."""
+
+    tag = "run"
+
+    def __init__(self, sizes):
+        self.invalid = set()
+        self.info = {k: {"n": n, "label": k} for k, n in enumerate(sizes)}
+
+    def labels(self, nodes):
+        return np.asarray([self.info[n]["label"] for n in nodes])
+
+    def exclude(self, *args, **kwargs):
+        raise AssertionError("no node is left out here")
+
+    def query(self, name, requests):
+        self.requests = requests
+        self.peak = tracemalloc.get_traced_memory()[1]
+        raise _Stop
+
+
+def test_ldp_s_request_does_not_grow_with_the_announced_users():
+    # The server sends a node its index, its row of T + 1 group counts and
+    # the 128-bit key; the node derives its asked users. Listing them cost
+    # the server O(n_j) per node and round (2 GB per round at 9 x 10^7).
+    cal = CALIBRATORS["ldp-s"](epsilon=8.0, score_bounds=(0.0, 5.0), n_groups=4)
+    runs = {}
+    for n in (10**3, 10**7):
+        session = _FirstRound([n, 1000, 1000, 1000, 1000])
+        tracemalloc.start()
+        try:
+            with warnings.catch_warnings(), pytest.raises(_Stop):
+                warnings.simplefilter("ignore")
+                calibrate_nodes(
+                    session,
+                    list(range(5)),
+                    cal,
+                    alpha=0.1,
+                    fingerprint="",
+                    random_state=RS,
+                )
+        finally:
+            tracemalloc.stop()
+        runs[n] = session
+    small, big = runs[10**3].requests[0], runs[10**7].requests[0]
+    assert big.keys() == small.keys()
+    assert "users" not in big
+    arrays = {k: v.nbytes for k, v in big.items() if isinstance(v, np.ndarray)}
+    assert arrays == {"group_counts": (4 + 1) * 8, "assignment_key": 16}
+    assert arrays == {
+        k: v.nbytes for k, v in small.items() if isinstance(v, np.ndarray)
+    }
+    assert all(isinstance(v, int | float | str | np.ndarray) for v in big.values())
+    # The node's group of 2.5 x 10^6 users would take 20 MB as a list; the
+    # server's peak while posing the round is that of a node of 10^3 users.
+    assert runs[10**7].peak <= runs[10**3].peak + 64 * 1024
