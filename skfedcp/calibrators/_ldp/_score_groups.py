@@ -26,6 +26,7 @@ checks a transcript (at most ``T`` times the answers it holds).
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -248,7 +249,7 @@ def public_groups(
     # small (one large array, the result, as with one client at a time).
     firsts = np.flatnonzero(np.diff(starts // _CHUNK, prepend=-1))
     first, last = starts.tolist(), ends.tolist()
-    for a, b in zip(firsts.tolist(), [*firsts[1:].tolist(), m], strict=True):
+    for a, b in pairwise([*firsts.tolist(), m]):
         base = int(starts[a])
         # The chunk's rows; each mixed client's segment shuffled in place with
         # its stream is then its start plus its permutation (client_groups).

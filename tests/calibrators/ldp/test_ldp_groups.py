@@ -146,6 +146,24 @@ class TestClientArrangement:
             for g in range(3):
                 assert (every[s : s + n] == g).sum() == counts[j, g]
 
+    @pytest.mark.parametrize("chunk", [7, 2**16])
+    def test_public_groups_in_chunks_are_the_clients_own(self, monkeypatch, chunk):
+        # Chunks cut anywhere (7 users) or hold many clients; one-group and
+        # empty clients skip their shuffle, which changes no other draw.
+        monkeypatch.setattr(_score_groups, "_CHUNK", chunk)
+        rng = np.random.default_rng(4)
+        sizes = rng.integers(0, 30, size=300)
+        sizes[::5] = 1
+        sizes[::11] = 0
+        columns = np.array([800, 800, 800, int(sizes.sum()) - 2400])
+        counts = draw_group_counts(rng, sizes, columns)
+        assert (np.count_nonzero(counts, axis=1) == 1).sum() > 50
+        key = draw_key(rng)
+        every = public_groups(key, counts)
+        own = [client_groups(key, j, row) for j, row in enumerate(counts)]
+        np.testing.assert_array_equal(every, np.concatenate(own))
+        assert public_groups(key, counts[:0]).shape == (0,)
+
     def test_queries_name_the_public_groups(self):
         cal = LDPScoreCalibrator(epsilon=2.0, delta=0.2, score_bounds=(0, 1))
         sizes = [300, 0, 500, 200]
