@@ -9,7 +9,6 @@ the protocol's server steps.
 from __future__ import annotations
 
 import warnings
-from collections import Counter
 
 import numpy as np
 from sklearn.base import clone
@@ -181,21 +180,19 @@ def _public_shape(session, nodes, classes, n_features):
     stops the run, naming it, instead of a majority deciding who is right).
     Without ``classes`` the class list is the union of the nodes' announced
     lists (each checked against the policy's ``max_classes`` at hello, and
-    their union too; a node whose labels are not of the kind the others
-    hold is left out, see :func:`_one_label_kind`): a convenience that lets
-    every node add labels, so a server that knows its classes passes them.
+    their union too; nodes announcing labels of different kinds, int and
+    string, stop the run, see :func:`_one_label_kind`): a convenience that
+    lets every node add labels, so a server that knows its classes passes
+    them.
     """
     policy = get_config()
     counts = {n: session.info[n]["n_features"] for n in nodes}
     if n_features is None:
         widths = sorted(set(counts.values()))
         if len(widths) > 1:
-            detail = ", ".join(
-                f"node {n} (client {session.info[n]['label']!r}): {w}"
-                for n, w in counts.items()
-            )
             raise ValueError(
-                f"the nodes announce different feature counts ({detail}) and the "
+                f"the nodes announce different feature counts "
+                f"({_per_node(session, counts)}) and the "
                 "round has no public n_features to tell which is right: pass "
                 "n_features (fixed before the round) to leave the others out."
             )
@@ -212,7 +209,7 @@ def _public_shape(session, nodes, classes, n_features):
     kept = session.leave_out(nodes, reasons, invalid=True)
     from_nodes = classes is None
     if from_nodes:
-        kept = _one_label_kind(session, kept)
+        _one_label_kind(session, kept)
         classes = np.unique(np.concatenate([session.info[n]["classes"] for n in kept]))
     classes = np.asarray(classes)
     if classes.ndim != 1 or classes.shape[0] < 1:
@@ -227,14 +224,14 @@ def _public_shape(session, nodes, classes, n_features):
 
 
 def _one_label_kind(session, nodes):
-    """The nodes whose class lists are of the kind (int or string) most hold.
+    """Check that the nodes' class lists hold labels of one kind (int or string).
 
     Without public ``classes`` the round's list is the union of the nodes'
     lists; one node's string labels would turn the union of int labels into
-    strings (and every honest node's labels into unknown ones). A node whose
-    list is of the other kind is left out with an
-    :class:`~skfedcp.exceptions.InvalidMessageWarning` naming it and the
-    field; a tie is an error (pass ``classes``).
+    strings (and every honest node's labels into unknown ones). Which kind
+    is right is not voted (a lying majority would decide): nodes that
+    disagree stop the run, naming each node's kind, and the error asks for
+    ``classes``.
     """
     if not nodes:
         raise RuntimeError("FED-chi2: no node is left to run the selection.")
@@ -242,23 +239,20 @@ def _one_label_kind(session, nodes):
         n: "string" if session.info[n]["classes"].dtype.kind == "U" else "int"
         for n in nodes
     }
-    counts = Counter(kinds.values()).most_common()
-    if len(counts) == 1:
-        return nodes
-    if counts[0][1] == counts[1][1]:
+    if len(set(kinds.values())) > 1:
         raise ValueError(
-            "the nodes' class lists mix int and string labels in equal numbers and "
-            "the round has no public class list to tell which is right: pass "
-            "classes (fixed before the round)."
+            f"the nodes' class lists mix int and string labels "
+            f"({_per_node(session, kinds)}) and the round has no public class list "
+            "to tell which is right: pass classes (fixed before the round)."
         )
-    kind = counts[0][0]
-    reasons = {
-        n: f"its field 'classes' holds {k} labels, not {kind} labels as the other "
-        "nodes' (the round has no public classes; pass them to fix the list)"
-        for n, k in kinds.items()
-        if k != kind
-    }
-    return session.leave_out(nodes, reasons, invalid=True)
+
+
+def _per_node(session, values):
+    """``"node n (client label): value, ..."`` for an error naming each node."""
+    return ", ".join(
+        f"node {n} (client {session.info[n]['label']!r}): {v}"
+        for n, v in values.items()
+    )
 
 
 def _round_one_plan(session, nodes, n_classes, width, selector, max_value):

@@ -459,24 +459,44 @@ class TestMalformedAnnouncements:
             )
         assert 1 not in deployed.clients_.tolist()
 
-    def test_string_class_list_cannot_poison_the_derived_union(self, data):
-        # classes=None: the union of the nodes' lists. Node 1's string labels
-        # would turn it into strings; node 1 is left out instead.
+    @pytest.mark.parametrize("liars", [(1,), (1, 2, 3)], ids=["one", "majority"])
+    def test_string_class_list_cannot_poison_the_derived_union(self, data, liars):
+        # classes=None: the union of the nodes' lists. String labels from one
+        # node (or from a majority: not a vote) would turn it into strings;
+        # the run stops naming every node's kind and asks for classes.
         def edit(payload):
-            payload["classes"] = payload["classes"].astype(str)
+            if "classes" in payload:
+                payload["classes"] = payload["classes"].astype(str)
+
+        def wrap(app):
+            for label in liars:
+                app = _tampering(label, edit)(app)
+            return app
 
         configs = [_config(k, k, data) for k in range(HONEST)]
-        grid = _grid(data, configs, wrap=_tampering(1, edit))
-        with pytest.warns(InvalidMessageWarning) as caught:
-            deployed, report = flower.run_chi2_selection(
-                grid, FedChi2Selector(k=10), planned_clients=list(range(HONEST))
+        with pytest.raises(ValueError, match="pass classes") as info:
+            flower.run_chi2_selection(
+                _grid(data, configs, wrap=wrap),
+                FedChi2Selector(k=10),
+                planned_clients=list(range(HONEST)),
             )
-        node = _node_of(grid, 1)
-        (text,) = [t for t in _texts(caught) if f"node {node} (client 1)" in t]
-        assert "field 'classes' holds string labels, not int labels" in text
+        grid = _grid(data, configs, wrap=wrap)
+        text = str(info.value)
+        assert "mix int and string labels" in text
+        for label in range(HONEST):
+            kind = "string" if label in liars else "int"
+            assert f"(client {label}): {kind}" in text
+        # With the public classes the nodes' lists are not used: every node
+        # is in, as the in-process fit on all their rows.
+        deployed, _ = flower.run_chi2_selection(
+            grid,
+            FedChi2Selector(k=10),
+            classes=np.arange(10),
+            planned_clients=list(range(HONEST)),
+        )
         assert deployed.classes_.dtype.kind == "i"
-        assert deployed.clients_.tolist() == [0, 2, 3, 4]
-        keep = _honest(data, "sel_ids") & (data["sel_ids"] != 1)
+        assert deployed.clients_.tolist() == [0, 1, 2, 3, 4]
+        keep = _honest(data, "sel_ids")
         reference = FedChi2Selector(k=10, random_state=RS).fit(
             data["X_sel"][keep], data["y_sel"][keep], data["sel_ids"][keep]
         )
@@ -489,7 +509,7 @@ class TestMalformedAnnouncements:
 
         configs = [_config(k, k, data) for k in range(2)]
         grid = _grid(data, configs, wrap=_tampering(1, edit))
-        with pytest.raises(ValueError, match="mix int and string labels in equal"):
+        with pytest.raises(ValueError, match="mix int and string labels"):
             flower.run_chi2_selection(
                 grid, FedChi2Selector(k=10), planned_clients=[0, 1]
             )
