@@ -509,11 +509,11 @@ class _NodeSession:
         the simulation.
         """
         calibrator, fingerprint = self._strategy(request)
-        key = f"respond/{request['calibration_id']}"
-        saved = self.state.get(key)
+        slot = f"respond/{request['calibration_id']}"
+        saved = self.state.get(slot)
         scores, _ = self.scores()
-        round_, assignment = _check_assignment(request, scores.shape[0])
-        text = _assignment_text(*assignment)
+        round_, key, client, row = _check_assignment(request, scores.shape[0])
+        text = _assignment_text(key, client, row)
         if saved is not None and saved["assignment"] != text:
             raise PermissionError(
                 "the group assignment changed within this calibration: users "
@@ -530,10 +530,10 @@ class _NodeSession:
         query = {
             "round": round_,
             "threshold": float(request["threshold"]),
-            "users": asked_users(*assignment, round_),
+            "users": asked_users(key, client, row, round_),
         }
         message = calibrator.client_respond(scores, query, random_state=rng)
-        self.state[key] = {
+        self.state[slot] = {
             "assignment": text,
             "rounds": [*answered, round_],
             **_dump_stream(rng),
@@ -624,8 +624,8 @@ class _NodeSession:
 
 
 def _check_assignment(request, n_users):
-    """The round and the public assignment ``(key, client, counts row)`` of a
-    ``respond`` request, checked against this node's ``n_users``."""
+    """``(round, key, client, counts row)`` of a ``respond`` request: the
+    round and the public assignment, checked against this node's ``n_users``."""
     fields = ("assignment_key", "group_counts", "client", "round", "threshold")
     missing = [f for f in fields if f not in request]
     if missing:
@@ -649,7 +649,7 @@ def _check_assignment(request, n_users):
         raise ValueError(f"client must be a non-negative int; got {client!r}.")
     if not _is_index(round_) or not 1 <= round_ < row.shape[0]:
         raise ValueError(f"round must be in 1..{row.shape[0] - 1}; got {round_!r}.")
-    return int(round_), (key, int(client), row.astype(np.int64))
+    return int(round_), key, int(client), row.astype(np.int64)
 
 
 def _is_index(value):
