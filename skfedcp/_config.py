@@ -162,6 +162,7 @@ def _check_policy_int(value: Any, name: str, limit: int | None = None) -> int:
         return _current()[name]
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an int >= 1; got {value!r}.")
+    value = int(value)
     if value < 1:
         raise ValueError(f"{name} must be >= 1; got {value}.")
     if limit is not None and value > limit:
@@ -169,4 +170,4 @@ def _check_policy_int(value: Any, name: str, limit: int | None = None) -> int:
             f"{name}={value} is above the plan policy's max_{name[2:]}={limit} "
             "(raise it with skfedcp.config_context for a larger round)."
         )
-    return int(value)
+    return value

@@ -347,16 +347,16 @@ def _announced_sizes(sizes, max_client_size):
         integral = np.ones(values.shape[0], dtype=bool)
         in_range = (values >= 0) & (values <= max_client_size)  # in their dtype
         return integral, in_range, np.where(in_range, values, 0).astype(np.int64)
-    integral = [
+    whole = [
         not isinstance(v, bool | np.bool_) and isinstance(v, Integral) for v in sizes
     ]
-    in_range = [
-        ok and 0 <= v <= max_client_size for v, ok in zip(sizes, integral, strict=True)
+    bounded = [
+        ok and 0 <= v <= max_client_size for v, ok in zip(sizes, whole, strict=True)
     ]
-    size = [int(v) if ok else 0 for v, ok in zip(sizes, in_range, strict=True)]
+    size = [int(v) if ok else 0 for v, ok in zip(sizes, bounded, strict=True)]
     return (
-        np.array(integral, dtype=bool),
-        np.array(in_range, dtype=bool),
+        np.array(whole, dtype=bool),
+        np.array(bounded, dtype=bool),
         np.array(size, dtype=np.int64),
     )
 

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 from sklearn.base import clone
 
-from .._config import get_config
+from .._config import _check_policy_int, get_config
 from ..exceptions import (
     InvalidMessageError,
     InvalidMessageWarning,
@@ -25,7 +25,6 @@ from ..feature_selection import (
     chi2_server_plan,
 )
 from ..feature_selection._chi2 import FedChi2Selector
-from ..feature_selection._plan import _check_policy_int
 from ..feature_selection._tables import _dof
 from ..federated import fixed_point_decode
 from ._session import _short

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._config import _DEFAULTS, get_config
+from .._config import _DEFAULTS, _check_policy_int
 from ..exceptions import (
     InvalidMessageWarning,
     NodeExcludedWarning,
@@ -146,15 +146,6 @@ def _short(value, limit=60):
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _check_bound(name, value):
-    """A public bound of the run; None: the plan policy's (``get_config()``)."""
-    if value is None:
-        return get_config()[name]
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive int; got {value!r}.")
-    return int(value)
-
-
 def check_planned_clients(planned_clients, *, max_clients=None):
     """Validate the planned node set; return ``(pinned, labels)``.
 
@@ -164,7 +155,7 @@ def check_planned_clients(planned_clients, *, max_clients=None):
     ints or strings, all of one type, distinct, at most ``max_clients``
     (None: the plan policy's).
     """
-    max_clients = _check_bound("max_clients", max_clients)
+    max_clients = _check_policy_int(max_clients, "max_clients")
     if planned_clients is None:
         return None, None
     pinned = None
@@ -334,9 +325,9 @@ class ServerSession:
     ):
         if min_rows < 1:
             raise ValueError(f"min_rows must be >= 1; got {min_rows}.")
-        self.max_client_size = _check_bound("max_client_size", max_client_size)
-        self.max_clients = _check_bound("max_clients", max_clients)
-        self.max_classes = _check_bound("max_classes", None)
+        self.max_client_size = _check_policy_int(max_client_size, "max_client_size")
+        self.max_clients = _check_policy_int(max_clients, "max_clients")
+        self.max_classes = _check_policy_int(None, "max_classes")
         self.pinned, self.planned = check_planned_clients(
             planned_clients, max_clients=self.max_clients
         )

@@ -687,8 +687,10 @@ class TestPlan:
 
     def test_bounds_are_validated(self):
         for name in ("max_client_size", "max_clients"):
-            with pytest.raises(ValueError, match=f"{name} must be a positive int"):
+            with pytest.raises(ValueError, match=f"{name} must be >= 1"):
                 ServerSession(lambda r, t: ({}, {}), [1], timeout=1.0, **{name: 0})
+            with pytest.raises(TypeError, match=f"{name} must be an int"):
+                ServerSession(lambda r, t: ({}, {}), [1], timeout=1.0, **{name: 1.5})
 
     def test_too_many_connected_nodes_without_a_pinned_plan(self):
         start = time.perf_counter()
