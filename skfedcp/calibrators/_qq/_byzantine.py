@@ -347,46 +347,87 @@ def max_byzantine(
     return bisect.bisect_left(range(1, k), True, key=lambda c: not ok(c))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _equal_cell(h, n, l, r):
+    """``M_h(l, r)`` of ``h`` clients of ``n`` scores (cached: the staircases
+    of neighbouring targets, e.g. the gammas of a dp-qq plan, share cells)."""
+    return float(qq_coverage(h, n, l, r))
+
+
+def _first_passing(lo, hi, passes):
+    """The smallest ``x`` in ``lo..hi`` with ``passes(x)`` (monotone: False
+    then True), or ``None``; galloping from ``lo``, then bisection."""
+    if lo > hi:
+        return None
+    step, below = 1, lo - 1
+    while True:
+        x = min(below + step, hi)
+        if passes(x):
+            return bisect.bisect_left(range(below + 1, x), True, key=passes) + below + 1
+        if x == hi:
+            return None
+        below, step = x, step * 2
+
+
+def _equal_steps(h, n, threshold, l_max, r_max):
+    """The first ``l`` of each step of the staircase ``r(l)``, with its ``r``.
+
+    ``r(l)`` is the smallest ``r <= r_max`` with ``M_h(l, r) >= threshold``,
+    for the ``l <= l_max`` that have one. ``M_h`` increases in ``l`` and
+    ``r``, so ``r(l)`` is non-increasing in ``l`` and the ``l`` with one are
+    a suffix: the walk finds the first by galloping, lowers ``r`` one step
+    at a time and jumps (galloping again) to the first ``l`` passing at
+    ``r - 1``: ``O(r_max + steps log n)`` cells instead of the ``n r_max``
+    of a table (and of a walk over every ``l``).
+    """
+
+    def cell(l, r):
+        return _equal_cell(h, n, l, r) >= threshold
+
+    l = _first_passing(1, l_max, lambda x: cell(x, r_max))
+    steps: list[tuple[int, int]] = []
+    r = r_max
+    while l is not None:
+        while r > 1 and cell(l, r - 1):
+            r -= 1
+        steps.append((l, r))
+        if r == 1:
+            break
+        l = _first_passing(l + 1, l_max, lambda x, r=r: cell(x, r - 1))
+        r -= 1
+    return steps
+
+
 def _select_equal(m, n, alpha, c):
     """Equal sizes: every common ``l`` with its smallest certified ``k``.
 
     The honest clients' coverage at rank ``r`` is ``qq_coverage(m - c, n, l,
     r)``, the same for every honest set. The lower bound increases in ``l``
     and ``r``, so the smallest certified ``r`` is non-increasing in ``l``
-    (a staircase walk); among the first ``l`` of each step, the pair with
-    the smallest all-honest coverage ``M_m(l, r + c)`` wins (ties: the
-    largest ``l``).
+    (a staircase walk, :func:`_equal_steps`); among the first ``l`` of each
+    step, the pair with the smallest all-honest coverage ``M_m(l, r + c)``
+    wins (ties: the largest ``l``). The other ``l`` of a step cannot win: at
+    the same ``r`` their ``M_m`` is larger by at least ``1 / (m n + 1)``
+    (every client value moves up a rank), far more than the tie tolerance.
     """
     threshold = (1.0 - alpha) - _FEASIBILITY_TOL
     h = m - c
     r_max = m - 2 * c  # k = r + c <= m - c: +inf senders cannot blow it up
     if r_max < 1:
         return None
-
-    def lower(l, r):
-        return qq_coverage(h, n, l, r)
-
-    if lower(n, r_max) < threshold:
+    candidates = _equal_steps(h, n, threshold, n, r_max)
+    if not candidates:
         return None
-    candidates: list[tuple[int, int]] = []
-    r = r_max
-    for l in range(1, n + 1):
-        if lower(l, r) < threshold:
-            continue
-        while r > 1 and lower(l, r - 1) >= threshold:
-            r -= 1
-        if not candidates or candidates[-1][1] != r:
-            candidates.append((l, r))
     best = None
     for l, r in candidates:
-        benign = qq_coverage(m, n, l, r + c)
+        benign = _equal_cell(m, n, l, r + c)
         if best is None or benign < best[0] - _TIE or abs(benign - best[0]) <= _TIE:
             best = (benign, l, r)
     assert best is not None
     benign, l, r = best
     k = r + c
     return ByzantineSelection(
-        (l,) * m, k, benign, True, lower(l, r), qq_coverage(h, n, l, k)
+        (l,) * m, k, benign, True, _equal_cell(h, n, l, r), _equal_cell(h, n, l, k)
     )
 
 
