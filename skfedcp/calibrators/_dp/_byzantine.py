@@ -57,8 +57,8 @@ from ...utils._validation import check_int
 from .._qq._byzantine import (
     _equal_cell,
     _equal_steps,
+    fixed_certified_pair,
     max_byzantine,
-    select_byzantine_ranks,
 )
 from .._qq._coverage import _FEASIBILITY_TOL
 from ._common import _describe
@@ -207,10 +207,10 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
             l, k, lower = pair
             local_ranks = (l,) * m
         else:
-            sel = select_byzantine_ranks(sizes, 1.0 - tau, c, local_rank="fixed")
-            if not sel.feasible:
+            found = fixed_certified_pair(sizes, 1.0 - tau, c)
+            if found is None:
                 continue
-            local_ranks, k, lower = sel.local_ranks, sel.k, sel.lower
+            local_ranks, k, lower = found
         ranks = tuple(r + correction for r in local_ranks)
         if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < k + c:
             continue  # c dishonest +inf among the active ones: +inf threshold

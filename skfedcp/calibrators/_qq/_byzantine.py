@@ -282,14 +282,14 @@ def _select_equal(m, n, alpha, c):
     )
 
 
-def _select_fixed(sizes, ranks, alpha, c):
-    """Fixed ranks: the smallest ``k <= m - c`` whose certified bound is valid.
+def _certified_k(sizes, ranks, alpha, c):
+    """Fixed ranks: ``(k, lower)`` of the smallest certified ``k <= m - c``.
 
     The bound ``L(r)`` (``r = k - c``) increases in ``r``. One Riemann pass
     brackets every ``r`` rigorously (:func:`certified_band`): below the
     first ``r`` whose upper sum reaches the target none can pass, from the
     first whose lower sum does every one passes; only the ranks between are
-    integrated.
+    integrated. ``None`` when no ``k`` is certified.
     """
     threshold = (1.0 - alpha) - _FEASIBILITY_TOL
     m = len(sizes)
@@ -304,13 +304,36 @@ def _select_fixed(sizes, ranks, alpha, c):
     passing = np.flatnonzero(lows >= threshold)
     if passing.size == 0:
         return None
-    r = band[int(passing[0])]
-    k = r + c
-    upper = float(extreme_coverages(sizes, ranks, h, False, (k,))[0])
+    return band[int(passing[0])] + c, float(lows[int(passing[0])])
+
+
+def _select_fixed(sizes, ranks, alpha, c):
+    """Fixed ranks: the smallest ``k <= m - c`` whose certified bound is valid."""
+    found = _certified_k(sizes, ranks, alpha, c)
+    if found is None:
+        return None
+    k, lower = found
+    m = len(sizes)
+    upper = float(extreme_coverages(sizes, ranks, m - c, False, (k,))[0])
     benign = float(extreme_coverages(sizes, ranks, m, True, (k,))[0])
-    return ByzantineSelection(
-        ranks, k, benign, True, float(lows[int(passing[0])]), upper
-    )
+    return ByzantineSelection(ranks, k, benign, True, lower, upper)
+
+
+@functools.lru_cache(maxsize=256)
+def fixed_certified_pair(sizes, alpha, c):
+    """``(ranks, k, lower)`` of ``select_byzantine_ranks(sizes, alpha, c,
+    local_rank="fixed")`` for unequal sizes, or ``None`` when infeasible.
+
+    The same ranks (Appendix A.1, clipped when A.1 has no certified ``k``),
+    ``k`` and certified bound, without the upper bound and the all-honest
+    coverage (dp-qq's gamma search reads neither: they cost as much again).
+    """
+    ranks = tuple(conformal_rank(n, alpha) for n in sizes)
+    found = _certified_k(sizes, ranks, alpha, c)
+    if found is None:
+        ranks = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
+        found = _certified_k(sizes, ranks, alpha, c)
+    return None if found is None else (ranks, *found)
 
 
 @functools.lru_cache(maxsize=128)

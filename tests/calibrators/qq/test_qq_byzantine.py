@@ -470,3 +470,24 @@ def test_unequal_hundred_clients_plans():
     assert plan["feasible"] and 5 < plan["k"] <= 95
     assert plan["coverage_lower"] >= 0.9 - TOL
     assert plan["coverage_lower"] <= plan["coverage"] <= plan["coverage_upper"]
+
+
+def test_fixed_certified_pair_is_the_fixed_selection():
+    # dp-qq's gamma search reads (ranks, k, lower) without the upper bound
+    # and the all-honest coverage: the same pair as the full selection,
+    # including A.1's clipped fallback at a small alpha.
+    from skfedcp.calibrators._qq._byzantine import fixed_certified_pair
+
+    cases = [
+        ((5, 10, 20, 40, 15, 8, 30, 12, 25, 18), 0.1, 2),
+        ((12, 30, 7, 55, 20, 20, 41, 9, 16, 25, 33, 14), 0.2, 3),
+        ((3, 4, 6, 9, 11, 5, 7), 0.05, 1),
+        ((2, 3, 3, 4, 5, 6, 8), 0.1, 1),
+    ]
+    for sizes, alpha, c in cases:
+        sel = select_byzantine_ranks(sizes, alpha, c, local_rank="fixed")
+        got = fixed_certified_pair(sizes, alpha, c)
+        if not sel.feasible:
+            assert got is None
+            continue
+        assert got == (sel.local_ranks, sel.k, sel.lower)
