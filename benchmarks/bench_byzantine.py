@@ -49,12 +49,21 @@ what passes validation (a bin edge or ``+inf``):
 
 A ``c`` with no certified plan is reported as infeasible, with the reason.
 
+``--plans``: instead, the CPU time of one cold plan per case (each in a
+fresh process, killed after ``--timeout`` seconds): QQ and dp-qq (paper rule,
+epsilon = 10, alpha = 0.1) with ``n_byzantine`` on unequal sizes drawn from
+10-1,000 (``np.random.default_rng(0)``) and on equal sizes.
+
 Usage: ``python bench_byzantine.py [--quick] [--reps R] [--dp-reps R]``
-(``--quick``: 20 repetitions, dp-qq with ``rule="paper"`` only).
+(``--quick``: 20 repetitions, dp-qq with ``rule="paper"`` only), or
+``python bench_byzantine.py --plans [--timeout S]``.
 """
 
 import argparse
 import math
+import subprocess
+import sys
+import time
 import warnings
 
 import _common  # noqa: F401  (single-threaded BLAS)
@@ -262,14 +271,68 @@ def _print_dp(rows, rule, plain_k, reps):
         print(f"{r['c']:>2} {r['attack']:<8} {r['k']:>3} {r['cert']:.4f} {cells}")
 
 
+#: (label, calibrator, n_byzantine, sizes) of the ``--plans`` table.
+PLAN_CASES = (
+    ("qq, 100 unequal", "qq", 5, ("unequal", 100)),
+    ("qq, 1,000 unequal", "qq", 10, ("unequal", 1000)),
+    ("qq, 200 x 200 rows", "qq", 1, ("equal", 200, 200)),
+    ("dp-qq paper, 100 unequal", "dp-qq", 5, ("unequal", 100)),
+    ("dp-qq paper, 100 x 100 rows", "dp-qq", 1, ("equal", 100, 100)),
+    ("dp-qq paper, 100 x 200 rows", "dp-qq", 1, ("equal", 100, 200)),
+    ("dp-qq paper, 200 x 200 rows", "dp-qq", 1, ("equal", 200, 200)),
+    ("dp-qq paper, 201 x 200 rows", "dp-qq", 1, ("equal", 201, 200)),
+)
+
+
+def _plan_case(index):
+    """Plan case ``index`` of ``PLAN_CASES`` cold; print its CPU seconds."""
+    _, name, c, spec = PLAN_CASES[index]
+    if spec[0] == "unequal":
+        sizes = np.random.default_rng(0).integers(10, 1001, spec[1])
+    else:
+        sizes = np.full(spec[1], spec[2])
+    if name == "qq":
+        cal = QuantileOfQuantilesCalibrator(n_byzantine=c)
+    else:
+        cal = PrivateQuantileOfQuantilesCalibrator(
+            epsilon=10.0, score_bounds=(0, 1), n_byzantine=c
+        )
+    start = time.process_time()
+    plan = cal.plan(sizes, ALPHA)
+    seconds = time.process_time() - start
+    print(f"{seconds:.3f} k={plan['k']} lower={plan['coverage_lower']:.6f}")
+
+
+def run_plans(timeout):
+    """The ``--plans`` table, each case in a fresh process."""
+    print(f"{'plan (n_byzantine = c)':<30} {'c':>3} {'CPU s':>8}  plan")
+    for index, (label, _, c, _) in enumerate(PLAN_CASES):
+        command = [sys.executable, __file__, "--plan-case", str(index)]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=timeout, check=True
+            )
+            seconds, _, rest = done.stdout.strip().partition(" ")
+        except subprocess.TimeoutExpired:
+            seconds, rest = f"> {timeout:g}", "(killed)"
+        print(f"{label:<30} {c:>3} {seconds:>8}  {rest}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plans", action="store_true", help="time cold plans")
+    parser.add_argument("--timeout", type=float, default=300.0, help="per plan")
+    parser.add_argument("--plan-case", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="20 repetitions")
     parser.add_argument("--reps", type=int, default=400, help="repetitions")
     parser.add_argument(
         "--dp-reps", type=int, default=None, help="dp-qq repetitions (default: reps)"
     )
     args = parser.parse_args()
+    if args.plan_case is not None:
+        return _plan_case(args.plan_case)
+    if args.plans:
+        return run_plans(args.timeout)
     reps = 20 if args.quick else args.reps
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

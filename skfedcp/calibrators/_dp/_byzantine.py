@@ -22,7 +22,12 @@
 # point of the integral otherwise), asked for tau_gamma = (1 - alpha) /
 # (1 - gamma alpha).  Among the gammas with a certified pair, the one with
 # the smallest all-honest coverage M(l + l_cor, k) of the corrected ranks is
-# kept, ties to the smaller gamma, as in the c = 0 search.
+# kept, ties to the smaller gamma, as in the c = 0 search.  Two shortcuts
+# leave that plan unchanged: a gamma whose score cannot beat the best (its
+# score is at least tau_gamma + 1/(N + 1) - 1e-10, see _paper_plan) is not
+# planned, and with equal sizes only the staircase of the smallest certified
+# r per l is read, cell by cell (adaptive quadrature, cached across gammas),
+# never the whole (l, r) table.
 #
 # rule="tight".  Every honest release is at least U^j_(D_j) (coupling of the
 # tight bound, D_j the worst-case rank law of the mechanism), independently
@@ -46,18 +51,21 @@ from collections import Counter
 from functools import lru_cache
 
 import numpy as np
-from scipy import special
 
 from ...privacy import dp_qq_local_correction
 from ...utils._validation import check_int
-from .._qq._byzantine import max_byzantine, select_byzantine_ranks
+from .._qq._byzantine import (
+    _equal_cell,
+    _equal_steps,
+    fixed_certified_pair,
+    max_byzantine,
+)
 from .._qq._coverage import _FEASIBILITY_TOL
 from ._common import _describe
 from ._plan import _TIE, GAMMA_GRID, _dpqq_auto_bins, _qq_score
 from ._tight import (
     _BOUND_MARGIN,
     _best_simulated,
-    _gauss_nodes01,
     _tight_candidates,
     _TightBounds,
 )
@@ -66,8 +74,6 @@ __all__ = ["check_n_byzantine", "dpqq_byzantine_plan", "dpqq_max_byzantine"]
 
 # Largest number of honest size mixes the tight rule enumerates.
 _MAX_HONEST_MIXES = 64
-# Largest polynomial degree h n the equal-size coverage table integrates.
-_TABLE_MAX_DEGREE = 40_000
 
 
 def _check_c(sizes, c):
@@ -133,23 +139,16 @@ def _byzantine_plan(sizes, alpha, epsilon, n_bins, gamma, rule, utility, c):
     return tuple(plan.items())
 
 
-@lru_cache(maxsize=32)
 def _coverage_table(h, n, r_max):
     """``M_h(l, r)`` of ``h`` clients of ``n`` scores, ``l <= n``, ``r <= r_max``.
 
-    The integrand ``P(Bin(h, I_t(l, n - l + 1)) <= r - 1)`` is a polynomial
-    of degree ``h n`` in ``t``: Gauss-Legendre with ``ceil((h n + 1) / 2)``
-    nodes is exact up to rounding (~1e-13, far below the 1e-10 feasibility
-    tolerance). One table serves every gamma (a read-only array).
+    The whole table (the reference the staircase of :func:`_equal_pair`
+    reads a few cells of; the tests compare it with ``qq_coverage``).
     """
-    t, w = _gauss_nodes01(-(-(h * n + 1) // 2))
-    r = np.arange(r_max)[:, None]
-    table = np.empty((n, r_max))
-    for l in range(1, n + 1):
-        p = special.betainc(l, n - l + 1, t)
-        table[l - 1] = special.bdtr(r, h, p[None, :]) @ w
-    table.setflags(write=False)
-    return table
+    cells = [
+        [_equal_cell(h, n, l, r) for r in range(1, r_max + 1)] for l in range(1, n + 1)
+    ]
+    return np.array(cells)
 
 
 def _equal_pair(m, n, tau, correction, c):
@@ -161,42 +160,46 @@ def _equal_pair(m, n, tau, correction, c):
     m - 2 c`` with ``M_{m - c}(l, r) >= tau``; among these pairs, the one with
     the smallest all-honest coverage ``M_m(l + l_cor, r + c)`` of the
     corrected ranks (ties: the larger ``l``). ``None`` when no pair is
-    certified.
+    certified. Only the first ``l`` of each step of ``r(l)`` can win (at the
+    same ``r`` a larger ``l`` raises ``M_m`` by at least ``1 / (m n + 1)``,
+    far above the tie tolerance), so only the staircase's cells are computed
+    (:func:`~skfedcp.calibrators._qq._byzantine._equal_steps`, each cell an
+    adaptive quadrature to ~1e-14, cached across the gammas): the work does
+    not grow with ``n`` beyond the length of the staircase.
     """
     h, r_max = m - c, m - 2 * c
-    if n * max(h, m) > _TABLE_MAX_DEGREE:
-        return _equal_pair_quad(m, n, tau, correction, c)
-    honest = _coverage_table(h, n, r_max)[: n - correction]
-    passing = honest >= tau - _FEASIBILITY_TOL
-    rows = np.flatnonzero(passing[:, -1])
-    if rows.size == 0:
+    steps = _equal_steps(h, n, tau - _FEASIBILITY_TOL, n - correction, r_max)
+    if not steps:
         return None
-    r_of = passing[rows].argmax(axis=1)  # first passing r - 1, per l - 1
-    benign = _coverage_table(m, n, m)[rows + correction, r_of + c]
+    benign = [_equal_cell(m, n, l + correction, r + c) for l, r in steps]
     # The smallest benign value, ties to the larger l (the last minimum).
-    best = int(np.flatnonzero(benign <= benign.min() + _TIE)[-1])
-    l, r = int(rows[best]) + 1, int(r_of[best]) + 1
-    return l, r + c, float(honest[l - 1, r - 1])
-
-
-def _equal_pair_quad(m, n, tau, correction, c):
-    """:func:`_equal_pair` through the QQ rule when the table is too large."""
-    sel = select_byzantine_ranks((n,) * m, 1.0 - tau, c, local_rank="auto")
-    if not sel.feasible or sel.local_ranks[0] + correction > n:
-        return None
-    return sel.local_ranks[0], sel.k, sel.lower
+    best = int(np.flatnonzero(np.array(benign) <= min(benign) + _TIE)[-1])
+    l, r = steps[best]
+    return l, r + c, _equal_cell(h, n, l, r)
 
 
 def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
     m = len(sizes)
     equal = len(set(sizes)) == 1
     grid = GAMMA_GRID if isinstance(gamma, str) else (float(gamma),)
+    n_total = sum(sizes)
     best = None
     for g in grid:
         correction = dp_qq_local_correction(epsilon, n_bins, g, alpha, m)
         if correction >= max(sizes):
             continue
         tau = (1.0 - alpha) / (1.0 - g * alpha)
+        # Pruning (the plan is unchanged): a certified pair (l, r + c) of
+        # this gamma has score M(l + l_cor, r + c) >= M(l, r + c) + gain
+        # (gain = 1/(N + 1) when l_cor >= 1: every client value moves up a
+        # rank, or to +inf) and M(l, r + c) >= M_H(l, r) >= L_c(r) >= tau -
+        # 1e-10 for any honest set H (the (r + c)-th smallest of all m
+        # values is at least the r-th smallest of H's). So a gamma with tau
+        # + gain - 3e-10 >= the best score cannot win (a win needs a score
+        # below best - 1e-10), and its selection is skipped.
+        gain = 1.0 / (n_total + 1) if correction >= 1 else 0.0
+        if best is not None and tau + gain - 3e-10 >= best[0]:
+            continue
         if equal:
             pair = _equal_pair(m, sizes[0], tau, correction, c)
             if pair is None:
@@ -204,10 +207,10 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
             l, k, lower = pair
             local_ranks = (l,) * m
         else:
-            sel = select_byzantine_ranks(sizes, 1.0 - tau, c, local_rank="fixed")
-            if not sel.feasible:
+            found = fixed_certified_pair(sizes, 1.0 - tau, c)
+            if found is None:
                 continue
-            local_ranks, k, lower = sel.local_ranks, sel.k, sel.lower
+            local_ranks, k, lower = found
         ranks = tuple(r + correction for r in local_ranks)
         if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < k + c:
             continue  # c dishonest +inf among the active ones: +inf threshold

@@ -20,13 +20,9 @@
 #
 # computed with H(t) = the m - c largest p_j(t) at every node.  Equal sizes
 # and ranks: every H is the same, L is exact (the equal-size rule below uses
-# qq_coverage directly).  The upper end is bounded the same way by the m - c
-# smallest p_j(t).  Pairs of Beta CDFs cross at most once in (0, 1) (their
-# density ratio is log-concave-or-convex: at most two sign changes of the
-# density difference), so H(t) changes only at those crossings, which are the
-# panel boundaries of the quadrature: on each piece the integrand is a
-# polynomial, integrated by composite Gauss-Legendre with the panels doubled
-# until two passes agree.
+# qq_coverage directly; the staircase of _equal_steps).  The upper end is
+# bounded the same way by the m - c smallest p_j(t).  How L is integrated,
+# and why the rule only integrates a few ranks, is in _byzantine_bound.py.
 
 from __future__ import annotations
 
@@ -36,12 +32,11 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
-from scipy.special import betainc, betaincinv
 
 from ...utils._docstrings import fill_doc
 from ...utils._quantile import conformal_rank
 from ...utils._validation import check_alpha
+from ._byzantine_bound import certified_band, extreme_coverages
 from ._coverage import _FEASIBILITY_TOL, _check_int, _check_sizes, qq_coverage
 
 __all__ = [
@@ -51,12 +46,6 @@ __all__ = [
     "select_byzantine_ranks",
 ]
 
-# Below / above the window every active p_j is within this of 0 / 1.
-_EDGE = 1e-18
-# Gauss-Legendre nodes per panel; panels doubled until two passes agree.
-_GL_NODES = 16
-_AGREE = 1e-13
-_MAX_PANELS = 1024
 _TIE = 1e-13
 
 
@@ -92,141 +81,6 @@ class ByzantineSelection(NamedTuple):
 _INFEASIBLE = ByzantineSelection((), None, 1.0, False, 1.0, 1.0)
 
 
-def _types(sizes, ranks):
-    """Distinct active ``(n, l)`` with counts, and the number of inactive clients."""
-    pairs: dict[tuple[int, int], int] = {}
-    inactive = 0
-    for n, l in zip(sizes, ranks, strict=True):
-        if l > n:
-            inactive += 1
-        else:
-            pairs[(n, l)] = pairs.get((n, l), 0) + 1
-    keys = sorted(pairs)
-    a = np.array([l for _, l in keys], dtype=np.float64)
-    b = np.array([n - l + 1 for n, l in keys], dtype=np.float64)
-    counts = np.array([pairs[key] for key in keys], dtype=np.int64)
-    return a, b, counts, inactive
-
-
-def _crossings(a, b, lo, hi):
-    """Interior points of ``(lo, hi)`` where two types' CDFs cross."""
-    if a.size < 2:
-        return []
-    grid = np.linspace(lo, hi, 257)
-    p = betainc(a[None, :], b[None, :], grid[:, None])
-    sign = np.sign(p[:, :, None] - p[:, None, :])
-    steps, rows, cols = np.nonzero(sign[:-1] * sign[1:] < 0)
-    out = []
-    for s, i, j in zip(steps.tolist(), rows.tolist(), cols.tolist(), strict=True):
-        if i < j:
-
-            def f(t, i=i, j=j):
-                return float(betainc(a[i], b[i], t) - betainc(a[j], b[j], t))
-
-            out.append(brentq(f, grid[s], grid[s + 1], xtol=1e-15))
-    return out
-
-
-def _take(p, counts, inactive, n_keep, largest):
-    """How many clients of each type H holds at each node.
-
-    H is the ``n_keep`` clients with the largest (``largest=True``) or
-    smallest ``p`` (``(nodes, types)``), the inactive clients (``p = 0``)
-    counting as the smallest.
-    """
-    order = np.argsort(-p if largest else p, axis=1, kind="stable")
-    sorted_counts = counts[order]
-    room = n_keep if largest else max(n_keep - inactive, 0)
-    before = np.cumsum(sorted_counts, axis=1) - sorted_counts
-    take_sorted = np.clip(room - before, 0, sorted_counts)
-    take = np.empty_like(take_sorted)
-    np.put_along_axis(take, order, take_sorted, axis=1)
-    return take
-
-
-def _cdf_at(p, counts, inactive, n_keep, largest):
-    """``P(X_H(t) <= r)`` for ``r = 0..n_keep`` at each node (see :func:`_take`)."""
-    take = _take(p, counts, inactive, n_keep, largest)
-    pmf = np.zeros((p.shape[0], n_keep + 1))
-    pmf[:, 0] = 1.0
-    for t in range(p.shape[1]):
-        pt = p[:, t]
-        for r in range(int(take[:, t].max(initial=0))):
-            pe = np.where(take[:, t] > r, pt, 0.0)[:, None]
-            new = pmf * (1.0 - pe)
-            new[:, 1:] += pmf[:, :-1] * pe
-            pmf = new
-    return np.minimum(np.cumsum(pmf, axis=1), 1.0)
-
-
-def _pieces(a, b, counts, inactive, n_keep, largest, lo, hi):
-    """``[lo, hi]`` cut where H changes (the crossings that move the boundary)."""
-    cuts = sorted(c for c in _crossings(a, b, lo, hi) if lo < c < hi)
-    edges = np.array([lo, *cuts, hi])
-    mids = (edges[:-1] + edges[1:]) / 2.0
-    take = _take(
-        betainc(a[None, :], b[None, :], mids[:, None]),
-        counts,
-        inactive,
-        n_keep,
-        largest,
-    )
-    moves = np.flatnonzero(np.any(take[1:] != take[:-1], axis=1)) + 1
-    kept = np.r_[lo, edges[moves], hi]
-    return list(zip(kept[:-1].tolist(), kept[1:].tolist(), strict=True))
-
-
-def _gl(n_nodes):
-    x, w = np.polynomial.legendre.leggauss(n_nodes)
-    return (x + 1.0) / 2.0, w / 2.0
-
-
-def _integral(a, b, counts, inactive, n_keep, largest, pieces):
-    """``int P(X_H(t) <= r) dt`` over ``pieces``, composite GL, doubled to agree."""
-    x, w = _gl(_GL_NODES)
-    lows = np.array([lo for lo, _ in pieces])
-    highs = np.array([hi for _, hi in pieces])
-    total = None
-    n_panels = 4
-    while True:
-        frac = np.linspace(0.0, 1.0, n_panels + 1)
-        starts = (lows[:, None] + (highs - lows)[:, None] * frac[None, :-1]).ravel()
-        h = np.repeat((highs - lows) / n_panels, n_panels)
-        t = (starts[:, None] + h[:, None] * x[None, :]).ravel()
-        weights = (h[:, None] * w[None, :]).ravel()
-        p = betainc(a[None, :], b[None, :], t[:, None])
-        acc = weights @ _cdf_at(p, counts, inactive, n_keep, largest)
-        if total is not None and np.max(np.abs(acc - total)) < _AGREE:
-            return acc
-        if n_panels >= _MAX_PANELS:
-            return acc
-        total = acc
-        n_panels *= 2
-
-
-@functools.lru_cache(maxsize=256)
-def _extreme_coverages(sizes, ranks, n_keep, largest):
-    """``E[r] = int_0^1 ext_H P(X_H(t) <= r) dt``, ``r = 0..n_keep``.
-
-    ``largest=True``: the minimum over every honest set of ``n_keep``
-    clients taken pointwise in ``t`` (a lower bound on ``min_H M_H``);
-    ``False``: the maximum (an upper bound on ``max_H M_H``). The coverage
-    of the honest clients' ``r``-th smallest message is bounded by entry
-    ``r - 1``.
-    """
-    a, b, counts, inactive = _types(sizes, ranks)
-    if a.size == 0:  # every client sends +inf
-        return np.ones(n_keep + 1)
-    lo = float(np.min(betaincinv(a, b, _EDGE)))
-    hi = float(np.max(betaincinv(a, b, 1.0 - _EDGE)))
-    # At t = 0 every count is 0; at t = 1 every active client counts.
-    at0 = np.ones(n_keep + 1)
-    at1 = _cdf_at(np.ones((1, a.size)), counts, inactive, n_keep, largest)[0]
-    pieces = _pieces(a, b, counts, inactive, n_keep, largest, lo, hi)
-    middle = _integral(a, b, counts, inactive, n_keep, largest, pieces)
-    return np.clip(lo * at0 + middle + (1.0 - hi) * at1, 0.0, 1.0)
-
-
 def _bounds(sizes, ranks, k, c):
     """``(lower, upper)`` for the pair ``(ranks, k)`` with ``c`` dishonest clients."""
     m = len(sizes)
@@ -237,15 +91,12 @@ def _bounds(sizes, ranks, k, c):
         def honest(r):
             return 1.0 if l > n else float(qq_coverage(h, n, l, r))
 
-    else:
-
-        def honest(r):
-            largest = r == k - c
-            return float(_extreme_coverages(sizes, ranks, h, largest)[r - 1])
-
-    lower = 0.0 if c >= k else honest(k - c)
-    upper = 1.0 if k > h else honest(k)
-    return lower, upper
+        lower = 0.0 if c >= k else honest(k - c)
+        upper = 1.0 if k > h else honest(k)
+        return lower, upper
+    lower = 0.0 if c >= k else extreme_coverages(sizes, ranks, h, True, (k - c,))[0]
+    upper = 1.0 if k > h else extreme_coverages(sizes, ranks, h, False, (k,))[0]
+    return float(lower), float(upper)
 
 
 def byzantine_coverage_bounds(
@@ -347,63 +198,142 @@ def max_byzantine(
     return bisect.bisect_left(range(1, k), True, key=lambda c: not ok(c))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _equal_cell(h, n, l, r):
+    """``M_h(l, r)`` of ``h`` clients of ``n`` scores (cached: the staircases
+    of neighbouring targets, e.g. the gammas of a dp-qq plan, share cells)."""
+    return float(qq_coverage(h, n, l, r))
+
+
+def _first_passing(lo, hi, passes):
+    """The smallest ``x`` in ``lo..hi`` with ``passes(x)`` (monotone: False
+    then True), or ``None``; galloping from ``lo``, then bisection."""
+    if lo > hi:
+        return None
+    step, below = 1, lo - 1
+    while True:
+        x = min(below + step, hi)
+        if passes(x):
+            return bisect.bisect_left(range(below + 1, x), True, key=passes) + below + 1
+        if x == hi:
+            return None
+        below, step = x, step * 2
+
+
+def _equal_steps(h, n, threshold, l_max, r_max):
+    """The first ``l`` of each step of the staircase ``r(l)``, with its ``r``.
+
+    ``r(l)`` is the smallest ``r <= r_max`` with ``M_h(l, r) >= threshold``,
+    for the ``l <= l_max`` that have one. ``M_h`` increases in ``l`` and
+    ``r``, so ``r(l)`` is non-increasing in ``l`` and the ``l`` with one are
+    a suffix: the walk finds the first by galloping, lowers ``r`` one step
+    at a time and jumps (galloping again) to the first ``l`` passing at
+    ``r - 1``: ``O(r_max + steps log n)`` cells instead of the ``n r_max``
+    of a table (and of a walk over every ``l``).
+    """
+
+    def cell(l, r):
+        return _equal_cell(h, n, l, r) >= threshold
+
+    l = _first_passing(1, l_max, lambda x: cell(x, r_max))
+    steps: list[tuple[int, int]] = []
+    r = r_max
+    while l is not None:
+        while r > 1 and cell(l, r - 1):
+            r -= 1
+        steps.append((l, r))
+        if r == 1:
+            break
+        l = _first_passing(l + 1, l_max, lambda x, r=r: cell(x, r - 1))
+        r -= 1
+    return steps
+
+
 def _select_equal(m, n, alpha, c):
     """Equal sizes: every common ``l`` with its smallest certified ``k``.
 
     The honest clients' coverage at rank ``r`` is ``qq_coverage(m - c, n, l,
     r)``, the same for every honest set. The lower bound increases in ``l``
     and ``r``, so the smallest certified ``r`` is non-increasing in ``l``
-    (a staircase walk); among the first ``l`` of each step, the pair with
-    the smallest all-honest coverage ``M_m(l, r + c)`` wins (ties: the
-    largest ``l``).
+    (a staircase walk, :func:`_equal_steps`); among the first ``l`` of each
+    step, the pair with the smallest all-honest coverage ``M_m(l, r + c)``
+    wins (ties: the largest ``l``). The other ``l`` of a step cannot win: at
+    the same ``r`` their ``M_m`` is larger by at least ``1 / (m n + 1)``
+    (every client value moves up a rank), far more than the tie tolerance.
     """
     threshold = (1.0 - alpha) - _FEASIBILITY_TOL
     h = m - c
     r_max = m - 2 * c  # k = r + c <= m - c: +inf senders cannot blow it up
     if r_max < 1:
         return None
-
-    def lower(l, r):
-        return qq_coverage(h, n, l, r)
-
-    if lower(n, r_max) < threshold:
+    candidates = _equal_steps(h, n, threshold, n, r_max)
+    if not candidates:
         return None
-    candidates: list[tuple[int, int]] = []
-    r = r_max
-    for l in range(1, n + 1):
-        if lower(l, r) < threshold:
-            continue
-        while r > 1 and lower(l, r - 1) >= threshold:
-            r -= 1
-        if not candidates or candidates[-1][1] != r:
-            candidates.append((l, r))
     best = None
     for l, r in candidates:
-        benign = qq_coverage(m, n, l, r + c)
+        benign = _equal_cell(m, n, l, r + c)
         if best is None or benign < best[0] - _TIE or abs(benign - best[0]) <= _TIE:
             best = (benign, l, r)
     assert best is not None
     benign, l, r = best
     k = r + c
     return ByzantineSelection(
-        (l,) * m, k, benign, True, lower(l, r), qq_coverage(h, n, l, k)
+        (l,) * m, k, benign, True, _equal_cell(h, n, l, r), _equal_cell(h, n, l, k)
     )
+
+
+def _certified_k(sizes, ranks, alpha, c):
+    """Fixed ranks: ``(k, lower)`` of the smallest certified ``k <= m - c``.
+
+    The bound ``L(r)`` (``r = k - c``) increases in ``r``. One Riemann pass
+    brackets every ``r`` rigorously (:func:`certified_band`): below the
+    first ``r`` whose upper sum reaches the target none can pass, from the
+    first whose lower sum does every one passes; only the ranks between are
+    integrated. ``None`` when no ``k`` is certified.
+    """
+    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+    m = len(sizes)
+    h, r_max = m - c, m - 2 * c
+    if r_max < 1:
+        return None
+    band = certified_band(sizes, ranks, h, threshold, r_max)
+    if band is None:
+        return None
+    band = tuple(range(band[0], band[1] + 1))
+    lows = extreme_coverages(sizes, ranks, h, True, band)
+    passing = np.flatnonzero(lows >= threshold)
+    if passing.size == 0:
+        return None
+    return band[int(passing[0])] + c, float(lows[int(passing[0])])
 
 
 def _select_fixed(sizes, ranks, alpha, c):
     """Fixed ranks: the smallest ``k <= m - c`` whose certified bound is valid."""
-    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
-    m = len(sizes)
-    if m - 2 * c < 1:
+    found = _certified_k(sizes, ranks, alpha, c)
+    if found is None:
         return None
-    lows = _extreme_coverages(sizes, ranks, m - c, True)
-    for r in range(1, m - 2 * c + 1):
-        if lows[r - 1] >= threshold:
-            k = r + c
-            lower, upper = _bounds(sizes, ranks, k, c)
-            benign = _bounds(sizes, ranks, k, 0)[0]
-            return ByzantineSelection(ranks, k, benign, True, lower, upper)
-    return None
+    k, lower = found
+    m = len(sizes)
+    upper = float(extreme_coverages(sizes, ranks, m - c, False, (k,))[0])
+    benign = float(extreme_coverages(sizes, ranks, m, True, (k,))[0])
+    return ByzantineSelection(ranks, k, benign, True, lower, upper)
+
+
+@functools.lru_cache(maxsize=256)
+def fixed_certified_pair(sizes, alpha, c):
+    """``(ranks, k, lower)`` of ``select_byzantine_ranks(sizes, alpha, c,
+    local_rank="fixed")`` for unequal sizes, or ``None`` when infeasible.
+
+    The same ranks (Appendix A.1, clipped when A.1 has no certified ``k``),
+    ``k`` and certified bound, without the upper bound and the all-honest
+    coverage (dp-qq's gamma search reads neither: they cost as much again).
+    """
+    ranks = tuple(conformal_rank(n, alpha) for n in sizes)
+    found = _certified_k(sizes, ranks, alpha, c)
+    if found is None:
+        ranks = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
+        found = _certified_k(sizes, ranks, alpha, c)
+    return None if found is None else (ranks, *found)
 
 
 @functools.lru_cache(maxsize=128)

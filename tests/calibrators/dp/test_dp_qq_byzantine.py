@@ -302,3 +302,74 @@ def test_honest_mixes_distinct_sizes_stay_cheap():
     mixes = _byz._honest_mixes(list(range(200, 240)), 1)
     assert len(mixes) == 40
     assert all(sum(n for _, n in mix) == 39 for mix in mixes)
+
+
+# ---------------------------------------------------------------------------
+# 5. The fast plan: the staircase, the gamma pruning, former slow cases.
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "m,n,tau,correction,c",
+    [
+        (12, 30, 0.9, 2, 1),
+        (10, 20, 0.85, 0, 2),
+        (20, 15, 0.92, 3, 3),
+        (7, 40, 0.8, 5, 1),
+    ],
+)
+def test_equal_pair_is_the_full_table_rule(m, n, tau, correction, c):
+    # The rule on the whole tables (every l, every r), as it was computed
+    # before only the staircase's cells were read.
+    h, r_max = m - c, m - 2 * c
+    honest = _coverage_table(h, n, r_max)[: n - correction]
+    passing = honest >= tau - TOL
+    rows = np.flatnonzero(passing[:, -1])
+    got = _byz._equal_pair(m, n, tau, correction, c)
+    if rows.size == 0:
+        assert got is None
+        return
+    r_of = passing[rows].argmax(axis=1)
+    benign = _coverage_table(m, n, m)[rows + correction, r_of + c]
+    best = int(np.flatnonzero(benign <= benign.min() + 1e-10)[-1])
+    l, r = int(rows[best]) + 1, int(r_of[best]) + 1
+    assert got[:2] == (l, r + c)
+    assert got[2] == pytest.approx(honest[l - 1, r - 1], abs=1e-14)
+
+
+@pytest.mark.parametrize("sizes", [[30] * 12, [20, 25, 30, 20, 40, 25]])
+def test_gamma_pruning_keeps_the_plan_of_every_gamma(sizes):
+    # The pruned search returns the plan of least score over the whole grid
+    # (ties to the smaller gamma), each gamma planned on its own.
+    from skfedcp.calibrators._dp._plan import GAMMA_GRID
+
+    alpha, eps, bins, c = 0.2, 50.0, 20, 1
+    best = None
+    for g in GAMMA_GRID:
+        plan = _byz._paper_plan(tuple(sizes), alpha, eps, bins, g, c)
+        if plan is not None and (best is None or plan["score"] < best["score"] - 1e-10):
+            best = plan
+    got = _byz._paper_plan(tuple(sizes), alpha, eps, bins, "auto", c)
+    assert best is not None and got is not None
+    for key in ("gamma", "k", "local_ranks", "correction"):
+        assert got[key] == best[key]
+    assert got["score"] == best["score"]
+
+
+def test_equal_hundred_clients_plan():
+    # Formerly 5 s (two Gauss-Legendre tables of 5,000 nodes per row).
+    plan = _cal(epsilon=10.0, n_byzantine=1).plan(np.full(100, 100), 0.1)
+    assert (plan["gamma"], int(plan["local_ranks"][0]), plan["k"]) == (0.04, 85, 98)
+    assert plan["coverage_lower"] >= 0.9 - TOL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["unequal", "equal"])
+def test_former_slow_plans_complete(kind):
+    # Formerly > 300 s (unequal: a rank selection per gamma, each root-
+    # finding every pair of Beta CDFs) and 158 s (200 clients of 200 rows).
+    if kind == "unequal":
+        sizes, c = np.random.default_rng(0).integers(10, 1001, 100), 5
+    else:
+        sizes, c = np.full(200, 200), 1
+    plan = _cal(epsilon=10.0, n_byzantine=c).plan(sizes, 0.1)
+    assert c < plan["k"] <= len(sizes) - c
+    assert plan["coverage_lower"] >= 0.9 - TOL

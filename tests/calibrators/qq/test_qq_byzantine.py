@@ -357,3 +357,137 @@ def test_unfitted_coverage_bounds_without_arguments_raises():
         QuantileOfQuantilesCalibrator().coverage_bounds()
     with pytest.raises(NotFittedError):
         CentralCalibrator().coverage_bounds()
+
+
+# ---------------------------------------------------------------------------
+# 6. How the bound is computed: the pointwise worst set, the band, the
+#    staircase, and a plan that used to take seconds.
+# ---------------------------------------------------------------------------
+def _pointwise_worst(sizes, ranks, h, k, largest):
+    """int_0^1 ext over every honest set of h clients of P(X_H(t) <= k - 1),
+    the extremum taken by enumeration at each t (scipy quad)."""
+    from scipy import integrate
+    from scipy.special import betainc
+
+    subsets = list(itertools.combinations(range(len(sizes)), h))
+
+    def f(t):
+        values = []
+        for sub in subsets:
+            pmf = np.zeros(h + 1)
+            pmf[0] = 1.0
+            for j in sub:
+                if ranks[j] <= sizes[j]:
+                    p = betainc(ranks[j], sizes[j] - ranks[j] + 1, t)
+                    pmf[1:] = pmf[1:] * (1 - p) + pmf[:-1] * p
+                    pmf[0] *= 1 - p
+            values.append(float(np.sum(pmf[:k])))
+        return min(values) if largest else max(values)
+
+    return integrate.quad(f, 0.0, 1.0, epsabs=1e-13, epsrel=1e-12, limit=400)[0]
+
+
+@pytest.mark.parametrize(
+    "sizes,alpha,c",
+    [
+        ((2, 3, 4, 5, 6, 9), 0.2, 1),
+        ((3, 3, 5, 8, 9, 12), 0.1, 2),
+        ((4, 7, 7, 20), 0.3, 1),
+    ],
+)
+def test_bound_is_the_integral_of_the_pointwise_worst_set(sizes, alpha, c):
+    # The partition of the largest p_j(t) is the minimum over every honest
+    # set at each t (and the smallest the maximum); its integral matches
+    # an adaptive quadrature of the enumerated extremum.
+    ranks = tuple(conformal_rank(n, alpha) for n in sizes)
+    h = len(sizes) - c
+    for k in range(c + 1, len(sizes) + 1):
+        lower, upper = byzantine_coverage_bounds(sizes, ranks, k, c)
+        want = _pointwise_worst(sizes, ranks, h, k - c, True)
+        assert lower == pytest.approx(want, abs=1e-10)
+        if k <= h:
+            assert upper == pytest.approx(
+                _pointwise_worst(sizes, ranks, h, k, False), abs=1e-10
+            )
+
+
+def test_certified_band_brackets_the_first_passing_rank():
+    from skfedcp.calibrators._qq._byzantine_bound import (
+        certified_band,
+        extreme_coverages,
+    )
+
+    rng = np.random.default_rng(5)
+    for _ in range(6):
+        m = int(rng.integers(8, 30))
+        c = int(rng.integers(1, 3))
+        sizes = tuple(rng.integers(5, 200, m).tolist())
+        ranks = tuple(conformal_rank(n, 0.1) for n in sizes)
+        threshold = 0.9 - TOL
+        band = certified_band(sizes, ranks, m - c, threshold, m - 2 * c)
+        values = extreme_coverages(
+            sizes, ranks, m - c, True, tuple(range(1, m - 2 * c + 1))
+        )
+        passing = np.flatnonzero(values >= threshold)
+        if band is None:
+            assert passing.size == 0
+            continue
+        k_lo, k_hi = band
+        assert np.all(values[: k_lo - 1] < threshold)
+        if k_hi < m - 2 * c or values[k_hi - 1] >= threshold:
+            assert values[k_hi - 1] >= threshold
+
+
+@pytest.mark.parametrize(
+    "h,n,l_max,r_max", [(9, 10, 10, 8), (14, 20, 17, 12), (5, 40, 40, 5)]
+)
+def test_equal_staircase_is_the_table_frontier(h, n, l_max, r_max):
+    from skfedcp.calibrators._qq._byzantine import _equal_steps
+
+    table = np.array(
+        [
+            [qq_coverage(h, n, l, r) for r in range(1, r_max + 1)]
+            for l in range(1, l_max + 1)
+        ]
+    )
+    for threshold in (0.5, 0.8, 0.9, 0.95):
+        passing = table >= threshold
+        want, last = [], None
+        for l in range(1, l_max + 1):
+            if passing[l - 1, -1]:
+                r = int(passing[l - 1].argmax()) + 1
+                if r != last:
+                    want.append((l, r))
+                    last = r
+        assert _equal_steps(h, n, threshold, l_max, r_max) == want
+
+
+def test_unequal_hundred_clients_plans():
+    # Formerly 1.5 s (every pair of Beta CDFs root-found), now ~0.15 s.
+    sizes = np.random.default_rng(0).integers(10, 1001, 100)
+    cal = QuantileOfQuantilesCalibrator(n_byzantine=5)
+    plan = cal.plan(sizes, 0.1)
+    assert plan["feasible"] and 5 < plan["k"] <= 95
+    assert plan["coverage_lower"] >= 0.9 - TOL
+    assert plan["coverage_lower"] <= plan["coverage"] <= plan["coverage_upper"]
+
+
+def test_fixed_certified_pair_is_the_fixed_selection():
+    # dp-qq's gamma search reads (ranks, k, lower) without the upper bound
+    # and the all-honest coverage: the same pair as the full selection,
+    # including A.1's clipped fallback at a small alpha.
+    from skfedcp.calibrators._qq._byzantine import fixed_certified_pair
+
+    cases = [
+        ((5, 10, 20, 40, 15, 8, 30, 12, 25, 18), 0.1, 2),
+        ((12, 30, 7, 55, 20, 20, 41, 9, 16, 25, 33, 14), 0.2, 3),
+        ((3, 4, 6, 9, 11, 5, 7), 0.05, 1),
+        ((2, 3, 3, 4, 5, 6, 8), 0.1, 1),
+    ]
+    for sizes, alpha, c in cases:
+        sel = select_byzantine_ranks(sizes, alpha, c, local_rank="fixed")
+        got = fixed_certified_pair(sizes, alpha, c)
+        if not sel.feasible:
+            assert got is None
+            continue
+        assert got == (sel.local_ranks, sel.k, sel.lower)

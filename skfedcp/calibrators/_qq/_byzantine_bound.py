@@ -1,0 +1,314 @@
+"""The worst-honest-set coverage integral of QQ against dishonest clients."""
+
+# L(r) = int_0^1 min_H P(X_H(t) <= r - 1) dt over the honest sets H of
+# n_keep clients (the lower bound of _byzantine.py; the upper bound takes
+# the maximum), X_H(t) the number of clients of H whose value lies below t,
+# a Poisson-binomial count with p_j(t) = I_t(l_j, n_j - l_j + 1).  At each
+# node the minimum is reached by H(t) = the n_keep largest p_j(t) (the
+# coupling swap of the user guide), so the integrand is evaluated directly:
+# the p_j(t) of every client, the n_keep largest kept (np.partition), their
+# count law (DP for few clients, the product tree of _poisbin beyond).  No
+# pair of clients is ever compared at every node.
+#
+# Why the value is still the integral of that integrand (the proof is the
+# guide's proposition; what is computed here is a quadrature of it):
+#
+# * f_r(t) = min_H P(X_H(t) <= r - 1) decreases in t (each P(X_H(t) <=
+#   r - 1) does, as every p_j increases), so on any nodes 0 = t_0 < ... <
+#   t_G = 1 its right / left Riemann sums are rigorous lower / upper
+#   bounds of L(r) (up to the rounding of the count law, ~1e-14, covered by
+#   1e-12).  One pass on 257 nodes brackets every r: a rank whose upper sum
+#   misses the target cannot pass, one whose lower sum reaches it passes,
+#   and only the few ranks in between are integrated (the band).
+# * Monotone f also trims the window rigorously: left of a node where
+#   f >= 1 - 1e-16 the integral is the length (error <= 1e-16), right of
+#   one where f <= 1e-17 it is 0 (error <= 1e-17).
+# * Inside, f is analytic except where H(t) changes, i.e. where two Beta
+#   CDFs at the boundary of H cross (each pair crosses at most once: the
+#   ratio of two Beta densities is t^a (1 - t)^b up to a constant).  Those
+#   crossings are the panel edges of a composite Gauss-Legendre rule with
+#   each panel halved until it and its halves agree to 1e-13 times its share
+#   of the width (8-node panels: most pieces are short).  They
+#   are found without looking at every pair: on a grid, H changes only in
+#   the intervals where the kept set differs at the two ends (a change and
+#   its undoing inside one interval would need a pair to cross twice), and
+#   in such an interval a crossing of x and y can move the boundary only if
+#   fewer than `room` clients are ahead of x at both ends and fewer than
+#   `total - room` behind it at both ends (a client ahead of x at both ends
+#   is ahead throughout), so only those clients are paired and root-found.
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import betainc, betaincinv
+
+from ._poisbin import _TREE_CHUNK, _poisbin_window_tree, _uses_tree, _window_cdf
+
+# Below / above the window every active p_j is within this of 0 / 1.
+_EDGE = 1e-18
+# Gauss-Legendre nodes per panel; panels halved until a panel and its
+# halves agree (at most _MAX_LEVELS times).
+_GL_NODES = 8
+_AGREE = 1e-13
+_MAX_LEVELS = 12
+# Nodes of the bracketing Riemann pass and of the crossing grid.
+_GRID = 257
+# Rounding of the count law (DP or product tree), on the Riemann brackets.
+_ROUNDING = 1e-12
+
+
+def _types(sizes, ranks):
+    """Distinct active ``(n, l)`` with counts, and the number of inactive clients."""
+    pairs: dict[tuple[int, int], int] = {}
+    inactive = 0
+    for n, l in zip(sizes, ranks, strict=True):
+        if l > n:
+            inactive += 1
+        else:
+            pairs[(n, l)] = pairs.get((n, l), 0) + 1
+    keys = sorted(pairs)
+    a = np.array([l for _, l in keys], dtype=np.float64)
+    b = np.array([n - l + 1 for n, l in keys], dtype=np.float64)
+    counts = np.array([pairs[key] for key in keys], dtype=np.int64)
+    return a, b, counts, inactive
+
+
+class _Extreme:
+    """``ext_H P(X_H(t) <= k - 1)`` over the honest sets of ``n_keep`` clients.
+
+    ``largest=True``: the minimum (``H`` = the ``n_keep`` largest
+    ``p_j(t)``); ``False``: the maximum (the ``n_keep`` smallest, the
+    inactive clients, ``p = 0``, counting as the smallest).
+    """
+
+    def __init__(self, sizes, ranks, n_keep, largest):
+        self.a, self.b, self.counts, self.inactive = _types(sizes, ranks)
+        self.n_keep, self.largest = n_keep, largest
+        self.client_type = np.repeat(np.arange(self.a.size), self.counts)
+        self.room = n_keep if largest else max(n_keep - self.inactive, 0)
+        self.total = int(self.counts.sum())
+
+    def probs(self, t):
+        return betainc(self.a[None, :], self.b[None, :], t[:, None])
+
+    def members(self, p):
+        """The ``p_j(t)`` of ``H(t)`` at each node (rows): (nodes, n_keep)."""
+        clients = p[:, self.client_type]
+        if self.largest:
+            if self.n_keep >= clients.shape[1]:
+                return clients[:, : self.n_keep]
+            return -np.partition(-clients, self.n_keep - 1, axis=1)[:, : self.n_keep]
+        if self.room == 0:
+            return np.zeros((p.shape[0], 0))
+        if self.room >= clients.shape[1]:
+            return clients
+        return np.partition(clients, self.room - 1, axis=1)[:, : self.room]
+
+    def cdf(self, t, ks):
+        """``P(X_H(t) <= k - 1)``: (len(ks), nodes)."""
+        return _count_cdf(self.members(self.probs(t)), np.asarray(ks))
+
+    def take(self, p):
+        """How many clients of each type ``H`` holds at each node."""
+        order = np.argsort(-p if self.largest else p, axis=1, kind="stable")
+        sorted_counts = self.counts[order]
+        before = np.cumsum(sorted_counts, axis=1) - sorted_counts
+        take_sorted = np.clip(self.room - before, 0, sorted_counts)
+        take = np.empty_like(take_sorted)
+        np.put_along_axis(take, order, take_sorted, axis=1)
+        return take
+
+
+def _count_cdf(p, ks):
+    """``P(sum_j Bernoulli(p_j) <= k - 1)`` per row of ``p``: (len(ks), rows)."""
+    rows, size = p.shape
+    out = np.empty((ks.size, rows))
+    if size == 0:
+        out[:] = 1.0
+        return out
+    if not _uses_tree(size):
+        states = min(int(ks.max()), size + 1)
+        pmf = np.zeros((rows, states))
+        pmf[:, 0] = 1.0
+        for j in range(size):
+            pj = p[:, j : j + 1]
+            nxt = pmf * (1.0 - pj)
+            nxt[:, 1:] += pmf[:, :-1] * pj
+            pmf = nxt
+        cdf = np.minimum(np.cumsum(pmf, axis=1), 1.0)
+        return cdf[:, np.minimum(ks, states) - 1].T
+    step = max(1, _TREE_CHUNK // size)
+    for start in range(0, rows, step):
+        block = p[start : start + step]
+        offset, window = _poisbin_window_tree(block, lean=True)
+        kk = np.broadcast_to(np.minimum(ks, size + 1), (block.shape[0], ks.size))
+        out[:, start : start + step] = _window_cdf(offset, window, kk).T
+    return np.clip(out, 0.0, 1.0)
+
+
+def _window(ext):
+    """``[lo, hi]`` outside which every active ``p_j`` is within 1e-18 of 0 / 1."""
+    lo = float(np.min(betaincinv(ext.a, ext.b, _EDGE)))
+    hi = float(np.max(betaincinv(ext.a, ext.b, 1.0 - _EDGE)))
+    return lo, hi
+
+
+def _trim(f_first, f_last, grid, lo, hi):
+    """``[a, b]``: ``f ~ 1`` left of ``a`` for the first ``k``, ``~ 0`` right
+    of ``b`` for the last (``f`` decreases in ``t`` and increases in ``k``)."""
+    one = f_first >= 1.0 - 1e-16
+    last_one = grid.size - 1 if one.all() else int(np.argmin(one)) - 1
+    zeros = np.flatnonzero(f_last <= 1e-17)
+    a = grid[last_one] if last_one >= 0 else lo
+    return a, (grid[zeros[0]] if zeros.size else hi), bool(zeros.size)
+
+
+@functools.lru_cache(maxsize=256)
+def certified_band(sizes, ranks, n_keep, threshold, k_max):
+    """``(k_lo, k_hi)``: every ``k < k_lo`` has ``int f_k < threshold`` and
+    ``k_hi`` (if ``<= k_max``) has ``int f_k >= threshold``, rigorously.
+
+    Right / left Riemann sums of the decreasing integrand ``f_k`` (the
+    minimum over the honest sets) bound its integral from below / above on
+    any nodes; ``_ROUNDING`` covers the count law's rounding. The first pass
+    spreads ``_GRID`` nodes over the window, the next ones over the part
+    where the band's integrands are neither ~1 nor ~0, until the band holds
+    at most 4 ranks (or 2 passes: a pass's gap is about the window's width
+    over ``_GRID``, so more passes narrow it little). ``None`` when no
+    ``k <= k_max`` can pass; ``k_hi = k_max`` when none is certain to.
+    """
+    ext = _Extreme(sizes, ranks, n_keep, True)
+    if ext.a.size == 0:  # every client sends +inf: f = 1
+        return 1, 1
+    lo, hi = _window(ext)
+    a, b = lo, hi
+    k_lo, k_hi = 1, k_max
+    for _ in range(2):
+        grid = np.linspace(a, b, _GRID)
+        t = np.r_[0.0, grid, 1.0]
+        ks = np.arange(k_lo, k_hi + 1)
+        f = ext.cdf(t, ks)
+        width = np.diff(t)
+        lower = f[:, 1:] @ width - _ROUNDING
+        upper = f[:, :-1] @ width + _ROUNDING
+        maybe = np.flatnonzero(upper >= threshold)
+        if maybe.size == 0:
+            return None
+        surely = np.flatnonzero(lower >= threshold)
+        new_hi = k_lo + int(surely[0]) if surely.size else k_hi
+        new_lo = k_lo + int(maybe[0])
+        a, b, _ = _trim(f[new_lo - k_lo, 1:-1], f[new_hi - k_lo, 1:-1], grid, lo, hi)
+        k_lo, k_hi = new_lo, max(new_hi, new_lo)
+        if k_hi - k_lo < 4 or not b > a:
+            break
+    return k_lo, k_hi
+
+
+def _crossings(ext, grid):
+    """The crossings in ``grid`` that can move the boundary of ``H``."""
+    p = ext.probs(grid)
+    take = ext.take(p)
+    changed = np.flatnonzero(np.any(take[1:] != take[:-1], axis=1))
+    sign = 1.0 if ext.largest else -1.0
+    out = []
+    for s in changed.tolist():
+        pa, pb = sign * p[s], sign * p[s + 1]
+        ahead = (pa[None, :] > pa[:, None]) & (pb[None, :] > pb[:, None])
+        behind = (pa[None, :] < pa[:, None]) & (pb[None, :] < pb[:, None])
+        near = np.flatnonzero(
+            (ahead @ ext.counts < ext.room)
+            & (behind @ ext.counts < ext.total - ext.room)
+        )
+        da = np.sign(p[s, near][:, None] - p[s, near][None, :])
+        db = np.sign(p[s + 1, near][:, None] - p[s + 1, near][None, :])
+        for i, j in zip(*np.nonzero(np.triu(da * db < 0, 1)), strict=True):
+            x, y = int(near[i]), int(near[j])
+
+            def f(t, x=x, y=y):
+                return float(
+                    betainc(ext.a[x], ext.b[x], t) - betainc(ext.a[y], ext.b[y], t)
+                )
+
+            out.append(brentq(f, grid[s], grid[s + 1], xtol=1e-15))
+    return out
+
+
+def _pieces(ext, lo, hi):
+    """``[lo, hi]`` cut where ``H`` changes."""
+    cuts = sorted(c for c in _crossings(ext, np.linspace(lo, hi, _GRID)) if lo < c < hi)
+    edges = np.array([lo, *cuts, hi])
+    take = ext.take(ext.probs((edges[:-1] + edges[1:]) / 2.0))
+    moves = np.flatnonzero(np.any(take[1:] != take[:-1], axis=1)) + 1
+    kept = np.r_[lo, edges[moves], hi]
+    return kept[:-1], kept[1:]
+
+
+@functools.lru_cache(maxsize=1)
+def _gl(n_nodes):
+    x, w = np.polynomial.legendre.leggauss(n_nodes)
+    return (x + 1.0) / 2.0, w / 2.0
+
+
+def _integral(ext, ks, lows, highs):
+    """``int f_k`` over the pieces: adaptive Gauss-Legendre, panel by panel.
+
+    Each piece starts as one panel; a panel is kept when its 16-node value
+    and the sum of its two halves' agree to ``_AGREE`` times its share of
+    the width (so the total agrees to ``_AGREE``), else its halves are
+    split again, at most ``_MAX_LEVELS`` times. The halves' sum is kept.
+    """
+    x, w = _gl(_GL_NODES)
+    n_ks = len(ks)
+
+    def rule(a, b):
+        t = (a[:, None] + (b - a)[:, None] * x).ravel()
+        f = ext.cdf(t, ks).reshape(n_ks, a.size, x.size)
+        return (f @ w) * (b - a)
+
+    a, b = lows, highs
+    tol = _AGREE / max(float(np.sum(highs - lows)), 1e-300)
+    whole = rule(a, b)
+    total = np.zeros(n_ks)
+    for level in range(_MAX_LEVELS + 1):
+        mid = (a + b) / 2.0
+        halves = rule(np.r_[a, mid], np.r_[mid, b])
+        left, right = halves[:, : a.size], halves[:, a.size :]
+        refined = left + right
+        done = np.max(np.abs(refined - whole), axis=0) <= tol * (b - a)
+        if level == _MAX_LEVELS:
+            done[:] = True
+        total += refined[:, done].sum(axis=1)
+        if done.all():
+            return total
+        keep = ~done
+        a, b = np.r_[a[keep], mid[keep]], np.r_[mid[keep], b[keep]]
+        whole = np.c_[left[:, keep], right[:, keep]]
+    return total  # pragma: no cover (the last level keeps every panel)
+
+
+@functools.lru_cache(maxsize=1024)
+def extreme_coverages(sizes, ranks, n_keep, largest, ks):
+    """``int_0^1 ext_H P(X_H(t) <= k - 1) dt`` for each ``k`` of ``ks`` (sorted).
+
+    ``largest=True``: the minimum over every honest set of ``n_keep``
+    clients taken pointwise in ``t`` (a lower bound on ``min_H M_H(l,
+    k)``); ``False``: the maximum (an upper bound on ``max_H M_H``).
+    """
+    ext = _Extreme(sizes, ranks, n_keep, largest)
+    ks_arr = np.asarray(ks, dtype=np.int64)
+    if ext.a.size == 0:  # every client sends +inf
+        return np.ones(ks_arr.size)
+    lo, hi = _window(ext)
+    # Trim (f is monotone): f ~ 1 left of a, ~ 0 right of b for every k.
+    grid = np.linspace(lo, hi, _GRID)
+    f = ext.cdf(grid, ks_arr[[0, -1]])
+    a, b, zero = _trim(f[0], f[1], grid, lo, hi)
+    at1 = 0.0 if zero else ext.cdf(np.ones(1), ks_arr)[:, 0]
+    middle = np.zeros(ks_arr.size)
+    if b > a:
+        lows, highs = _pieces(ext, a, b)
+        middle = _integral(ext, ks_arr, lows, highs)
+    return np.clip(a + middle + (1.0 - b) * at1, 0.0, 1.0)
