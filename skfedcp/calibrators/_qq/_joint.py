@@ -8,6 +8,7 @@ import numpy as np
 
 from ._batch import _coverage_unequal_batch, _undecided
 from ._coverage import _FEASIBILITY_TOL, _TIE_TOL
+from ._levels import _level_search
 
 # Family: l_j(c) = ceil(c (n_j + 1)) for c in (0, 1) (c = 1 - alpha is the
 # fixed rule of Appendix A.1), and any k.  l(c) only changes at the levels
@@ -227,7 +228,7 @@ def _select_joint(sizes_tuple, alpha, clip, only_k=None):
         # The search starts at Appendix A.1's level, c = 1 - alpha, near
         # which the crossings of these k lie.
         start = int(np.searchsorted(num / den, 1.0 - alpha, side="left"))
-        return _pick(cov, ks, sizes, sizes_tuple, threshold, start=start)
+        return _pick(cov, ks, sizes, sizes_tuple, threshold, start=start, fast=True)
 
     # Lower end of the useful levels: bisection on real c with k = m (if
     # M(l(c), m) < 1 - alpha no pair at level c is valid).
@@ -253,12 +254,18 @@ def _select_joint(sizes_tuple, alpha, clip, only_k=None):
     return _pick(cov, np.arange(1, m + 1), sizes, sizes_tuple, threshold)
 
 
-def _pick(cov, ks, sizes, sizes_tuple, threshold, start=None):
-    """First feasible breakpoint for each k in ``ks``, then the best pair."""
+def _pick(cov, ks, sizes, sizes_tuple, threshold, start=None, fast=False):
+    """First feasible breakpoint for each k in ``ks``, then the best pair.
+
+    ``fast``: the level search of :mod:`._levels` first (the same breakpoints;
+    :func:`_first_feasible` if it does not fit).
+    """
     counts = cov.counts
     B = cov.num.shape[0]
     num, den = cov.num, cov.den
-    ik = _first_feasible(cov, ks, num / den, start)
+    ik = _level_search(cov, ks, num / den, start) if fast else None
+    if ik is None:
+        ik = _first_feasible(cov, ks, num / den, start)
     # Valid candidates: a finite threshold needs k <= #clients with l_j <= n_j.
     ok = ik < B
     ranks = cov.ranks(np.minimum(ik, B - 1))
