@@ -240,16 +240,17 @@ def _level_search(cov, ks, levels, start):
         return None
 
 
-def _search(cov, ks, levels, start):
-    B = levels.shape[0]
-    threshold = cov.threshold
-    sizes, counts = cov.sizes, cov.counts
-    start = min(max(int(start), 0), B - 1)
-    # Distance in level between the crossings of k and k + 1: the spacing of
-    # the client values near the threshold, 1 / (their density there).
-    ranks = cov.ranks([start])[0]
-    act = ranks <= sizes
-    n_f, l_f = sizes[act].astype(np.float64), ranks[act].astype(np.float64)
+def _level_half_width(sizes, counts, alpha, threshold, ks):
+    """Half-width of the level range around A.1's level 1 - alpha, or None.
+
+    The crossings of k and k + 1 lie about 1 / (the density of the client
+    values at the threshold) apart in level (M moves with the level about one
+    for one); the range holds those of ``ks`` with _LEVEL_RANGE_PAD to spare.
+    """
+    n_f = sizes.astype(np.float64)
+    l_f = np.ceil((1.0 - alpha) * (n_f + 1.0))
+    act = l_f <= n_f
+    n_f, l_f = n_f[act], l_f[act]
     t0 = min(max(threshold, 1e-9), 1.0 - 1e-9)
     dens = np.exp(
         (l_f - 1.0) * np.log(t0)
@@ -258,11 +259,14 @@ def _search(cov, ks, levels, start):
     )
     density = float(dens @ counts[act])
     if not density > 0:
-        raise _NoFit
-    half = (_LEVEL_RANGE_PAD + 0.5 * (ks[-1] - ks[0] + 1)) / density
-    c0 = levels[start]
-    i_min = int(np.searchsorted(levels, c0 - half, side="left"))
-    i_max = min(int(np.searchsorted(levels, c0 + half, side="right")), B - 1)
+        return None
+    return (_LEVEL_RANGE_PAD + 0.5 * (ks[-1] - ks[0] + 1)) / density
+
+
+def _search(cov, ks, levels, start):
+    B = levels.shape[0]
+    threshold = cov.threshold
+    i_min, i_max = 0, B - 1
     if not i_min < start < i_max:
         raise _NoFit
     laws = _LevelLaws(cov, ks, levels, i_min, i_max, start)
@@ -285,6 +289,10 @@ def _search(cov, ks, levels, start):
     for _ in range(_LEVEL_ROUNDS):
         todo = np.flatnonzero(hi - lo > 1)
         if todo.size == 0:
+            # Each k's crossing between two listed breakpoints (not at an end
+            # of the range, whose neighbours outside were not listed).
+            if (lo < 0).any() or (hi > i_max).any():
+                raise _NoFit
             return hi
         centers = set()
         for j in todo.tolist():
