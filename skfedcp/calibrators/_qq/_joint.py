@@ -274,9 +274,15 @@ def _pick_near_a1(sizes, counts, sizes_tuple, alpha, clip, ks):
     half = _level_half_width(sizes, counts, alpha, threshold, ks)
     if half is None:
         return _NO_FIT
-    num, den = _level_breakpoints(sizes, 1.0 - alpha - half, 1.0 - alpha + half)
+    for _ in range(6):  # at least 8 breakpoints on each side (few sizes)
+        num, den = _level_breakpoints(sizes, 1.0 - alpha - half, 1.0 - alpha + half)
+        start = int(np.searchsorted(num / den, 1.0 - alpha, side="left"))
+        if min(start, num.size - start) >= 8:
+            break
+        half *= 2.0
+    else:
+        return _NO_FIT
     cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
-    start = int(np.searchsorted(num / den, 1.0 - alpha, side="left"))
     ik = _level_search(cov, ks, num / den, start)
     if ik is None:
         return _NO_FIT
