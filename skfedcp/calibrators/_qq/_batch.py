@@ -435,7 +435,10 @@ def _sinh_features(groups, k, a, b):
     # t_c: mu(t_c) = k - 1/2, safeguarded Newton inside [a, b].
     target = k - 0.5
     lo, hi = a, b
-    t = float(np.clip(np.repeat(q, cs.astype(np.int64))[max(k - 1, 0)], a, b))
+    # The (k-1)-th client level in order (as np.repeat(q, cs)[k - 1]).
+    at = int(np.searchsorted(np.cumsum(cs), max(k - 1, 0), side="right"))
+    at = min(at, len(q) - 1)
+    t = min(max(float(q[at]), a), b)
     if not a < t < b:
         t = 0.5 * (a + b)
     for _ in range(30):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from ._batch import _batch_windows, _legendre01, _sinh_features, _undecided
+from ._batch import _batch_windows, _sinh_features, _sinh_rule, _undecided
 from ._poisbin import _whole_product
 
 # The level search (the "auto" tier of _selection._select_auto_unequal) looks,
@@ -77,21 +77,9 @@ class _LevelLaws:
         features = _sinh_features(groups, k_mid, a, b)
         if features is None or len(features) != 1:
             raise _NoFit
-        ((c0, s),) = features
-        c0 = min(max(c0, a), b)
-        nodes, weights = [], []
-        for n_side in _LEVEL_NODES:
-            x, w = _legendre01(n_side)
-            t_parts, w_parts = [], []
-            for side, span in ((-1.0, c0 - a), (1.0, b - c0)):
-                if span <= 0.0:
-                    continue
-                top = float(np.arcsinh(span / s))
-                u = top * x
-                t_parts.append(c0 + side * s * np.sinh(u))
-                w_parts.append(w * top * s * np.cosh(u))
-            nodes.append(np.concatenate(t_parts))
-            weights.append(np.concatenate(w_parts))
+        rules = [_sinh_rule(features, a, b, n_side) for n_side in _LEVEL_NODES]
+        nodes = [t for t, _ in rules]
+        weights = [w for _, w in rules]
         self.split = nodes[0].shape[0]
         self.t = np.concatenate(nodes)
         self.w = weights
