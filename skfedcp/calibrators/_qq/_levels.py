@@ -52,19 +52,25 @@ class _LevelLaws:
         self.cov, self.ks, self.levels = cov, ks, levels
         self.i_min, self.i_max = i_min, i_max
         sizes, counts = cov.sizes, cov.counts
-        ranks = cov.ranks([i_min, i_max])
-        self.r_lo, r_hi = ranks[0], ranks[1]
-        pairs_r = np.stack([ranks[0], ranks[1]])
-        m_active = ((pairs_r <= sizes[None, :]) * counts[None, :]).sum(axis=1)
+        all_ranks = cov.ranks(np.arange(i_min, i_max + 1))
+        active = all_ranks <= sizes[None, :]
+        self.m_active = (active * counts[None, :]).sum(axis=1)
+        self.r_lo, r_hi = all_ranks[0], all_ranks[-1]
         k_lo, k_hi = int(ks[0]), int(ks[-1])
-        if m_active[1] < 1 or k_lo > m_active[0]:
+        if self.m_active[-1] < 1 or k_lo > self.m_active[0]:
             raise _NoFit
-        # The window of every (level, k) of the range: its lower end grows
-        # with the ranks and k, so does its upper end.
-        kk = np.array([k_lo, min(k_hi, int(m_active[1]))], dtype=np.int64)
-        a, _ = _batch_windows(sizes, ranks[:1], kk[:1], m_active[:1])
-        _, b = _batch_windows(sizes, ranks[1:], kk[1:], m_active[1:])
-        a, b = float(a[0]), float(b[0])
+        # The window of every (level, k) of the range.  While the active
+        # clients stay the same, its lower end grows with the ranks and k, so
+        # does its upper end: the lower end at the first level of each run
+        # of equal m_active (k_lo), the upper end at the last (the largest k
+        # it holds); fewer active clients only raise the lower end.
+        change = np.flatnonzero(np.diff(self.m_active)) + 1
+        lasts = np.concatenate([change - 1, [self.m_active.shape[0] - 1]])
+        ma_last = self.m_active[lasts]
+        k_top = np.minimum(k_hi, ma_last)
+        a, _ = _batch_windows(sizes, all_ranks[:1], np.array([k_lo]), self.m_active[:1])
+        _, b = _batch_windows(sizes, all_ranks[lasts], k_top, ma_last)
+        a, b = float(a[0]), float(np.max(b))
         if not b > a:
             raise _NoFit
         center = cov.ranks([center_level])[0]
@@ -124,12 +130,9 @@ class _LevelLaws:
         self.pmf = np.zeros_like(cols)
         self.pmf[: self.zero] = pmf
         # The ranks at every breakpoint of the range, as column indices.
-        ranks = cov.ranks(np.arange(i_min, i_max + 1))
-        active = ranks <= sizes[None, :]
         self.index = np.where(
-            active, self.offset[None, :] + ranks - self.r_lo[None, :], self.zero
+            active, self.offset[None, :] + all_ranks - self.r_lo[None, :], self.zero
         )
-        self.m_active = (active * counts[None, :]).sum(axis=1)
         self.values = {}
         self.laws = {}
         self._predicted = {}
