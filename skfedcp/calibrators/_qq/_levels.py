@@ -26,16 +26,24 @@ from ._poisbin import _whole_product
 #   I_t(l + 1, n - l) = I_t(l, n - l + 1) - C(n, l) t^l (1 - t)^(n - l);
 # * one law (the count's product tree) per level gives M(i, k) for every k.
 #
-# Each round predicts, for every k not yet bracketed between two adjacent
-# breakpoints, its crossing by interpolating M in the level (M moves with
-# the level about one for one) and evaluates the predicted first valid
-# breakpoint and the one before; every law updates every k's bracket (M is
-# non-decreasing in the level).  A decision within ten gaps (+1e-12) of the
-# threshold is the accurate rule's (the joint search's own), as before.  The
-# result is the first breakpoint the decisions call valid, the same as the
-# joint search's: only the number of evaluations changes.  If a level leaves
-# the range, the nodes do not fit (a client much narrower than the others),
-# or the rounds run out, the caller's search runs instead.
+# The search.  A tree at A.1's level first.  From the law at any level, the
+# jump of M(k) when a client's rank grows from l is about
+# int C(n, l) t^l (1 - t)^(n - l) P(S(t) = k - 1) dt (first order: the count
+# of the others taken as the whole count's); summed over the breakpoints of
+# the range, these predict M(i, k) at every breakpoint, hence each k's
+# crossing (within a breakpoint or two: one tree per k, about).  Each round
+# evaluates, for every k not yet bracketed between two adjacent breakpoints,
+# the breakpoints within _LEVEL_HALF of its predicted crossing with one tree:
+# the clients whose rank changes inside that window are left out of it and
+# multiplied in afterwards, level by level (one Bernoulli factor each, on the
+# counts that can still matter).  Every evaluated level updates every k's
+# bracket (M is non-decreasing in the level).  A decision within ten gaps
+# (+1e-12) of the threshold is the accurate rule's (the joint search's own),
+# as before.  The result is the first breakpoint the decisions call valid,
+# the same as the joint search's: only the number of evaluations changes.
+# If a predicted crossing leaves the range (or lies at its end), the nodes
+# do not fit (a client much narrower than the others), or the rounds run
+# out, the caller's search runs instead.
 _LEVEL_NODES = (24, 32)
 # Half-width of the level range, in units of the predicted distance between
 # the crossings of two successive k, plus this many units.

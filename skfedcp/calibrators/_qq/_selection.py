@@ -63,8 +63,8 @@
 #
 # Unequal sizes, local_rank="joint": one common level c and k (see the
 # comment of _joint.py); local_rank="auto": that search, restricted
-# to the k near A.1's or replaced by A.1 as the work grows
-# (_select_auto_unequal).
+# to the k near A.1's (the level search of _levels.py) or replaced by A.1 as
+# the work grows (_select_auto_unequal).
 
 from __future__ import annotations
 
