@@ -12,6 +12,7 @@ from ._coverage import (
     _TAIL,
     _coverage_unequal_quad,
     _panel_rule,
+    _window_unequal,
 )
 from ._poisbin import (
     _poisbin_cdf_batch,
@@ -278,21 +279,6 @@ def _batch_composite(sizes, counts, R, K, MA, *, coarse=False):
     return res
 
 
-def _union_window(groups):
-    """The t-window of every k = 1..m_active at once (1 or 0 outside, 1e-17).
-
-    From the lower end of the k = 1 window to the upper end of the k = m
-    one (:func:`_window_unequal` gives one k's window).
-    """
-    m_active = sum(c for _, c in groups)
-    u_lo = special.betaincinv(1, m_active, _TAIL)
-    t_lo = min(float(special.betaincinv(l, n - l + 1, u_lo)) for (n, l), _ in groups)
-    t_hi = 1.0 - min(
-        float(special.betaincinv(n - l + 1, l, u_lo)) for (n, l), _ in groups
-    )
-    return t_lo, t_hi
-
-
 class _NormalEstimate:
     """Normal-approximation estimates of M(k) for fixed ranks (no guarantee).
 
@@ -306,7 +292,7 @@ class _NormalEstimate:
     """
 
     def __init__(self, groups, n_coarse=257, n_fine=8193):
-        self.t_lo, t_hi = _union_window(groups)
+        self.t_lo, t_hi = _window_unequal(groups, 1, sum(c for _, c in groups))
         self.t = None
         if not t_hi > self.t_lo:
             return
@@ -340,7 +326,7 @@ def _coverage_unequal_all_k(groups, max_panels=256):
     m_active = sum(c for _, c in groups)
     if m_active == 0:
         return np.zeros(0)
-    t_lo, t_hi = _union_window(groups)
+    t_lo, t_hi = _window_unequal(groups, 1, m_active)
     if not t_hi > t_lo:
         return np.full(m_active, t_lo)
     x, w = _panel_rule()
@@ -435,7 +421,10 @@ def _sinh_features(groups, k, a, b):
     # t_c: mu(t_c) = k - 1/2, safeguarded Newton inside [a, b].
     target = k - 0.5
     lo, hi = a, b
-    t = float(np.clip(np.repeat(q, cs.astype(np.int64))[max(k - 1, 0)], a, b))
+    # The (k-1)-th client level in order (as np.repeat(q, cs)[k - 1]).
+    at = int(np.searchsorted(np.cumsum(cs), max(k - 1, 0), side="right"))
+    at = min(at, len(q) - 1)
+    t = min(max(float(q[at]), a), b)
     if not a < t < b:
         t = 0.5 * (a + b)
     for _ in range(30):
@@ -523,7 +512,7 @@ def _coverage_unequal_sinh(groups, ks, *, canonical=False):
     each client's probabilities and the count's law cached across calls.
     """
     ks = np.asarray(ks, dtype=np.int64)
-    a, b = _window_unequal_vec(groups, int(ks[0]), int(ks[-1]))
+    a, b = _window_unequal(groups, int(ks[0]), int(ks[-1]))
     if not b > a:
         return np.full(ks.shape[0], a), np.zeros(ks.shape[0])
     k_mid = int(ks[ks.shape[0] // 2])
@@ -555,23 +544,6 @@ def _coverage_unequal_sinh(groups, ks, *, canonical=False):
     if not np.all(gap < _SINH_AGREE):
         return None
     return fine, gap
-
-
-def _window_unequal_vec(groups, k_first, k_last=None):
-    """_window_unequal, one vectorised call per end (the same numbers).
-
-    The lower end of ``k_first``'s window and the upper end of ``k_last``'s
-    (default ``k_first``): the window of the ks between them.
-    """
-    k_last = k_first if k_last is None else k_last
-    m_active = sum(c for _, c in groups)
-    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
-    ls = np.array([l for (_, l), _ in groups], dtype=np.float64)
-    u_lo = special.betaincinv(k_first, m_active - k_first + 1, _TAIL)
-    v_hi = special.betaincinv(m_active - k_last + 1, k_last, _TAIL)
-    t_lo = float(np.min(special.betaincinv(ls, ns - ls + 1, u_lo)))
-    t_hi = 1.0 - float(np.min(special.betaincinv(ns - ls + 1, ls, v_hi)))
-    return t_lo, t_hi
 
 
 def _sinh_ks(k, m_active):

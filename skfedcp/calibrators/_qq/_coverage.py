@@ -365,14 +365,21 @@ def _active_groups(sizes, ranks):
     return sorted(groups.items())
 
 
-def _window_unequal(groups, k):
+def _window_unequal(groups, k_first, k_last=None):
+    """The t-window outside which P(S(t) <= k - 1) is 1 or 0 (1e-17).
+
+    The lower end of ``k_first``'s window and the upper end of ``k_last``'s
+    (default ``k_first``): the window of every k between them (with
+    ``1, m_active``, of every k). One vectorised call per end.
+    """
+    k_last = k_first if k_last is None else k_last
     m_active = sum(c for _, c in groups)
-    u_lo = special.betaincinv(k, m_active - k + 1, _TAIL)
-    v_hi = special.betaincinv(m_active - k + 1, k, _TAIL)
-    t_lo = min(float(special.betaincinv(l, n - l + 1, u_lo)) for (n, l), _ in groups)
-    t_hi = 1.0 - min(
-        float(special.betaincinv(n - l + 1, l, v_hi)) for (n, l), _ in groups
-    )
+    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
+    ls = np.array([l for (_, l), _ in groups], dtype=np.float64)
+    u_lo = special.betaincinv(k_first, m_active - k_first + 1, _TAIL)
+    v_hi = special.betaincinv(m_active - k_last + 1, k_last, _TAIL)
+    t_lo = float(np.min(special.betaincinv(ls, ns - ls + 1, u_lo)))
+    t_hi = 1.0 - float(np.min(special.betaincinv(ns - ls + 1, ls, v_hi)))
     return t_lo, t_hi
 
 

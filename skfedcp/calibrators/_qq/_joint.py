@@ -8,6 +8,7 @@ import numpy as np
 
 from ._batch import _coverage_unequal_batch, _undecided
 from ._coverage import _FEASIBILITY_TOL, _TIE_TOL
+from ._levels import _level_half_width, _level_search
 
 # Family: l_j(c) = ceil(c (n_j + 1)) for c in (0, 1) (c = 1 - alpha is the
 # fixed rule of Appendix A.1), and any k.  l(c) only changes at the levels
@@ -21,7 +22,11 @@ from ._coverage import _FEASIBILITY_TOL, _TIE_TOL
 # computed neighbours, every level one batched bisection), screening with a
 # coarse rule and its error estimate; a decision within 10 estimated errors
 # (+1e-12) of the threshold is re-evaluated accurately (~1e-14), and so are
-# all candidates near the screened minimum.
+# all candidates near the screened minimum.  The k near A.1's (the "auto"
+# tier between the joint search and A.1) first go through the level search of
+# _levels.py (_FAST_LEVELS; the same breakpoints, fewer evaluations).
+_FAST_LEVELS = True
+_NO_FIT = object()
 
 
 def _fraction_ranks(num, den, sizes, clip):
@@ -34,12 +39,13 @@ def _fraction_ranks(num, den, sizes, clip):
     return ranks
 
 
-def _level_breakpoints(sizes, c_low):
-    """Sorted distinct levels r / (n + 1) > c_low with 1 <= r <= n."""
+def _level_breakpoints(sizes, c_low, c_high=1.0):
+    """Sorted distinct levels r / (n + 1) in (c_low, c_high] with 1 <= r <= n."""
     nums, dens = [], []
     for n in sizes.tolist():
         r0 = int(math.floor(c_low * (n + 1))) + 1
-        r = np.arange(max(r0, 1), n + 1, dtype=np.int64)
+        r1 = min(n, int(math.floor(c_high * (n + 1))))
+        r = np.arange(max(r0, 1), r1 + 1, dtype=np.int64)
         nums.append(r)
         dens.append(np.full(r.shape[0], n + 1, dtype=np.int64))
     num = np.concatenate(nums)
@@ -221,9 +227,13 @@ def _select_joint(sizes_tuple, alpha, clip, only_k=None):
     m = int(counts.sum())
     threshold = (1.0 - alpha) - _FEASIBILITY_TOL
     if only_k is not None:
+        ks = np.asarray(only_k, dtype=np.int64).reshape(-1)
+        if _FAST_LEVELS:
+            result = _pick_near_a1(sizes, counts, sizes_tuple, alpha, clip, ks)
+            if result is not _NO_FIT:
+                return result
         num, den = _level_breakpoints(sizes, 0.0)
         cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
-        ks = np.asarray(only_k, dtype=np.int64).reshape(-1)
         # The search starts at Appendix A.1's level, c = 1 - alpha, near
         # which the crossings of these k lie.
         start = int(np.searchsorted(num / den, 1.0 - alpha, side="left"))
@@ -253,12 +263,42 @@ def _select_joint(sizes_tuple, alpha, clip, only_k=None):
     return _pick(cov, np.arange(1, m + 1), sizes, sizes_tuple, threshold)
 
 
-def _pick(cov, ks, sizes, sizes_tuple, threshold, start=None):
-    """First feasible breakpoint for each k in ``ks``, then the best pair."""
+def _pick_near_a1(sizes, counts, sizes_tuple, alpha, clip, ks):
+    """:func:`_pick` by the level search of :mod:`._levels`, or ``_NO_FIT``.
+
+    Only the breakpoints of the level range around A.1's level are listed;
+    every k's first valid breakpoint lies strictly inside it (else
+    ``_NO_FIT``), so it is the first valid breakpoint of the whole list.
+    """
+    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+    half = _level_half_width(sizes, counts, alpha, threshold, ks)
+    if half is None:
+        return _NO_FIT
+    for _ in range(6):  # at least 8 breakpoints on each side (few sizes)
+        num, den = _level_breakpoints(sizes, 1.0 - alpha - half, 1.0 - alpha + half)
+        start = int(np.searchsorted(num / den, 1.0 - alpha, side="left"))
+        if min(start, num.size - start) >= 8:
+            break
+        half *= 2.0
+    else:
+        return _NO_FIT
+    cov = _JointCoverage(sizes, counts, num, den, clip, threshold)
+    ik = _level_search(cov, ks, num / den, start)
+    if ik is None:
+        return _NO_FIT
+    return _pick(cov, ks, sizes, sizes_tuple, threshold, ik=ik)
+
+
+def _pick(cov, ks, sizes, sizes_tuple, threshold, start=None, ik=None):
+    """First feasible breakpoint for each k in ``ks``, then the best pair.
+
+    ``ik``: those breakpoints, already found (:func:`_pick_near_a1`).
+    """
     counts = cov.counts
     B = cov.num.shape[0]
     num, den = cov.num, cov.den
-    ik = _first_feasible(cov, ks, num / den, start)
+    if ik is None:
+        ik = _first_feasible(cov, ks, num / den, start)
     # Valid candidates: a finite threshold needs k <= #clients with l_j <= n_j.
     ok = ik < B
     ranks = cov.ranks(np.minimum(ik, B - 1))

@@ -79,12 +79,15 @@ def _cached_probabilities(groups, t, key, *, below=True):
     """
     out = np.empty((t.shape[0], len(groups)))
     missing = []
-    for g, ((n_j, l_j), _) in enumerate(groups):
-        column = _lru_get(_PROB_CACHE, (n_j, l_j, below, key))
-        if column is None:
-            missing.append(g)
-        else:
-            out[:, g] = column
+    with _CACHE_LOCK:  # one pass under the lock (not one lock per column)
+        for g, ((n_j, l_j), _) in enumerate(groups):
+            cache_key = (n_j, l_j, below, key)
+            column = _PROB_CACHE.get(cache_key)
+            if column is None:
+                missing.append(g)
+            else:
+                _PROB_CACHE.move_to_end(cache_key)
+                out[:, g] = column
     if missing:
         n = np.array([groups[g][0][0] for g in missing], dtype=np.float64)
         l = np.array([groups[g][0][1] for g in missing], dtype=np.float64)
@@ -95,11 +98,14 @@ def _cached_probabilities(groups, t, key, *, below=True):
                 (n - l + 1.0)[None, :], l[None, :], 1.0 - t[:, None]
             )
         out[:, missing] = fresh
-        for i, g in enumerate(missing):
-            column = fresh[:, i].copy()
-            column.flags.writeable = False
-            (n_j, l_j), _ = groups[g]
-            _lru_put(_PROB_CACHE, (n_j, l_j, below, key), column, _PROB_CACHE_MAX)
+        with _CACHE_LOCK:
+            for i, g in enumerate(missing):
+                column = fresh[:, i].copy()
+                column.flags.writeable = False
+                (n_j, l_j), _ = groups[g]
+                _PROB_CACHE[(n_j, l_j, below, key)] = column
+            while len(_PROB_CACHE) > _PROB_CACHE_MAX:
+                _PROB_CACHE.popitem(last=False)
     return out
 
 

@@ -63,8 +63,8 @@
 #
 # Unequal sizes, local_rank="joint": one common level c and k (see the
 # comment of _joint.py); local_rank="auto": that search, restricted
-# to the k near A.1's or replaced by A.1 as the work grows
-# (_select_auto_unequal).
+# to the k near A.1's (the level search of _levels.py) or replaced by A.1 as
+# the work grows (_select_auto_unequal).
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ from numpy.typing import ArrayLike
 from scipy import special
 
 from ...utils._docstrings import fill_doc
-from ...utils._quantile import conformal_rank, float_safe_ceil
+from ...utils._quantile import _CEIL_EPS, float_safe_ceil
 from ...utils._validation import check_alpha
 from ._batch import (
     _coverage_unequal_all_k,
@@ -542,6 +542,14 @@ def _certified_valid(sizes, sel, threshold):
     return value - bound >= threshold
 
 
+def _conformal_ranks(sizes, alpha):
+    """``conformal_rank(n, alpha)`` for every size, in one vectorised pass
+    (the same float-safe ceil)."""
+    n = np.asarray(sizes, dtype=np.float64)
+    ranks = np.maximum(np.ceil((n + 1.0) * (1.0 - alpha) - _CEIL_EPS), 1.0)
+    return tuple(ranks.astype(np.int64).tolist())
+
+
 @functools.lru_cache(maxsize=256)
 def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta):
     m = len(sizes)
@@ -561,7 +569,7 @@ def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta
     elif local_rank == "joint":  # equal sizes: the full search contains the family
         ranks = None
     elif local_rank in ("auto", "fixed"):
-        ranks = tuple(conformal_rank(n_j, alpha) for n_j in sizes)
+        ranks = _conformal_ranks(sizes, alpha)
     else:
         ranks = (local_rank,) * m
     if ranks is not None and clip_local_rank:

@@ -266,7 +266,11 @@ def test_level_search_from_a1_finds_what_the_ends_find(seed, monkeypatch):
     sizes = tuple(np.random.default_rng(seed).integers(10, 1001, 30).tolist())
     k_a1 = select_qq_ranks(sizes, 0.1, local_rank="fixed").k
     ks = list(range(max(1, k_a1 - 4), min(30, k_a1 + 4) + 1))
+    fast = _joint._select_joint(sizes, 0.1, False, only_k=ks)
+    # The search of _joint.py (test_qq_levels.py compares the two further).
+    monkeypatch.setattr(_joint, "_FAST_LEVELS", False)
     started = _joint._select_joint(sizes, 0.1, False, only_k=ks)
+    assert fast == started
     original = _joint._first_feasible
     monkeypatch.setattr(
         _joint,
