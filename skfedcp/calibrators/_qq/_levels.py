@@ -279,8 +279,11 @@ def _search(cov, ks, levels, start):
             ok = values >= threshold
             for j in np.flatnonzero(_undecided(values, gaps, threshold)):
                 ok[j] = cov.accurate([i], [ks[j]])[0] >= threshold
-            for j in range(n_k):
-                cov._screened[(i, int(ks[j]))] = (float(values[j]), float(gaps[j]))
+            for col in range(n_k):
+                cov._screened[(i, int(ks[col]))] = (
+                    float(values[col]),
+                    float(gaps[col]),
+                )
             hi[ok & (i < hi)] = i
             lo[~ok & (i > lo)] = i
 
