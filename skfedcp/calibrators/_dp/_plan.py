@@ -414,7 +414,9 @@ def _refine(cands, rows, level, best=math.inf):
         finite = ranks + correction <= cands.ns
         if len(row) > 1:
             cands.tried.update(row)
-            packed.append((row, cands.ranks(last), ranks + correction, tau, n_nodes))
+            top = cands.ranks(last)
+            if (top <= cands.ns).any():  # else the block certifies no kappa
+                packed.append((row, top, ranks + correction, tau, n_nodes))
         elif not finite.any():
             cands.drop(first)  # the fixed ranks leave no client finite
         elif finite.all():
@@ -450,12 +452,15 @@ def _refine(cands, rows, level, best=math.inf):
 def _rows(cands, indices, best, count, gap):
     """Up to ``count`` rows for :func:`_refine` from the open ``indices``.
 
-    Far from the best (the last gamma bounded before clears it by
-    ``_BLOCK_MARGIN``), up to ``_BLOCK`` consecutive open gammas of one
+    The margin by which a gamma's bound will clear the best is guessed as
+    that of the last gamma bounded before it plus their tau difference (the
+    scores grow about as tau beyond the best). Far from the best (by
+    ``_BLOCK_MARGIN``; ``_ROW_BLOCK_MARGIN`` in a batch, where the guess
+    reaches further), up to ``_BLOCK`` consecutive open gammas of one
     ``l_cor`` share a row (a block loses about its tau spread), unless one
     of them was in a block before. A single gamma gets fewer nodes where
-    the last bound before cleared the best by several times ``gap`` (the
-    gap of a coarse bound; it grows as 1 / nodes).
+    the margin is several times ``gap`` (the gap of a coarse bound; it
+    grows as 1 / nodes). A wrong guess costs a retry, never the plan.
     """
     rows, taken = [], set()
     for i in sorted(indices):
@@ -463,8 +468,11 @@ def _rows(cands, indices, best, count, gap):
             continue
         row = [i]
         before = [j for j in cands.bound if j < i and cands.level[j] > 0]
-        margin = cands.bound[max(before)] - best if before else -math.inf
-        far = margin > _BLOCK_MARGIN
+        margin = -math.inf
+        if before:
+            j = max(before)
+            margin = cands.bound[j] - best + cands.tau(i) - cands.tau(j)
+        far = margin > (_ROW_BLOCK_MARGIN if cands.batched else _BLOCK_MARGIN)
         correction = cands.corrections[cands.grid[i]]
         while (
             far
@@ -480,8 +488,8 @@ def _rows(cands, indices, best, count, gap):
         nodes = _COARSE_NODES
         if len(row) == 1 and margin > 6.0 * gap:
             nodes = _COARSE_NODES // 4
-        elif len(row) == 1 and (margin > 3.0 * gap or cands.batched):
-            nodes = _COARSE_NODES // 2  # batched: a retry costs little
+        elif len(row) == 1 and margin > (2.0 if cands.batched else 3.0) * gap:
+            nodes = _COARSE_NODES // 2  # batched: a retry costs less
         rows.append((nodes, row))
         if len(rows) == count:
             break
@@ -534,7 +542,8 @@ def _bounded_search(sizes, alpha, grid, corrections, size_counts):
         level = cands.level[i] if best < math.inf else 3
         if level == 0:
             todo = [j for j in open_ if cands.level[j] == 0]
-            _refine(cands, _rows(cands, todo, best, step, gap), 1, best)
+            rows = _rows(cands, todo, best, 4 * step if cands.batched else 1, gap)
+            _refine(cands, rows, 1, best)
             continue
         if level == 1 and cands.nodes.get(i, _COARSE_NODES) < _COARSE_NODES:
             todo = [
@@ -545,6 +554,14 @@ def _bounded_search(sizes, alpha, grid, corrections, size_counts):
             ]
             _refine(cands, [(_COARSE_NODES, [j]) for j in todo[:step]], 1)
             continue
+        if level == 2 and cands.nodes.get(i, _FINE_NODES) < _FINE_NODES:
+            todo = [
+                j
+                for j in open_
+                if cands.level[j] == 2 and cands.nodes.get(j, _FINE_NODES) < _FINE_NODES
+            ]
+            _refine(cands, [(_FINE_NODES, [j]) for j in todo[:step]], 2)
+            continue
         if level == 1 and best - fine_margin < cands.bound[i]:
             # Close to the best: finer nodes may settle it (the gain they
             # bring, measured, sets how close is worth trying).
@@ -554,7 +571,9 @@ def _bounded_search(sizes, alpha, grid, corrections, size_counts):
                 if cands.level[j] == 1 and best - fine_margin < cands.bound[j]
             ]
             before = {j: cands.bound[j] for j in todo[:step]}
-            _refine(cands, [(_FINE_NODES, [j]) for j in before], 2)
+            # Batched: half the fine nodes first (most gammas clear there).
+            nodes = _FINE_NODES // 2 if cands.batched else _FINE_NODES
+            _refine(cands, [(nodes, [j]) for j in before], 2)
             gains += [
                 cands.bound[j] - value
                 for j, value in before.items()
@@ -655,6 +674,8 @@ def _score_lower_bound(size_counts, fixed, correction, tau):
 #: cleared the best by this margin (a block loses about its tau spread).
 _BLOCK = 8
 _BLOCK_MARGIN = 0.01
+#: The bounded search's blocks in one batch: a guessed margin, a wider one.
+_ROW_BLOCK_MARGIN = 0.02
 #: A single bound that misses the best by less than this is redone on more
 #: nodes (its gap shrinks as 1 / nodes) before the selection and score.
 _FINE_MARGIN = 2e-3
@@ -773,7 +794,9 @@ def _packed_score_bound(size_counts, fixed, correction, tau, n_nodes=16, top=Non
     groups = [((n, top[n]), c) for n, c in size_counts if top[n] <= n]
     m_sel = sum(c for _, c in groups)
     if m_sel == 0:
-        return math.inf
+        # One gamma: no active client, the selection is infeasible. A block:
+        # its smaller gammas may keep some clients, nothing is certified.
+        return math.inf if top is fixed else -math.inf
     threshold = tau - _FEASIBILITY_TOL - 1e-9
     ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
     ls = np.array([r for (_, r), _ in groups], dtype=np.float64)

@@ -123,3 +123,14 @@ def test_packed_bounds_are_below_every_score_of_their_rows(batched):
                         assert bound <= scores[g]
                         checked += math.isfinite(bound)
     assert checked >= 100
+
+
+def test_a_block_whose_last_gamma_keeps_no_client_certifies_nothing():
+    # The last gamma of a block (``top``) may leave no client active while
+    # the first keeps some (ranks cross n_j inside the block): no kappa is
+    # certified then, the block is no bound (one gamma alone: infeasible).
+    counts = ((18, 2), (19, 1), (20, 3))
+    fixed = {18: 18, 19: 19, 20: 20}
+    top = {18: 19, 19: 20, 20: 21}
+    assert _plan._packed_score_bound(counts, fixed, 1, 0.9, top=top) == -math.inf
+    assert _plan._packed_score_bound(counts, top, 1, 0.9) == math.inf
