@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from skfedcp.calibrators._dp import _paper_bounds, _plan
+from skfedcp.calibrators._dp import _paper_bounds, _paper_search, _plan
 from skfedcp.calibrators._qq._selection import select_qq_ranks
 from skfedcp.privacy import dp_qq_local_correction
 from skfedcp.utils._quantile import conformal_rank
@@ -70,7 +70,8 @@ def test_near_tie_falls_back_to_the_grid_order_search(monkeypatch):
 
     fast = _search(monkeypatch, args, _sequential_search=counting)
     assert not calls
-    slow = _search(monkeypatch, args, _NEAR=1.0, _sequential_search=counting)
+    monkeypatch.setattr(_paper_search, "_NEAR", 1.0)
+    slow = _search(monkeypatch, args, _sequential_search=counting)
     assert len(calls) == 1
     assert fast == slow
 
