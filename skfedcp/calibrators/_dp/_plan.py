@@ -194,8 +194,6 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
     size_counts = tuple(sorted(Counter(sizes).items())) if grid and not equal else ()
     args = (sizes, alpha, grid, corrections, size_counts)
     if not equal and len(size_counts) >= _BOUND_MIN_DISTINCT and _USE_BOUNDS:
-        from ._paper_search import _NEAR_TIE, bounded_search  # imports this module
-
         best = bounded_search(*args)
         if best is _NEAR_TIE:
             best = _sequential_search(*args, local_rule)
@@ -596,3 +594,8 @@ def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
         if value < best_value - 1e-12:
             best, best_value = n_bins, value
     return best
+
+
+# The bounded search uses this module's scores and bounds: imported once they
+# are defined (at import time, so no plan pays for it).
+from ._paper_search import _NEAR_TIE, bounded_search  # noqa: E402
