@@ -30,6 +30,8 @@ _DPQQ_SMALL_BINS = tuple(int(b) for b in np.unique(np.logspace(1, 2, 9).astype(i
 _DPQQ_SMALL_BINS = _DPQQ_SMALL_BINS[:-1]  # 10 .. 74
 # Coverages within this tolerance are tied (ties go to the smaller gamma).
 _TIE = 1e-10
+#: Switch every bound off (tests: the reference search, gamma by gamma).
+_USE_BOUNDS = True
 
 
 class _PlanMemo:
@@ -171,8 +173,6 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
     # unequal sizes: the fixed ranks of Appendix A.1.
     local_rule: Literal["auto", "fixed"] = "auto" if equal else "fixed"
     n_max = max(sizes)
-    distinct = sorted(set(sizes))
-    n_total = sum(sizes)
     # A search costs a rank selection and an exact coverage per gamma.
     # Two data-free shortcuts keep the result identical:
     # * necessary condition: every corrected rank is l_gamma + l_cor >=
@@ -192,9 +192,62 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
     # (n_j, count) pairs for the pruning bounds of unequal sizes (after the
     # feasibility check: an infeasible plan costs no O(m) Python counting).
     size_counts = tuple(sorted(Counter(sizes).items())) if grid and not equal else ()
+    args = (sizes, alpha, grid, corrections, size_counts)
+    if not equal and len(size_counts) >= _BOUND_MIN_DISTINCT and _USE_BOUNDS:
+        best = bounded_search(*args)
+        if best is _NEAR_TIE:
+            best = _sequential_search(*args, local_rule)
+    else:
+        best = _sequential_search(*args, local_rule)
+    if best is None:
+        reason = (
+            f"no gamma is feasible: with client sizes {_describe(sizes)}, "
+            f"epsilon={epsilon:g}, alpha={alpha:g} and n_bins={n_bins} the "
+            "corrected ranks l_gamma + l_cor exceed the client sizes; use more "
+            "data per client, a larger epsilon or fewer bins"
+        )
+        plan = {
+            "feasible": False,
+            "reason": reason,
+            "n_bins": n_bins,
+            "epsilon": epsilon,
+        }
+        return tuple(plan.items())
+    score, g, sel, correction, ranks = best
+    levels = tuple(
+        max(r / n, 0.5) if r <= n else math.inf
+        for r, n in zip(ranks, sizes, strict=True)
+    )
+    plan = {
+        "feasible": True,
+        "gamma": g,
+        "local_ranks": sel.local_ranks,
+        "k": sel.k,
+        "correction": correction,
+        "levels": levels,
+        "score": score,
+        "coverage_lower": (1.0 - g * alpha) * sel.coverage,
+        "n_bins": n_bins,
+        "epsilon": epsilon,
+    }
+    return tuple(plan.items())
+
+
+def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule):
+    """The gammas in grid order; each skipped only where it cannot beat the best.
+
+    ``_USE_BOUNDS = False`` switches every bound off (the reference: each
+    gamma costs a rank selection and an exact score).
+    """
+    equal = not size_counts
+    n_max, n_total = max(sizes), sum(sizes)
+    distinct = [n for n, _ in size_counts]
     best = None
     skip_until, margin = 0, -math.inf
     for index, g in enumerate(grid):
+        if not _USE_BOUNDS:
+            best = _evaluate(sizes, alpha, g, corrections[g], local_rule, best)
+            continue
         if index < skip_until:
             continue  # in a block that cannot beat the best
         correction = corrections[g]
@@ -257,47 +310,34 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
                     )
                     if bound - 3e-10 >= best[0]:
                         continue
-        sel = select_qq_ranks(sizes, target_alpha, local_rank=local_rule)
-        if not sel.feasible:
-            continue
-        ranks = tuple(r + correction for r in sel.local_ranks)
-        if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < sel.k:
-            continue  # fewer than k clients could send a finite value
-        score = _qq_score(sizes, ranks, sel.k)
-        if _beats(sizes, score, ranks, sel.k, best):
-            best = (score, g, sel, correction, ranks)
-    if best is None:
-        reason = (
-            f"no gamma is feasible: with client sizes {_describe(sizes)}, "
-            f"epsilon={epsilon:g}, alpha={alpha:g} and n_bins={n_bins} the "
-            "corrected ranks l_gamma + l_cor exceed the client sizes; use more "
-            "data per client, a larger epsilon or fewer bins"
-        )
-        plan = {
-            "feasible": False,
-            "reason": reason,
-            "n_bins": n_bins,
-            "epsilon": epsilon,
-        }
-        return tuple(plan.items())
-    score, g, sel, correction, ranks = best
-    levels = tuple(
-        max(r / n, 0.5) if r <= n else math.inf
-        for r, n in zip(ranks, sizes, strict=True)
-    )
-    plan = {
-        "feasible": True,
-        "gamma": g,
-        "local_ranks": sel.local_ranks,
-        "k": sel.k,
-        "correction": correction,
-        "levels": levels,
-        "score": score,
-        "coverage_lower": (1.0 - g * alpha) * sel.coverage,
-        "n_bins": n_bins,
-        "epsilon": epsilon,
-    }
-    return tuple(plan.items())
+        best = _evaluate(sizes, alpha, g, correction, local_rule, best)
+    return best
+
+
+def _evaluate(sizes, alpha, g, correction, local_rule, best):
+    """The best after gamma ``g``: its rank selection, exact score, comparison.
+
+    Returns ``best`` unchanged when the gamma is not feasible or does not
+    beat it, else ``(score, g, selection, correction, ranks)``.
+    """
+    target = _scored(sizes, alpha, g, correction, local_rule)
+    if target is None or not _beats(sizes, target[0], target[4], target[2].k, best):
+        return best
+    return target
+
+
+def _scored(sizes, alpha, g, correction, local_rule):
+    """``(score, g, selection, correction, ranks)`` of gamma ``g``, or None."""
+    if correction >= max(sizes):
+        return None
+    target_alpha = alpha * (1.0 - g) / (1.0 - g * alpha)  # 1 - tau_gamma
+    sel = select_qq_ranks(sizes, target_alpha, local_rank=local_rule)
+    if not sel.feasible:
+        return None
+    ranks = tuple(r + correction for r in sel.local_ranks)
+    if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < sel.k:
+        return None  # fewer than k clients could send a finite value
+    return (_qq_score(sizes, ranks, sel.k), g, sel, correction, ranks)
 
 
 @lru_cache(maxsize=1024)
@@ -494,7 +534,9 @@ def _packed_score_bound(size_counts, fixed, correction, tau, n_nodes=16, top=Non
     groups = [((n, top[n]), c) for n, c in size_counts if top[n] <= n]
     m_sel = sum(c for _, c in groups)
     if m_sel == 0:
-        return math.inf
+        # One gamma: no active client, the selection is infeasible. A block:
+        # its smaller gammas may keep some clients, nothing is certified.
+        return math.inf if top is fixed else -math.inf
     threshold = tau - _FEASIBILITY_TOL - 1e-9
     ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
     ls = np.array([r for (_, r), _ in groups], dtype=np.float64)
@@ -552,3 +594,8 @@ def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
         if value < best_value - 1e-12:
             best, best_value = n_bins, value
     return best
+
+
+# The bounded search uses this module's scores and bounds: imported once they
+# are defined (at import time, so no plan pays for it).
+from ._paper_search import _NEAR_TIE, bounded_search  # noqa: E402
