@@ -203,7 +203,7 @@ def bounded_search(sizes, alpha, grid, corrections, size_counts):
     first = _BATCH // 2 if cands.batched else 1
     scores, best = {}, math.inf
     # First guess: coarse bounds in grid order until they rise past a dip.
-    done = []
+    done: list[int] = []
     for start in range(0, len(grid), first):
         chunk = [i for i in range(start, start + first) if cands.level.get(i) == 0]
         _refine(cands, [(_COARSE_NODES, [i]) for i in chunk], 1)
