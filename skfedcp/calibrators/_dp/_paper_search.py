@@ -7,16 +7,6 @@ import math
 import numpy as np
 
 from . import _paper_bounds
-from ._plan import (
-    _BLOCK,
-    _BLOCK_MARGIN,
-    _BOUND_DP_MAX_CLIENTS,
-    _FINE_MARGIN,
-    _FINE_NODES,
-    _min_shift_gain,
-    _score_lower_bound,
-    _scored,
-)
 
 #: Out-of-order search (unequal sizes, ``_BOUND_MIN_DISTINCT`` distinct and
 #: more): a gamma whose lower bound clears the best exact score by this
@@ -42,12 +32,13 @@ class _Candidates:
     tier reached. A gamma found infeasible on the way is dropped.
     """
 
-    def __init__(self, sizes, alpha, grid, corrections, size_counts):
+    def __init__(self, sizes, alpha, grid, corrections, size_counts, ops):
+        self.ops = ops
         self.sizes, self.alpha, self.grid = sizes, alpha, grid
         self.corrections, self.size_counts = corrections, size_counts
         self.ns = np.array([n for n, _ in size_counts], dtype=np.float64)
         self.n_total = sum(sizes)
-        self.batched = len(sizes) <= _BOUND_DP_MAX_CLIENTS
+        self.batched = len(sizes) <= ops.bound_dp_max_clients
         n_max = max(sizes)
         self.bound, self.level, self.tried, self.nodes = {}, {}, set(), {}
         for i, g in enumerate(grid):
@@ -106,12 +97,14 @@ def _refine(cands, rows, level, best=math.inf):
             if level == 1:
                 gain = max(
                     correction / (cands.n_total + 1),
-                    _min_shift_gain(cands.size_counts, correction),
+                    cands.ops.min_shift_gain(cands.size_counts, correction),
                 )
                 bound = tau + gain
             else:
                 fixed = cands.as_dict(ranks)
-                bound = _score_lower_bound(cands.size_counts, fixed, correction, tau)
+                bound = cands.ops.score_lower_bound(
+                    cands.size_counts, fixed, correction, tau
+                )
             cands.raise_bound(first, bound, level)
         else:
             packed.append((row, ranks, ranks + correction, tau, n_nodes))
@@ -155,11 +148,11 @@ def _rows(cands, indices, best, count, gap):
         if before:
             j = max(before)
             margin = cands.bound[j] - best + cands.tau(i) - cands.tau(j)
-        far = margin > (_ROW_BLOCK_MARGIN if cands.batched else _BLOCK_MARGIN)
+        far = margin > (_ROW_BLOCK_MARGIN if cands.batched else cands.ops.block_margin)
         correction = cands.corrections[cands.grid[i]]
         while (
             far
-            and len(row) < _BLOCK
+            and len(row) < cands.ops.block
             and cands.level.get(row[-1] + 1) == 0
             and cands.bound[row[-1] + 1] - 3e-10 < best + _NEAR
             and cands.corrections[cands.grid[row[-1] + 1]] == correction
@@ -179,7 +172,7 @@ def _rows(cands, indices, best, count, gap):
     return rows
 
 
-def bounded_search(sizes, alpha, grid, corrections, size_counts):
+def bounded_search(sizes, alpha, grid, corrections, size_counts, ops):
     """The plan's gamma with exact scores only where bounds cannot decide.
 
     Returns the best ``(score, gamma, selection, correction, ranks)`` of
@@ -198,7 +191,7 @@ def bounded_search(sizes, alpha, grid, corrections, size_counts):
     evaluated first (the best is then soon the final one), then bounds are
     sharpened where they are cheap before any other exact score.
     """
-    cands = _Candidates(sizes, alpha, grid, corrections, size_counts)
+    cands = _Candidates(sizes, alpha, grid, corrections, size_counts, ops)
     step = _BATCH if cands.batched else 1
     first = _BATCH // 2 if cands.batched else 1
     scores, best = {}, math.inf
@@ -213,7 +206,7 @@ def bounded_search(sizes, alpha, grid, corrections, size_counts):
             if sum(cands.bound[i] > cands.bound[low] for i in done if i > low) >= 2:
                 break
     guess = min(done, key=lambda i: (cands.bound[i], i)) if done else None
-    fine_margin, gains, gap = _FINE_MARGIN, [], _FINE_MARGIN
+    fine_margin, gains, gap = ops.fine_margin, [], ops.fine_margin
     while True:
         open_ = [i for i, b in cands.bound.items() if b - 3e-10 < best + _NEAR]
         if not open_:
@@ -237,13 +230,14 @@ def bounded_search(sizes, alpha, grid, corrections, size_counts):
             ]
             _refine(cands, [(_COARSE_NODES, [j]) for j in todo[:step]], 1)
             continue
-        if level == 2 and cands.nodes.get(i, _FINE_NODES) < _FINE_NODES:
+        if level == 2 and cands.nodes.get(i, ops.fine_nodes) < ops.fine_nodes:
             todo = [
                 j
                 for j in open_
-                if cands.level[j] == 2 and cands.nodes.get(j, _FINE_NODES) < _FINE_NODES
+                if cands.level[j] == 2
+                and cands.nodes.get(j, ops.fine_nodes) < ops.fine_nodes
             ]
-            _refine(cands, [(_FINE_NODES, [j]) for j in todo[:step]], 2)
+            _refine(cands, [(ops.fine_nodes, [j]) for j in todo[:step]], 2)
             continue
         if level == 1 and best - fine_margin < cands.bound[i]:
             # Close to the best: finer nodes may settle it (the gain they
@@ -255,18 +249,20 @@ def bounded_search(sizes, alpha, grid, corrections, size_counts):
             ]
             before = {j: cands.bound[j] for j in todo[:step]}
             # Batched: half the fine nodes first (most gammas clear there).
-            nodes = _FINE_NODES // 2 if cands.batched else _FINE_NODES
+            nodes = ops.fine_nodes // 2 if cands.batched else ops.fine_nodes
             _refine(cands, [(nodes, [j]) for j in before], 2)
             gains += [
                 cands.bound[j] - value
                 for j, value in before.items()
                 if j in cands.bound and cands.bound[j] < math.inf
             ]
-            fine_margin = min(_FINE_MARGIN, 2.0 * max(gains, default=_FINE_MARGIN))
+            fine_margin = min(
+                ops.fine_margin, 2.0 * max(gains, default=ops.fine_margin)
+            )
             continue
         g, bound = grid[i], cands.bound[i]
         cands.drop(i)
-        target = _scored(sizes, alpha, g, corrections[g], "fixed")
+        target = ops.scored(sizes, alpha, g, corrections[g], "fixed")
         if target is not None:
             scores[i] = target
             best = min(best, target[0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import Literal
 
 import numpy as np
@@ -18,6 +19,7 @@ from .._qq._poisbin import _add_clients, _poisbin_cdf_ks, _poisbin_pmf_groups
 from .._qq._selection import select_qq_ranks
 from ._common import _describe
 from ._laws import _client_pmf, _expected_kth_smallest
+from ._paper_search import _NEAR_TIE, bounded_search
 from ._tight import _dpqq_tight_search
 
 #: gamma grid of FedCP²-QQ when ``gamma="auto"`` (the paper leaves it open).
@@ -194,7 +196,7 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
     size_counts = tuple(sorted(Counter(sizes).items())) if grid and not equal else ()
     args = (sizes, alpha, grid, corrections, size_counts)
     if not equal and len(size_counts) >= _BOUND_MIN_DISTINCT and _USE_BOUNDS:
-        best = bounded_search(*args)
+        best = bounded_search(*args, _search_ops())
         if best is _NEAR_TIE:
             best = _sequential_search(*args, local_rule)
     else:
@@ -231,6 +233,24 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
         "epsilon": epsilon,
     }
     return tuple(plan.items())
+
+
+def _search_ops():
+    """This module's scores, bounds and settings, for the bounded search.
+
+    Handed over (read at call time, so a patched name is seen) rather than
+    imported by :mod:`._paper_search`, which this module imports.
+    """
+    return SimpleNamespace(
+        scored=_scored,
+        min_shift_gain=_min_shift_gain,
+        score_lower_bound=_score_lower_bound,
+        block=_BLOCK,
+        block_margin=_BLOCK_MARGIN,
+        fine_margin=_FINE_MARGIN,
+        fine_nodes=_FINE_NODES,
+        bound_dp_max_clients=_BOUND_DP_MAX_CLIENTS,
+    )
 
 
 def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule):
@@ -594,8 +614,3 @@ def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
         if value < best_value - 1e-12:
             best, best_value = n_bins, value
     return best
-
-
-# The bounded search uses this module's scores and bounds: imported once they
-# are defined (at import time, so no plan pays for it).
-from ._paper_search import _NEAR_TIE, bounded_search  # noqa: E402
