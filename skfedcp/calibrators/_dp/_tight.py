@@ -357,6 +357,14 @@ class _TightBounds:
                 return value
             passes.append(self._compute(q, len(passes)))
 
+    def within(self, q, k, passes=2):
+        """``LB(q, k)`` if it settles within ``passes`` passes, else None
+        (the passes made are kept: a later call settles from them)."""
+        made = self._values.setdefault(q, [])
+        while len(made) < passes:
+            made.append(self._compute(q, len(made)))
+        return self._settle(made[:passes], k)
+
     def estimate(self, q, k):
         """``LB(q, k)`` from the passes made at ``q`` (one at least): a guess.
 

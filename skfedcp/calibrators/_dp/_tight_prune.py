@@ -106,10 +106,23 @@ class _TailProbes:
         self.lower = np.full(self.m, -np.inf)
         self.probes = {}  # level -> (LB over k, S over k)
 
-    def probe(self, level):
-        """Evaluate ``LB`` and ``S`` at ``level`` for every ``k``; update."""
+    def probe(self, level, aimed=None):
+        """Evaluate ``LB`` and ``S`` at ``level`` for every ``k``; update.
+
+        ``LB(level, aimed)`` is settled in full; the other ``k`` use the
+        passes made (at least two), NaN where these do not settle it (no
+        bound from this level for that ``k``: one more pass, on new nodes,
+        would cost more than the probe).
+        """
         if level not in self.probes:
-            lb = np.array([self.bounds(level, k) for k in range(1, self.m + 1)])
+            passes = 2
+            if aimed is not None:
+                self.bounds(level, aimed)
+                passes = max(passes, len(self.bounds._values[level]))
+            lb = np.array(
+                [self.bounds.within(level, k, passes) for k in range(1, self.m + 1)],
+                dtype=np.float64,
+            )
             values = self.simulate(level)
             self.probes[level] = (lb, values)
             # q*(k) >= 1/2 always: S(1/2, k) bounds every plan.
@@ -141,7 +154,7 @@ class _TailProbes:
             if level is None or level in self.probes:
                 return False
             aimed = k
-            self.probe(level)
+            self.probe(level, aimed)
 
     def _half_passes(self, k):
         """A guess of ``LB(1/2, k) >= target`` (the full bound if known, else
@@ -158,6 +171,8 @@ class _TailProbes:
         looks like it would replace the best plan."""
         below = [q for q, (lb, _) in self.probes.items() if lb[k - 1] < self.target]
         above = [q for q, (lb, _) in self.probes.items() if lb[k - 1] >= self.target]
+        if not above:
+            return None
         if not below and self._half_passes(k):  # q*(k) = 1/2: S(1/2, k) is exact
             return None if 0.5 in self.probes else 0.5
         b = min(above)
