@@ -361,6 +361,8 @@ class _TightBounds:
         """``LB(q, k)`` if it settles within ``passes`` passes, else None
         (the passes made are kept: a later call settles from them)."""
         made = self._values.setdefault(q, [])
+        if self.exact:
+            passes = 1  # exact nodes: one pass is the bound
         while len(made) < passes:
             made.append(self._compute(q, len(made)))
         return self._settle(made[:passes], k)

@@ -115,7 +115,7 @@ class _TailProbes:
         would cost more than the probe).
         """
         if level not in self.probes:
-            passes = 2
+            passes = 2  # (one on exact nodes, see _TightBounds.within)
             if aimed is not None:
                 self.bounds(level, aimed)
                 passes = max(passes, len(self.bounds._values[level]))
