@@ -103,7 +103,7 @@ def _rank_tail(n, level, epsilon, n_bins, utility="quantile"):
     gap = floor - upper
     log_odds = math.log(n_bins - 1) - 0.5 * epsilon * gap
     tail = np.exp(-np.logaddexp(0.0, -log_odds))  # sigmoid(log_odds)
-    return np.r_[0.0, np.maximum.accumulate(tail), 1.0]
+    return np.concatenate(([0.0], np.maximum.accumulate(tail), [1.0]))
 
 
 #: Up to this size the whole tail array costs less than finding a window.
@@ -129,9 +129,11 @@ def _rank_law(n, level, epsilon, n_bins, cut=1e-17, utility="quantile"):
     lo = first + int(full)  # tail[lo] <= cut (the window holds that index)
     hi = first + int(np.searchsorted(tail, 1.0 - cut, side="left"))
     lo, hi = max(lo, 0), min(max(hi, lo + 1), n + 1)
-    ranks = np.r_[0, np.arange(max(lo, 1), hi)]
-    cdf = np.r_[tail[max(lo, 1) - first : hi - first], 1.0]
-    pmf = np.diff(np.r_[0.0, cdf])
+    # (np.concatenate, not np.r_: the same arrays, without its parsing,
+    # which the tight search pays per size and level.)
+    ranks = np.concatenate(([0], np.arange(max(lo, 1), hi)))
+    cdf = np.concatenate(([0.0], tail[max(lo, 1) - first : hi - first], [1.0]))
+    pmf = np.diff(cdf)
     return ranks, pmf
 
 

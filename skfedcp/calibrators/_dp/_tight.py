@@ -12,6 +12,7 @@ from scipy import special
 from ...privacy._quantile import _logits_from_counts, _release_counts
 from ...privacy._tight import _rank_law
 from .._qq._poisbin import _add_clients
+from . import _tight_prune
 from ._common import _describe
 from ._laws import _poisbin_at_most, _rank_cdf_on
 
@@ -209,6 +210,16 @@ class _TightBounds:
                 return first, matrix, done
         width = self._nodes[index][0].shape[0]
         touching = [w for w in windows if w[0] <= high and low <= w[0] + w[1].shape[0]]
+        if touching:
+            # A window that grows (the levels of a search drift) grows by half
+            # its span on the side asked for: O(log) copies, not one per level.
+            start = min(first for first, _, _ in touching)
+            end = max(first + matrix.shape[0] for first, matrix, _ in touching)
+            pad = (max(high, end) - min(low, start)) // 2
+            if low < start:
+                low = max(low - pad, 1)
+            if high > end:
+                high = min(high + pad, n + 1)
         for first, matrix, _ in touching:
             low, high = min(low, first), max(high, first + matrix.shape[0])
         grown = np.empty((high - low, width))
@@ -288,19 +299,31 @@ class _TightBounds:
         single = np.asarray(self.counts) == 1
         stay = np.exp(special.xlog1py(1.0, -mixed_probs[single]))
         move = np.exp(special.xlogy(1.0, mixed_probs[single]))
-        state = np.ones((1, mixed.shape[0]))
-        s = 0
+        #
+        # The states live in two buffers (no array per client): a single
+        # client's row i is state[i] * stay + state[i - 1] * move, the two
+        # products and the sum of the padded arrays the DP was written with
+        # (a new top row is 0 * stay + x = x), so the same bits.
+        width = mixed.shape[0]
+        state, spare, products = (np.empty((self.m, width)) for _ in range(3))
+        state[0] = 1.0
+        rows, s = 1, 0
         for p, count in zip(mixed_probs, self.counts, strict=True):
-            grown = np.zeros((min(self.m, state.shape[0] + count), mixed.shape[0]))
-            grown[: state.shape[0]] = state
-            if count == 1 and grown.shape[0] > 1:
-                state = grown * stay[s]
-                state[1:] += grown[:-1] * move[s]
+            grown = min(self.m, rows + count)
+            if count == 1 and grown > 1:
+                np.multiply(state[:rows], stay[s], out=spare[:rows])
+                spare[rows:grown] = 0.0
+                np.multiply(state[: grown - 1], move[s], out=products[: grown - 1])
+                np.add(spare[1:grown], products[: grown - 1], out=spare[1:grown])
+                state, spare = spare, state
             else:
-                state = _add_clients(grown, p, count, single_as_block=True)
+                padded = np.zeros((grown, width))
+                padded[:rows] = state[:rows]
+                state[:grown] = _add_clients(padded, p, count, single_as_block=True)
+            rows = grown
             s += count == 1
         cdf = np.empty((self.m, t.shape[0]))
-        cdf[:, mixed] = np.minimum(np.cumsum(state, axis=0), 1.0)
+        cdf[:, mixed] = np.minimum(np.cumsum(state[:rows], axis=0), 1.0)
         ones = np.asarray(self.counts) @ (probs[:, binary] == 1.0)
         cdf[:, binary] = np.arange(self.m)[:, None] >= ones[None, :]
         self.evaluations += 1
@@ -333,6 +356,16 @@ class _TightBounds:
             if value is not None:
                 return value
             passes.append(self._compute(q, len(passes)))
+
+    def within(self, q, k, passes=2):
+        """``LB(q, k)`` if it settles within ``passes`` passes, else None
+        (the passes made are kept: a later call settles from them)."""
+        made = self._values.setdefault(q, [])
+        if self.exact:
+            passes = 1  # exact nodes: one pass is the bound
+        while len(made) < passes:
+            made.append(self._compute(q, len(made)))
+        return self._settle(made[:passes], k)
 
     def estimate(self, q, k):
         """``LB(q, k)`` from the passes made at ``q`` (one at least): a guess.
@@ -504,29 +537,101 @@ def _tight_candidates(bounds, ks, target, shift=0):
     precision (:func:`_replayed_bisection`); it is non-increasing in ``k``, so
     each bisection runs below the previous level.
     """
-    candidates = []
+    return list(_iter_candidates(bounds, ks, target, shift))
+
+
+def _iter_candidates(bounds, ks, target, shift=0):
+    """:func:`_tight_candidates` one at a time: each bisection runs only when
+    the caller asks for the next candidate (a scan may stop early)."""
     q_hi = 1.0
     for k in ks:
         if bounds(q_hi, k) < target:
             continue
-        if bounds(0.5, k) >= target:
-            hi = 0.5
-        else:
-            hi = _replayed_bisection(bounds, k, q_hi, target)
-        candidates.append((hi, k + shift, bounds(hi, k)))
+        hi = _smallest_level(bounds, k, q_hi, target)
+        yield hi, k + shift, bounds(hi, k)
         q_hi = hi
-    return candidates
 
 
-def _best_simulated(groups, candidates, epsilon, n_bins, utility):
+# A one-pass estimate of LB(1/2, k) this far below the target lets the
+# bisection run before LB(1/2, k) is evaluated in full (a guess that only
+# routes the work, see _smallest_level).
+_HALF_GUESS = 1e-2
+
+
+def _smallest_level(bounds, k, q_hi, target):
+    """1/2 if ``LB(1/2, k) >= target``, else the bisection's level on [1/2, q_hi].
+
+    The full bound at 1/2 (no other level uses its rows) is evaluated only
+    when it decides: if a one-pass estimate there is far below the target,
+    the bisection runs first. A midpoint of it that fails is decided by a
+    fully evaluated level above 1/2 that fails, so ``LB(1/2, k) < target``
+    (``LB`` increases in the level) and the bisection's level is the plan's,
+    as when 1/2 was checked first. If every midpoint passed, ``LB(1/2, k)``
+    decides, as before.
+    """
+    if (
+        bounds.known(0.5, k) is None
+        and _estimates_aim(bounds, q_hi)
+        and bounds.estimate(0.5, k) < target - _HALF_GUESS
+    ):
+        hi = _replayed_bisection(bounds, k, q_hi, target)
+        if hi != _all_pass_level(q_hi):
+            return hi
+        return 0.5 if bounds(0.5, k) >= target else hi
+    if bounds(0.5, k) >= target:
+        return 0.5
+    return _replayed_bisection(bounds, k, q_hi, target)
+
+
+def _all_pass_level(q_top):
+    """The level the bisection on [1/2, q_top] returns when every midpoint passes."""
+    hi = q_top
+    for _ in range(_TIGHT_LEVEL_STEPS):
+        hi = 0.5 * (0.5 + hi)
+    return hi
+
+
+def _best_simulated(groups, candidates, epsilon, n_bins, utility, stop=None):
     """``(expected, level, k, LB)`` of the candidate with the smallest
-    simulated coverage (:func:`_simulated_coverage`; ties: the first)."""
+    simulated coverage (:func:`_simulated_coverage`; ties: the first).
+
+    ``stop(q, k, expected, best)``, called after each candidate, ends the
+    scan when it returns True (it must prove that no later candidate would
+    replace the best one, see ``_tight_prune``).
+    """
     best = None
     for q, k, value in candidates:
         expected = _simulated_coverage(groups, q, k, epsilon, n_bins, utility)
-        if best is None or expected < best[0] - 1e-9:
+        if best is None or expected < best[0] - _tight_prune._TIE:
             best = (expected, q, k, value)
+        if stop is not None and stop(q, k, expected, best[0]):
+            break
     return best
+
+
+def _tail_stop(groups, bounds, target, epsilon, n_bins, utility):
+    """The ``stop`` of :func:`_best_simulated` for the tight search: after a
+    candidate past the best one whose simulated coverage rose, probe a few
+    levels to prove that no later candidate replaces the best
+    (:class:`~._tight_prune._TailProbes`)."""
+    counts_of = _simulation_counts(groups, n_bins)
+
+    def simulate(level):
+        return _tight_prune._simulated_coverage_all_k(
+            groups, level, epsilon, n_bins, utility, counts_of
+        )
+
+    probes = _tight_prune._TailProbes(bounds, target, simulate)
+    history = []
+
+    def stop(q, k, expected, best):
+        history.append((q, k, expected))
+        rising = len(history) >= 2 and expected > history[-2][2]
+        if not (_tight_prune._PRUNE_TAIL and rising and expected > best):
+            return False
+        return probes.settled(history, best)
+
+    return stop
 
 
 @lru_cache(maxsize=256)
@@ -542,14 +647,17 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
     the one with the smallest expected coverage on public uniform scores is
     kept (:func:`_simulated_coverage`; ties: the smaller ``k``). The
     bisection is replayed with few evaluations (:func:`_replayed_bisection`,
-    :class:`_TightBounds`).
+    :class:`_TightBounds`), and the scan stops once a few probed levels
+    prove that no larger ``k`` can be kept (``_tight_prune``: the same plan).
     """
     m = len(sizes)
     groups = tuple(sorted(Counter(sizes).items()))
     target = 1.0 - alpha + _BOUND_MARGIN
     bounds = _TightBounds(groups, epsilon, n_bins, utility)
-    candidates = _tight_candidates(bounds, range(1, m + 1), target)
-    if not candidates:
+    candidates = _iter_candidates(bounds, range(1, m + 1), target)
+    stop = _tail_stop(groups, bounds, target, epsilon, n_bins, utility)
+    best = _best_simulated(groups, candidates, epsilon, n_bins, utility, stop)
+    if best is None:
         plan = {
             "feasible": False,
             "reason": (
@@ -564,7 +672,7 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
             "utility": utility,
         }
         return tuple(plan.items())
-    _, q, k, value = _best_simulated(groups, candidates, epsilon, n_bins, utility)
+    _, q, k, value = best
     plan = {
         "feasible": True,
         "gamma": None,
