@@ -117,8 +117,10 @@ def _rank_law(n, level, epsilon, n_bins, cut=1e-17, utility="quantile"):
     above it to the window's top rank: both make ``D`` stochastically
     smaller, so the bound stays valid while the support stays short. Only
     the ranks around the window are computed (:class:`_TailWindow`), so the
-    cost does not grow with ``n``; the law is the one the full ``tail``
-    gives, value for value.
+    cost is ``O(min(n, log(1 / cut) / epsilon))``: it does not grow with
+    ``n`` past about ``80 / epsilon`` ranks (at the smallest accepted
+    epsilon, 1e-6, the window is the whole range); the law is the one the
+    full ``tail`` gives, value for value.
     """
     if n <= _FULL_TAIL_MAX_N:  # the whole array is cheaper than the window
         first, tail = 0, _rank_tail(n, level, epsilon, n_bins, utility)
@@ -291,7 +293,7 @@ def _tight_central(n, alpha, epsilon, n_bins):
 
     The bound increases with the level (a larger ``q`` widens every gap), so
     bisection over ``t`` finds it. Returns ``(level, coverage)`` or ``None``.
-    Each step costs ``O(log(1 / 1e-17) / epsilon)``, whatever ``n``
+    Each step costs ``O(min(n, log(1 / 1e-17) / epsilon))``
     (:func:`_window_coverage`); a step whose windowed value is within
     ``1e-13`` of the target (the two sums differ by less than ``1e-14``) is
     re-decided by the full sum when ``n <= 2**20``, so the level is the one
