@@ -38,7 +38,7 @@ class _Candidates:
         self.corrections, self.size_counts = corrections, size_counts
         self.ns = np.array([n for n, _ in size_counts], dtype=np.float64)
         self.n_total = sum(sizes)
-        self.batched = len(sizes) <= ops.bound_dp_max_clients
+        self.batched = len(sizes) <= ops._BOUND_DP_MAX_CLIENTS
         n_max = max(sizes)
         self.bound, self.level, self.tried, self.nodes = {}, {}, set(), {}
         for i, g in enumerate(grid):
@@ -97,12 +97,12 @@ def _refine(cands, rows, level, best=math.inf):
             if level == 1:
                 gain = max(
                     correction / (cands.n_total + 1),
-                    cands.ops.min_shift_gain(cands.size_counts, correction),
+                    cands.ops._min_shift_gain(cands.size_counts, correction),
                 )
                 bound = tau + gain
             else:
                 fixed = cands.as_dict(ranks)
-                bound = cands.ops.score_lower_bound(
+                bound = cands.ops._score_lower_bound(
                     cands.size_counts, fixed, correction, tau
                 )
             cands.raise_bound(first, bound, level)
@@ -148,11 +148,11 @@ def _rows(cands, indices, best, count, gap):
         if before:
             j = max(before)
             margin = cands.bound[j] - best + cands.tau(i) - cands.tau(j)
-        far = margin > (_ROW_BLOCK_MARGIN if cands.batched else cands.ops.block_margin)
+        far = margin > (_ROW_BLOCK_MARGIN if cands.batched else cands.ops._BLOCK_MARGIN)
         correction = cands.corrections[cands.grid[i]]
         while (
             far
-            and len(row) < cands.ops.block
+            and len(row) < cands.ops._BLOCK
             and cands.level.get(row[-1] + 1) == 0
             and cands.bound[row[-1] + 1] - 3e-10 < best + _NEAR
             and cands.corrections[cands.grid[row[-1] + 1]] == correction
@@ -174,6 +174,12 @@ def _rows(cands, indices, best, count, gap):
 
 def bounded_search(sizes, alpha, grid, corrections, size_counts, ops):
     """The plan's gamma with exact scores only where bounds cannot decide.
+
+    ``ops`` is the module :mod:`._plan` itself, whose scores, bounds and
+    settings (``_scored``, ``_min_shift_gain``, ``_score_lower_bound``,
+    ``_BLOCK``, ``_BLOCK_MARGIN``, ``_FINE_MARGIN``, ``_FINE_NODES``,
+    ``_BOUND_DP_MAX_CLIENTS``) are read from it when used: handed over, not
+    imported, since that module imports this one.
 
     Returns the best ``(score, gamma, selection, correction, ranks)`` of
     the grid-order search (:func:`._plan._sequential_search`), None when no gamma
@@ -206,7 +212,7 @@ def bounded_search(sizes, alpha, grid, corrections, size_counts, ops):
             if sum(cands.bound[i] > cands.bound[low] for i in done if i > low) >= 2:
                 break
     guess = min(done, key=lambda i: (cands.bound[i], i)) if done else None
-    fine_margin, gains, gap = ops.fine_margin, [], ops.fine_margin
+    fine_margin, gains, gap = ops._FINE_MARGIN, [], ops._FINE_MARGIN
     while True:
         open_ = [i for i, b in cands.bound.items() if b - 3e-10 < best + _NEAR]
         if not open_:
@@ -230,14 +236,14 @@ def bounded_search(sizes, alpha, grid, corrections, size_counts, ops):
             ]
             _refine(cands, [(_COARSE_NODES, [j]) for j in todo[:step]], 1)
             continue
-        if level == 2 and cands.nodes.get(i, ops.fine_nodes) < ops.fine_nodes:
+        if level == 2 and cands.nodes.get(i, ops._FINE_NODES) < ops._FINE_NODES:
             todo = [
                 j
                 for j in open_
                 if cands.level[j] == 2
-                and cands.nodes.get(j, ops.fine_nodes) < ops.fine_nodes
+                and cands.nodes.get(j, ops._FINE_NODES) < ops._FINE_NODES
             ]
-            _refine(cands, [(ops.fine_nodes, [j]) for j in todo[:step]], 2)
+            _refine(cands, [(ops._FINE_NODES, [j]) for j in todo[:step]], 2)
             continue
         if level == 1 and best - fine_margin < cands.bound[i]:
             # Close to the best: finer nodes may settle it (the gain they
@@ -249,7 +255,7 @@ def bounded_search(sizes, alpha, grid, corrections, size_counts, ops):
             ]
             before = {j: cands.bound[j] for j in todo[:step]}
             # Batched: half the fine nodes first (most gammas clear there).
-            nodes = ops.fine_nodes // 2 if cands.batched else ops.fine_nodes
+            nodes = ops._FINE_NODES // 2 if cands.batched else ops._FINE_NODES
             _refine(cands, [(nodes, [j]) for j in before], 2)
             gains += [
                 cands.bound[j] - value
@@ -257,12 +263,12 @@ def bounded_search(sizes, alpha, grid, corrections, size_counts, ops):
                 if j in cands.bound and cands.bound[j] < math.inf
             ]
             fine_margin = min(
-                ops.fine_margin, 2.0 * max(gains, default=ops.fine_margin)
+                ops._FINE_MARGIN, 2.0 * max(gains, default=ops._FINE_MARGIN)
             )
             continue
         g, bound = grid[i], cands.bound[i]
         cands.drop(i)
-        target = ops.scored(sizes, alpha, g, corrections[g], "fixed")
+        target = ops._scored(sizes, alpha, g, corrections[g], "fixed")
         if target is not None:
             scores[i] = target
             best = min(best, target[0])

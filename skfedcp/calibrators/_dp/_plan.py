@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from functools import lru_cache
-from types import SimpleNamespace
 from typing import Literal
 
 import numpy as np
@@ -196,7 +196,9 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
     size_counts = tuple(sorted(Counter(sizes).items())) if grid and not equal else ()
     args = (sizes, alpha, grid, corrections, size_counts)
     if not equal and len(size_counts) >= _BOUND_MIN_DISTINCT and _USE_BOUNDS:
-        best = bounded_search(*args, _search_ops())
+        # The search reads this module's scores, bounds and settings from it
+        # (at call time: a patched name is seen), not by importing it back.
+        best = bounded_search(*args, sys.modules[__name__])
         if best is _NEAR_TIE:
             best = _sequential_search(*args, local_rule)
     else:
@@ -233,24 +235,6 @@ def _dpqq_gamma_search(sizes, alpha, epsilon, n_bins, gamma):
         "epsilon": epsilon,
     }
     return tuple(plan.items())
-
-
-def _search_ops():
-    """This module's scores, bounds and settings, for the bounded search.
-
-    Handed over (read at call time, so a patched name is seen) rather than
-    imported by :mod:`._paper_search`, which this module imports.
-    """
-    return SimpleNamespace(
-        scored=_scored,
-        min_shift_gain=_min_shift_gain,
-        score_lower_bound=_score_lower_bound,
-        block=_BLOCK,
-        block_margin=_BLOCK_MARGIN,
-        fine_margin=_FINE_MARGIN,
-        fine_nodes=_FINE_NODES,
-        bound_dp_max_clients=_BOUND_DP_MAX_CLIENTS,
-    )
 
 
 def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule):
