@@ -5,23 +5,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from _n_bins_reference import materialised_n_bins
 
 from skfedcp import config_context
 from skfedcp.privacy import _n_bins, _quantile, private_conformal_n_bins
 from skfedcp.privacy._randomness import check_random_source
-
-
-def _materialised_n_bins(n, alpha, epsilon, grid):
-    """The "expected" rule with the n public scores built (the reference)."""
-    gamma = _quantile._gamma(n, alpha, epsilon)
-    scores = np.arange(1, n + 1) / (n + 1.0)
-    best, best_value = grid[0], math.inf
-    for m in grid:
-        level = _quantile._level(n, alpha, epsilon, m, gamma)
-        value = _n_bins._expected_threshold(scores, level, epsilon, m)
-        if value < best_value:
-            best, best_value = m, value
-    return best
 
 
 def _paper_reference(n, alpha, epsilon, grid, seed):
@@ -80,7 +68,7 @@ def test_uniform_scores_count_exactly_beyond_float_precision(n):
 )
 def test_expected_rule_values_unchanged(n, alpha, epsilon):
     grid = (100, 1000, 5000, 10**4, 10**5)
-    expected = _materialised_n_bins(n, alpha, epsilon, grid)
+    expected = materialised_n_bins(n, alpha, epsilon, grid)
     assert private_conformal_n_bins(n, alpha, epsilon=epsilon, grid=grid) == expected
 
 
