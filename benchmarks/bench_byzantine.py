@@ -85,6 +85,19 @@ def _coverage(t):
     return 1.0 if t == np.inf else float(erf(max(t, 0.0) / math.sqrt(2.0)))
 
 
+def _summaries(out, reps):
+    """Per contender: mean coverage, its Monte Carlo SE, share of finite thresholds."""
+    summary = {}
+    for name, ts in out.items():
+        cov = np.array([_coverage(t) for t in ts])
+        summary[name] = (
+            cov.mean(),
+            cov.std(ddof=1) / math.sqrt(reps),
+            float(np.isfinite(ts).mean()),
+        )
+    return summary
+
+
 def _qq_attack(kind, honest, c, rng):
     if kind == "max":
         return np.full(c, np.finfo(float).max)
@@ -164,13 +177,7 @@ def run(reps, seed=0):
                 for name, t in results.items():
                     out[name].append(t)
             row = {"c": c, "attack": kind, "cert": lower, "upper": upper}
-            for name, ts in out.items():
-                cov = np.array([_coverage(t) for t in ts])
-                row[name] = (
-                    cov.mean(),
-                    cov.std(ddof=1) / math.sqrt(reps),
-                    float(np.isfinite(ts).mean()),
-                )
+            row.update(_summaries(out, reps))
             rows.append(row)
     return rows
 
@@ -240,13 +247,7 @@ def run_dp(reps, rule, seed=0):
                     t = fitted.server_step(messages, alpha=ALPHA, n_per_client=sizes)
                     out[name].append(t)
             row = {"c": c, "attack": kind, "cert": lower, "k": plan["k"]}
-            for name, ts in out.items():
-                cov = np.array([_coverage(t) for t in ts])
-                row[name] = (
-                    cov.mean(),
-                    cov.std(ddof=1) / math.sqrt(reps),
-                    float(np.isfinite(ts).mean()),
-                )
+            row.update(_summaries(out, reps))
             rows.append(row)
     return rows, plain_plan["k"]
 
