@@ -378,7 +378,7 @@ def dpqq_max_byzantine(sizes, alpha, plan):
         target_alpha = alpha * (1.0 - g) / (1.0 - g * alpha)
         return max_byzantine(sizes, target_alpha, plan["local_ranks"], k)
     q = float(plan["levels"][0])
-    target = 1.0 - alpha - _FEASIBILITY_TOL
+    target = 1.0 - alpha + _BOUND_MARGIN  # the planner's own test
     best = -1
     for c in range(k):
         try:
