@@ -6,6 +6,7 @@ import numpy as np
 from scipy import special
 
 from ...privacy import private_quantile_probabilities
+from ...privacy._quantile import _logits_from_counts
 from .._qq._poisbin import _add_clients, _binomial_block
 
 
@@ -117,3 +118,14 @@ def _poisbin_at_most(probs, counts, k):
     for p, count in zip(probs, counts, strict=True):
         state = _add_clients(state, np.clip(p, 0.0, 1.0), count, single_as_block=True)
     return np.minimum(state.sum(axis=0), 1.0)
+
+
+def _release_cdfs(groups, level, epsilon, utility, counts_of):
+    """Per size, the CDF over the bins of one client's release at ``level``,
+    averaged over the public data sets whose bin counts are ``counts_of``."""
+    cdfs = []
+    for (n, _), (lower, greater) in zip(groups, counts_of, strict=True):
+        logits = _logits_from_counts(lower, greater, n, level, epsilon, utility)
+        log_p = logits - special.logsumexp(logits, axis=1, keepdims=True)
+        cdfs.append(np.cumsum(np.exp(log_p).mean(axis=0)))
+    return cdfs

@@ -9,12 +9,12 @@ from functools import lru_cache, partial
 import numpy as np
 from scipy import special
 
-from ...privacy._quantile import _logits_from_counts, _release_counts
+from ...privacy._quantile import _release_counts
 from ...privacy._tight import _rank_law
 from .._qq._poisbin import _add_clients
 from . import _tight_prune
 from ._common import _describe
-from ._laws import _poisbin_at_most, _rank_cdf_on
+from ._laws import _poisbin_at_most, _rank_cdf_on, _release_cdfs
 
 # --------------------------------------------------------------------------
 # Tight corrections (rule="tight", a skfedcp extension; proof in the user
@@ -104,13 +104,8 @@ def _simulated_coverage(groups, level, k, epsilon, n_bins, utility="quantile"):
     they are drawn and counted once per (sizes, bins) (:func:`_simulation_counts`).
     """
     edges = np.linspace(0.0, 1.0, n_bins + 1)
-    cdfs = []
-    for (n, _), (lower, greater) in zip(
-        groups, _simulation_counts(groups, n_bins), strict=True
-    ):
-        logits = _logits_from_counts(lower, greater, n, level, epsilon, utility)
-        log_p = logits - special.logsumexp(logits, axis=1, keepdims=True)
-        cdfs.append(np.cumsum(np.exp(log_p).mean(axis=0)))
+    counts_of = _simulation_counts(groups, n_bins)
+    cdfs = _release_cdfs(groups, level, epsilon, utility, counts_of)
     counts = [c for _, c in groups]
     above = _poisbin_at_most(np.array(cdfs), counts, k)  # P(T > e_b)
     # E[F(T)] = e_1 + sum_b (e_{b+1} - e_b) P(T > e_b), F(+inf) = 1.

@@ -50,10 +50,9 @@ times in a row sends the search on to the next bisection.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
-from ...privacy._quantile import _logits_from_counts
 from .._qq._poisbin import _add_clients
+from ._laws import _release_cdfs
 
 #: Turn the early stop off (tests compare the plans with and without it).
 _PRUNE_TAIL = True
@@ -75,11 +74,7 @@ def _simulated_coverage_all_k(groups, level, epsilon, n_bins, utility, counts_of
     lower bounds with a slack, never the values the scan compares).
     """
     edges = np.linspace(0.0, 1.0, n_bins + 1)
-    cdfs = []
-    for (n, _), (lower, greater) in zip(groups, counts_of, strict=True):
-        logits = _logits_from_counts(lower, greater, n, level, epsilon, utility)
-        log_p = logits - special.logsumexp(logits, axis=1, keepdims=True)
-        cdfs.append(np.cumsum(np.exp(log_p).mean(axis=0)))
+    cdfs = _release_cdfs(groups, level, epsilon, utility, counts_of)
     m = sum(c for _, c in groups)
     state = np.zeros((1, n_bins))
     state[0] = 1.0
