@@ -41,7 +41,7 @@ from ._calibrate import (
     next_round_nodes,
 )
 from ._protocol import _alias_of, calibrator_to_spec
-from ._session import _short
+from ._session import _MAX_LABEL_CHARS, _short
 
 __all__ = ["calibrate", "calibrate_groups", "check_public_groups"]
 
@@ -107,6 +107,16 @@ def _cells_problem(info, public, max_size):
             f"its field 'group_labels' is not a vector of {kind} group labels (the "
             "public group list's kind)"
         )
+    if labels.dtype.kind == "U" and labels.dtype.itemsize > 4 * _MAX_LABEL_CHARS:
+        return (
+            f"its field 'group_labels' holds labels longer than {_MAX_LABEL_CHARS} "
+            "characters"
+        )
+    # Only the first (public groups + 1) cells are read: past the public list,
+    # some cell is unknown or repeated (pigeonhole), so the answer is found
+    # in them and the server's work is bounded by the public list, not by the
+    # node's message.
+    labels = labels[: public.shape[0] + 1]
     # Known labels first (a hash lookup); then, each in the public list, a
     # node can only repeat one (a duplicated cell) to announce more.
     unknown = labels[pd.Index(public).get_indexer(labels) < 0]

@@ -399,3 +399,20 @@ class TestHostileNodes:
         for cal_g in deployed.calibrators_[:3]:
             assert cal_g.excluded_clients_.tolist() == [4]
         assert any("field 'quantile'" in str(w.message) for w in caught)
+
+
+def test_cell_list_is_bounded_by_the_public_groups():
+    """A node repeating one valid label a million times is refused before
+    any lookup or sort (the server's work is bounded by the public list);
+    labels longer than the public label limit too."""
+    from skfedcp.flower._calibrate_groups import _cells_problem
+
+    public = np.array(["a", "b", "c"])
+    many = {"group_labels": np.array(["a"] * 10**6), "group_n": np.ones(10**6, int)}
+    assert "repeats group(s) ['a'] (a duplicated cell)" in _cells_problem(
+        many, public, 100
+    )
+    long = {"group_labels": np.array(["a" * 300]), "group_n": np.ones(1, int)}
+    assert "longer than 256 characters" in _cells_problem(long, public, 100)
+    fine = {"group_labels": np.array(["a", "c"]), "group_n": np.array([3, 4]), "n": 7}
+    assert _cells_problem(fine, public, 100) is None
