@@ -340,13 +340,27 @@ def _calibrate_interactive(
             ) from None
         rounds.append(messages)
         state = new_state
-    fitted = calibrator.fit_from_messages(
-        rounds,
-        alpha=alpha,
-        n_per_client=sizes,
-        clients=labels,
-        random_state=public,
-    )
+    try:
+        fitted = calibrator.fit_from_messages(
+            rounds,
+            alpha=alpha,
+            n_per_client=sizes,
+            clients=labels,
+            random_state=public,
+        )
+    except InvalidMessageError as exc:
+        # The replay checks what server_update does not (each answer's users
+        # against the public assignment): name and leave out that node too.
+        position = [i for i, label in enumerate(labels) if label == exc.client]
+        if len(position) != 1:
+            raise
+        raise _interactive_invalid(
+            session,
+            alias,
+            nodes[position[0]],
+            f"it sent an invalid message ({exc})",
+            exc.field,
+        ) from None
     return fitted, nodes
 
 

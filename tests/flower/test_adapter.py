@@ -1035,6 +1035,52 @@ class TestInvalidMessages:
             flower.run_calibration(grid, cal, alpha=0.1, random_state=RS)
         assert exc.value.client == BAD and exc.value.field == "reports"
 
+    def test_ldp_s_users_outside_the_assignment_name_the_node(self, regression):
+        """The node swaps one user of round 1 with one of a later round (each
+        user still answers once, in range, the right count per round: every
+        round check passes); the replay against the public assignment catches
+        it, and that node is named and left out as in a round."""
+        from flwr.app import Message
+
+        from skfedcp.calibrators._ldp._score_groups import asked_users
+
+        def swap(request, users):
+            row = np.asarray(request["group_counts"])
+            key, j = np.asarray(request["assignment_key"]), int(request["client"])
+            later = max(r for r in range(2, row.shape[0]) if row[r - 1] > 0)
+            a = asked_users(key, j, row, 1)[0]
+            b = asked_users(key, j, row, later)[0]
+            if int(request["round"]) == 1:
+                return np.where(users == a, b, users)
+            if int(request["round"]) == later:
+                return np.where(users == b, a, users)
+            return users
+
+        def wrap(app):
+            def call(message, context):
+                reply = app(message, context)
+                request = _wire._from_record_dict(message.content)
+                if (
+                    context.node_config["client-id"] != BAD
+                    or request["kind"] != "respond"
+                ):
+                    return reply
+                payload = _wire._from_record_dict(reply.content)
+                payload["message.users"] = swap(request, payload["message.users"])
+                return Message(_wire._to_record_dict(payload), reply_to=message)
+
+            return call
+
+        grid = _grid(regression, wrap=wrap)
+        cal = CALIBRATORS["ldp-s"](**PRIVATE["ldp-s"])
+        with (
+            pytest.warns(InvalidMessageWarning, match="client 2"),
+            pytest.raises(InvalidMessageError, match="can neither exclude") as exc,
+        ):
+            flower.run_calibration(grid, cal, alpha=0.1, random_state=RS)
+        assert exc.value.client == BAD and exc.value.field == "users"
+        assert "not in that group of the public assignment" in str(exc.value)
+
     def test_invalid_node_is_left_out_of_the_later_tasks(self, regression):
         grid = _grid(regression, wrap=_tampering(BAD, _set("quantile", math.nan)))
         seen = []
