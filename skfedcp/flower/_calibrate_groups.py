@@ -186,8 +186,8 @@ def _plan(session, nodes, public, min_group_size):
 
 
 def _requests(plan, public, base):
-    """One request per node: the public plan and the node's position per round."""
-    plans = {f"plan.{u}": sizes for u, sizes in enumerate(plan.sizes)}
+    """One request per node: its position per round and the plans of the rounds
+    it takes part in (the only ones it reads), not every round's plan."""
     # Each node's position in each round (-1: no rows there), in one pass over
     # the rounds' member lists instead of a scan per node and round.
     positions = np.full((len(plan.nodes), len(plan.members)), -1, dtype=np.int64)
@@ -200,7 +200,10 @@ def _requests(plan, public, base):
             "groups": public,
             "unit_of_group": plan.unit_of_group,
             "positions": positions[i],
-            **plans,
+            **{
+                f"plan.{u}": plan.sizes[u]
+                for u in np.flatnonzero(positions[i] >= 0).tolist()
+            },
         }
     return requests
 
