@@ -232,9 +232,23 @@ random_state : int, Generator, RandomState, SeedSequence, "secure" \
     operating-system entropy; ``"secure"``: operating-system
     randomness, for deployment)."""
 
+
+def _one_word_apart(block: str, old: str, new: str) -> str:
+    """``block`` with its one occurrence of ``old`` replaced by ``new``.
+
+    Raises at import if ``old`` is not in ``block`` exactly once: a silent
+    no-op would document the wrong thing once the shared block changes.
+    """
+    if block.count(old) != 1:
+        raise AssertionError(f"expected {old!r} once in the shared docstring block")
+    return block.replace(old, new)
+
+
 # The LDP calibrators count users, not rows: the same block, one word apart.
-docdict["fitted_users"] = docdict["fitted_clients"].replace(
-    "Calibration size of each client.", "Calibration users of each client."
+docdict["fitted_users"] = _one_word_apart(
+    docdict["fitted_clients"],
+    "Calibration size of each client.",
+    "Calibration users of each client.",
 )
 
 fill_doc = docfiller(docdict)
