@@ -114,7 +114,8 @@ def _grid_exchange(grid, poll_interval=POLL_INTERVAL, push_chunk=PUSH_CHUNK):
 
     def exchange(requests, timeout):
         nodes = list(requests)
-        sent, owner = {}, {}
+        sent: dict[Any, int] = {}
+        owner: dict[Any, Any] = {}
         for start in range(0, len(nodes), push_chunk):
             chunk, messages = nodes[start : start + push_chunk], []
             for node in chunk:
