@@ -415,6 +415,23 @@ class TestHostileNodes:
         assert_same_fit(deployed, reference)
         np.testing.assert_array_equal(deployed.n_per_group_, reference.n_per_group_)
 
+    def test_pinned_node_duplicating_a_cell_is_left_out(self, data):
+        # A pinned (authenticated) node is still checked like any other: a
+        # cell announced twice is refused before any plan, never counted.
+        grid = _grid(data, n_nodes=5, wrap=_tampering({(4, "hello"): _duplicated_cell}))
+        pinned = {n: c.node_config["client-id"] for n, c in grid.contexts.items()}
+        with pytest.warns(InvalidMessageWarning, match="a duplicated cell"):
+            deployed, report = _quiet(
+                flower.run_calibration,
+                grid,
+                "qq",
+                groups=GROUPS,
+                alpha=0.1,
+                planned_clients=pinned,
+            )
+        assert set(report.excluded) == {_node_of(grid, 4)}
+        assert_same_fit(deployed, _quiet(_reference, data, "qq", data["ids"] < 4))
+
     def test_dp_qq_excludes_the_hostile_node_in_one_round(self, data):
         cal = CALIBRATORS["dp-qq"](epsilon=8.0, score_bounds=(0.0, 6.0))
         grid = _grid(data, n_nodes=5, wrap=_tampering({(4, "calibrate"): _non_finite}))
