@@ -34,6 +34,7 @@ __all__ = [
     "client_share_problems",
     "collect_messages",
     "invalid_message_error",
+    "sizes_from_messages",
     "stack_messages",
 ]
 
@@ -172,6 +173,95 @@ def _check_announced(sizes: NDArray[Any], name: str) -> None:
             "skfedcp.config_context(max_total_size=...).",
             field=name,
         )
+
+
+def sizes_from_messages(messages: Messages, *, field: str = "n") -> NDArray[np.int64]:
+    """The sizes the messages carry, each checked before it is used, or raise.
+
+    For a server that needs no plan before the round (LDP-L's
+    ``server_step`` without ``n_per_client``): the sizes come from the
+    messages themselves, so they are client input like any field. Each is
+    checked on its own, before any other use: a plain non-negative integer
+    (an integer-valued real is accepted, as in a message's size field; not a
+    bool, a string, an array or ``None``) within the public
+    ``max_client_size``. The first offender raises
+    :class:`~skfedcp.exceptions.InvalidMessageError` naming the client (its
+    index) and ``field``, as ``server_step`` does for any invalid message.
+
+    Examples
+    --------
+    >>> sizes_from_messages([{"n": 3}, {"n": 5.0}])
+    array([3, 5])
+    >>> try:
+    ...     sizes_from_messages([{"n": 3}, {"n": "abc"}])
+    ... except InvalidMessageError as exc:
+    ...     print(exc.client, exc.field)
+    1 n
+    """
+    if isinstance(messages, Mapping):
+        if field not in messages:
+            raise InvalidMessageError(
+                f"the stacked messages carry no field {field!r} (each client's size).",
+                field=field,
+            )
+        column = messages[field]
+        if isinstance(column, np.ndarray) and column.ndim == 1:
+            column = column.tolist()
+        if isinstance(column, str | bytes) or not isinstance(column, Sequence):
+            raise InvalidMessageError(
+                f"the stacked field {field!r} must hold one size per client; got "
+                f"{_short_repr(column)}.",
+                field=field,
+            )
+        messages = [{field: value} for value in column]
+    elif isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise TypeError(
+            "messages must be a list of dicts (one per client) or a dict of "
+            f"arrays; got {type(messages).__name__}."
+        )
+    limit = get_config()["max_client_size"]
+    clients = np.arange(len(messages))
+    sizes = np.zeros(len(messages), dtype=np.int64)
+    for j, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            reason = f"must be a dict; got {type(message).__name__}"
+            raise invalid_message_error(Problem(j, None, reason), clients)
+        value = message.get(field, _MISSING)
+        reason = _size_reason(value, limit)
+        if reason is not None:
+            raise invalid_message_error(Problem(j, field, reason), clients)
+        sizes[j] = int(value)
+    return check_client_sizes(sizes, name=field)
+
+
+_MISSING = object()
+
+
+def _size_reason(value: Any, limit: int) -> str | None:
+    """Why ``value`` is not a client size in ``[0, limit]``, or None."""
+    if value is _MISSING:
+        return "is missing"
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not _is_number(value):
+        return f"must be a non-negative integer; got {_short_repr(value)}"
+    if not isinstance(value, Integral | np.integer):  # a real: never huge here
+        as_float = float(value)
+        if not (np.isfinite(as_float) and as_float.is_integer()):
+            return f"must be a non-negative integer; got {as_float!r}"
+    if value < 0:
+        return f"must be a non-negative integer; got {int(value)}"
+    if value > limit:
+        return (
+            f"announces {int(value)} rows, above the public max_client_size="
+            f"{limit} of this server"
+        )
+    return None
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def client_share_problems(

@@ -411,6 +411,7 @@ def unmask_sum(
     setup: MaskingSetup,
     *,
     offset: int = 0,
+    length: int | None = None,
 ) -> NDArray[np.uint64]:
     """Server step: sum the masked vectors of the survivors and unmask.
 
@@ -431,6 +432,12 @@ def unmask_sum(
         Graph and seeds.
     offset : int, default=0
         Position of the slice in the full vectors (see :func:`mask_input`).
+    length : int, default=None
+        The public length of the vectors (the plan's). Every masked vector is
+        checked against it, so a client sending another length is the one
+        named, wherever it stands. None: the first survivor's vector sets
+        the length the others must have (a first vector of the wrong length
+        then names the next client; pass ``length`` whenever it is known).
 
     Returns
     -------
@@ -457,11 +464,18 @@ def unmask_sum(
     rows = list(masked_inputs)
     if len(rows) != surv.size:
         raise ValueError(f"Got {len(rows)} masked vectors for {surv.size} survivors.")
-    first = np.asarray(rows[0]).ravel().shape if rows else None
+    if length is not None:
+        if isinstance(length, bool) or not isinstance(length, Integral | np.integer):
+            raise TypeError(f"length must be an int >= 0; got {length!r}.")
+        if length < 0:
+            raise ValueError(f"length must be an int >= 0; got {length}.")
+        shape = (int(length),)
+    else:
+        shape = np.asarray(rows[0]).ravel().shape if rows else None
     for i, y in zip(surv, rows, strict=True):
         # Masked vectors are uniform on the ring: any uint64 value is valid,
         # but the dtype and the length are part of the plan.
-        _check_ring_message(np.ravel(y), first, client=int(i), field="masked_inputs")
+        _check_ring_message(np.ravel(y), shape, client=int(i), field="masked_inputs")
     total = np.sum(np.stack([np.ravel(y) for y in rows]), axis=0, dtype=np.uint64)
     return _remove_masks(total, checked, setup, offset=offset)
 
@@ -548,7 +562,9 @@ def secure_sum(
         n, graph=graph, degree=degree, self_masks=self_masks, random_state=random_state
     )
     masked = [mask_input(enc[i], i, setup) for i in survivors]
-    total = unmask_sum(masked, survivors, setup).reshape(shape)
+    total = unmask_sum(
+        masked, survivors, setup, length=int(np.prod(shape, dtype=np.int64))
+    ).reshape(shape)
     if frac_bits is None:
         return total.view(np.int64)
     return fixed_point_decode(total, frac_bits)

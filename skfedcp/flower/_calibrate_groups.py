@@ -150,24 +150,36 @@ def _cells_problem(info, public, max_size):
 
 
 class _GroupPlan(NamedTuple):
-    """The public plan of every group round over ``nodes``."""
+    """The public plan of every group round over ``nodes``.
+
+    Sparse: one entry per announced cell, per (round, node) pair and per
+    group, never a (nodes x groups) table, so the server's memory follows
+    the cells the nodes announced (each node's cells are distinct public
+    groups with at least one row) and the public group list.
+    """
 
     nodes: list
-    counts: np.ndarray  # (n_nodes, n_groups) cell sizes
+    n_per_group: np.ndarray  # (n_groups,) rows of each group over the nodes
     seen: np.ndarray  # groups with rows
     small: np.ndarray  # groups merged (min_group_size)
     unit_of_group: np.ndarray  # round of each group, -1 without rows
     members: list  # per round: positions (into nodes) of its clients
     sizes: list  # per round: its clients' cell sizes
+    cells: list  # per node: its cells' columns in the public list, sorted
+    rounds: list  # per node: (its rounds, ascending; its position in each)
 
 
 def _plan(session, nodes, public, min_group_size):
-    counts = np.zeros((len(nodes), public.shape[0]), dtype=np.int64)
-    for i, node in enumerate(nodes):
+    columns, counts = [], []
+    for node in nodes:
         info = session.info[node]
-        columns = np.searchsorted(public, info["group_labels"])
-        counts[i, columns] = info["group_n"]
-    total = counts.sum(axis=0)
+        order = np.argsort(info["group_labels"], kind="stable")
+        columns.append(np.searchsorted(public, info["group_labels"][order]))
+        counts.append(info["group_n"][order].astype(np.int64))
+    owner = np.repeat(np.arange(len(nodes)), [c.shape[0] for c in columns])
+    column, count = np.concatenate(columns), np.concatenate(counts)
+    total = np.zeros(public.shape[0], dtype=np.int64)
+    np.add.at(total, column, count)
     seen = total > 0
     small = np.zeros_like(seen)
     if min_group_size is not None:
@@ -177,46 +189,69 @@ def _plan(session, nodes, public, min_group_size):
     unit_of_group[alone] = np.arange(alone.shape[0])
     unit_of_group[small] = alone.shape[0]
     n_units = alone.shape[0] + int(small.any())
-    members, sizes = [], []
-    for u in range(n_units):
-        cells = counts[:, unit_of_group == u].sum(axis=1)
-        members.append(np.flatnonzero(cells > 0))
-        sizes.append(cells[cells > 0])
-    return _GroupPlan(nodes, counts, seen, small, unit_of_group, members, sizes)
+    # One (round, node) pair per round a node takes part in, ordered by
+    # round then node; its size sums the node's cells of that round (the
+    # merged small groups may hold several).
+    cell_unit = unit_of_group[column]
+    order = np.lexsort((owner, cell_unit))
+    pair_unit, pair_owner = cell_unit[order], owner[order]
+    first = np.ones(order.shape[0], dtype=bool)
+    first[1:] = (pair_unit[1:] != pair_unit[:-1]) | (pair_owner[1:] != pair_owner[:-1])
+    start = np.flatnonzero(first)
+    pair_size = np.add.reduceat(count[order], start)
+    pair_unit, pair_owner = pair_unit[start], pair_owner[start]
+    bounds = np.searchsorted(pair_unit, np.arange(n_units + 1))
+    members = [pair_owner[bounds[u] : bounds[u + 1]] for u in range(n_units)]
+    sizes = [pair_size[bounds[u] : bounds[u + 1]] for u in range(n_units)]
+    # Each node's rounds and its position in each (members are ascending).
+    pair_position = np.arange(pair_unit.shape[0]) - bounds[pair_unit]
+    by_node = np.lexsort((pair_unit, pair_owner))
+    node_bounds = np.searchsorted(pair_owner[by_node], np.arange(len(nodes) + 1))
+    rounds = [
+        (pair_unit[by_node[lo:hi]], pair_position[by_node[lo:hi]])
+        for lo, hi in zip(node_bounds[:-1], node_bounds[1:], strict=True)
+    ]
+    return _GroupPlan(
+        nodes, total, seen, small, unit_of_group, members, sizes, columns, rounds
+    )
 
 
 def _requests(plan, public, base):
-    """One request per node: its position per round and the plans of the rounds
-    it takes part in (the only ones it reads), not every round's plan."""
-    # Each node's position in each round (-1: no rows there), in one pass over
-    # the rounds' member lists instead of a scan per node and round.
-    positions = np.full((len(plan.nodes), len(plan.members)), -1, dtype=np.int64)
-    for u, members in enumerate(plan.members):
-        positions[members, u] = np.arange(members.size)  # members: distinct
+    """One request per node: only what concerns its own cells.
+
+    Its cells' group labels and rounds (``cell_groups``, ``cell_units``),
+    the rounds it takes part in with its position in each (``units``,
+    ``positions``) and those rounds' plans: the request grows with the
+    node's cells and its rounds' plans, not with the public group list.
+    """
     requests = {}
-    for i, node in enumerate(plan.nodes):
+    for node, columns, (units, positions) in zip(
+        plan.nodes, plan.cells, plan.rounds, strict=True
+    ):
         requests[node] = {
             **base,
-            "groups": public,
-            "unit_of_group": plan.unit_of_group,
-            "positions": positions[i],
-            **{
-                f"plan.{u}": plan.sizes[u]
-                for u in np.flatnonzero(positions[i] >= 0).tolist()
-            },
+            "cell_groups": public[columns],
+            "cell_units": plan.unit_of_group[columns],
+            "units": units,
+            "positions": positions,
+            **{f"plan.{u}": plan.sizes[u] for u in units.tolist()},
         }
     return requests
 
 
-def _split_cells(reply, positions):
-    """A node's reply as one message per round, or the reason it is malformed."""
+def _split_cells(reply, units):
+    """A node's reply as one message per round, or the reason it is malformed.
+
+    ``units`` are the rounds the node takes part in (its request's).
+    """
     cells: dict[int, dict[str, Any]] = {}
     for key, value in _decode_message(reply).items():
         unit, _, field = key.partition(".")
         if not unit.isdigit() or not field:
             return None, f"its field {_short('message.' + key)} names no group round"
         cells.setdefault(int(unit), {})[field] = value
-    extra = sorted(u for u in cells if u >= len(positions) or positions[u] < 0)
+    planned = set(units.tolist())
+    extra = sorted(u for u in cells if u not in planned)
     if extra:
         return None, (
             f"its fields 'message.<u>.*' hold a message for group round(s) "
@@ -280,7 +315,7 @@ def calibrate_groups(
             raise _private_failure(alias, failed)
         cells = {}
         for node, reply in ok.items():
-            split, problem = _split_cells(reply, requests[node]["positions"])
+            split, problem = _split_cells(reply, requests[node]["units"])
             if problem:
                 invalid[node] = problem
             else:
@@ -375,7 +410,7 @@ def _assemble(session, grouped, plan, public, fitted, alpha, used):
         groups=public,
         unit_groups=public[seen & ~small],
         merged_groups=public[small],
-        n_per_group=plan.counts.sum(axis=0),
+        n_per_group=plan.n_per_group,
         clients=session.labels(plan.nodes),
         alpha=alpha,
     )

@@ -56,28 +56,33 @@ def cell_messages(
 ) -> dict[str, Any]:
     """This node's message of every group round it takes part in.
 
-    The request's public plan: ``groups`` (the server-fixed group list),
-    ``unit_of_group`` (the round of each group: a group alone, or the
-    merged small groups), ``positions`` (this node's position in each
-    round's plan, ``-1`` where it holds no row) and ``plan.<u>`` (round
-    ``u``'s cell sizes). The message of round ``u`` is the strategy's
-    ``client_step`` on the node's rows of that round, its fields sent as
-    ``<u>.<field>``.
+    The request carries the public plan of this node's cells only:
+    ``cell_groups`` (the groups it announced at hello, within the server's
+    public group list), ``cell_units`` (the round of each: a group alone, or
+    the merged small groups), ``units`` and ``positions`` (the rounds it
+    takes part in and its position in each round's plan) and ``plan.<u>``
+    (round ``u``'s cell sizes). The message of round ``u`` is the
+    strategy's ``client_step`` on the node's rows of that round, its fields
+    sent as ``<u>.<field>``.
     """
-    public = np.asarray(request["groups"])
-    code = pd.Index(public).get_indexer(groups)
+    own = np.asarray(request["cell_groups"])
+    code = pd.Index(own).get_indexer(groups)
     if np.any(code < 0):
         unknown = pd.unique(groups[code < 0]).tolist()[:5]
         raise ValueError(
-            f"this node holds rows of group(s) {unknown} outside the server's "
-            "public group list."
+            f"this node holds rows of group(s) {unknown} outside the cells the "
+            "server planned for it (the groups it announced, within the server's "
+            "public group list)."
         )
-    unit = np.asarray(request["unit_of_group"], dtype=np.int64)[code]
+    unit = np.asarray(request["cell_units"], dtype=np.int64)[code]
     alpha = float(request["alpha"])
     message: dict[str, Any] = {}
-    for u, position in enumerate(np.asarray(request["positions"]).tolist()):
-        if position < 0:
-            continue
+    rounds = zip(
+        np.asarray(request["units"]).tolist(),
+        np.asarray(request["positions"]).tolist(),
+        strict=True,
+    )
+    for u, position in rounds:
         rows = unit == u
         random_state = (
             _cell_stream(seed, u, position) if calibrator._randomized else None

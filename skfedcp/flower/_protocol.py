@@ -63,7 +63,7 @@ __all__ = [
     "simulation_seeds",
 ]
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 #: Strategies whose client message holds the node's per-row scores (LDP-L:
 #: the score of every class, which reveals the features; only labels are
@@ -476,7 +476,7 @@ class _NodeSession:
         needs_matrix = getattr(calibrator, "requires_score_matrix", False)
         scores, labels = self.scores(matrix=needs_matrix)
         extra = {"labels": labels} if needs_matrix else {}
-        if "unit_of_group" in request:  # group-conditional: one message per cell
+        if "cell_units" in request:  # group-conditional: one message per cell
             message = cell_messages(
                 calibrator,
                 scores,

@@ -15,7 +15,8 @@ the nonce the server sent with that node's request of that round (a reply
 replayed from another node or round is refused). A node that fails a check
 is left out with a warning naming it; the others go on. Nodes with the same
 rows whose node ids the plan pins (authenticated SuperNodes) are planned
-participants, not Sybils: they are used, with a warning.
+participants, not Sybils: one of them is used (the smallest label), so that
+the rows count once, and the others are left out with a warning.
 """
 
 from __future__ import annotations
@@ -482,9 +483,12 @@ class ServerSession:
         Then keep the nodes that may take part: every field well formed and
         within the public bounds, the label planned (and, with a pinned plan,
         the one planned for that node id), no two nodes with one label, one
-        public key, or the same rows (unless their node ids are pinned: then
-        a warning). The others are left out of the run with
-        an :class:`~skfedcp.exceptions.InvalidMessageWarning` naming them.
+        public key, or the same rows. The others are left out of the run with
+        an :class:`~skfedcp.exceptions.InvalidMessageWarning` naming them
+        (nodes with the same rows whose node ids are pinned: the one with the
+        smallest label is used, the others are left out with a
+        :class:`~skfedcp.exceptions.NodeExcludedWarning`, so the rows count
+        once).
         Returns the kept nodes in client-label order.
         """
         request = {
@@ -520,7 +524,7 @@ class ServerSession:
                 "same data: Sybil nodes)",
             )
         else:
-            self._warn_same_rows()
+            self._keep_one_of_same_rows()
         self._leave_out_duplicates("public_key", "announce the same public key")
         if not self.info:
             raise RuntimeError(
@@ -576,26 +580,34 @@ class ServerSession:
                 groups[value].append(node)
         return {value: nodes for value, nodes in groups.items() if len(nodes) > 1}
 
-    def _warn_same_rows(self):
-        """Pinned plan: nodes with the same rows are authenticated, both used.
+    def _keep_one_of_same_rows(self):
+        """Pinned plan: of the nodes holding the same rows, one is used.
 
         With ``planned_clients={node id: label}`` and SuperNode
         authentication every node id is a registered key the server planned,
-        so two nodes holding the same rows are two planned participants (two
-        sites holding one public data set, a test copy), not one party's
-        Sybils: both are used, with a warning naming them.
+        so two nodes holding the same rows (two sites with one public data
+        set, a test copy) are planned participants, not one party's Sybils,
+        and neither is silenced. But their rows are one data set: used once
+        per node they would enter every calibration (each of their cells,
+        with ``groups``) and FED-chi2 twice, and duplicated rows are neither
+        exchangeable with a new point nor independent clients, which the
+        strategies' guarantees assume. So the node with the smallest client
+        label is used and the others are left out, with a warning naming
+        them: their messages would come from the same rows, so which one is
+        kept changes no result, only the label in ``clients_``.
         """
         for nodes in self._sharing("data_fingerprint").values():
-            named = ", ".join(
-                f"node {n} (client {self.info[n]['label']!r})" for n in nodes
-            )
-            _warn(
-                f"{named} hold the same rows. Their node ids are pinned by the "
-                "plan (planned_clients, with SuperNode authentication), so each is "
-                "a planned participant and all are used; their rows count once per "
-                "node. Check that no planned key was handed to another party.",
-                UserWarning,
-            )
+            kept, *copies = self.ordered(nodes)
+            for node in copies:
+                self.exclude(
+                    node,
+                    f"it holds the same rows as node {kept} (client "
+                    f"{self.info[kept]['label']!r}), which is used: the plan pins "
+                    "both node ids (planned participants, not Sybils), and the "
+                    "rows count once",
+                    failed=False,
+                )
+                del self.info[node]
 
     def _leave_out_duplicates(self, key, what):
         """Leave out every node that shares the value of ``key`` with another.

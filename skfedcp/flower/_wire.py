@@ -102,29 +102,39 @@ class _ContextState(MutableMapping):
 POLL_INTERVAL = 0.2
 
 
-def _grid_exchange(grid, poll_interval=POLL_INTERVAL):
+#: Requests serialized and pushed at a time. A request may hold every node's
+#: size (the plan), so the server holds at most this many serialized requests
+#: at once instead of all of them (``max_clients`` squared sizes).
+PUSH_CHUNK = 64
+
+
+def _grid_exchange(grid, poll_interval=POLL_INTERVAL, push_chunk=PUSH_CHUNK):
     """The server's ``exchange`` over a Flower ``Grid`` (push, then pull)."""
     from flwr.app import Message
 
     def exchange(requests, timeout):
-        messages, sent = [], {}
-        for node, request in requests.items():
-            content = _to_record_dict(request)
-            sent[node] = _wire_bytes(content)
-            # A message expires when the server stops waiting for its reply:
-            # a node that comes back later does not answer a finished round.
-            messages.append(
-                Message(
-                    content,
-                    dst_node_id=int(node),
-                    message_type=MESSAGE_TYPE,
-                    ttl=float(timeout),
-                )
-            )
         nodes = list(requests)
-        ids = list(grid.push_messages(messages))
-        owner = dict(zip(ids, nodes, strict=True))
-        pending = set(ids)
+        sent: dict[Any, int] = {}
+        owner: dict[Any, Any] = {}
+        for start in range(0, len(nodes), push_chunk):
+            chunk, messages = nodes[start : start + push_chunk], []
+            for node in chunk:
+                content = _to_record_dict(requests[node])
+                sent[node] = _wire_bytes(content)
+                # A message expires when the server stops waiting for its
+                # reply: a node that comes back later does not answer a
+                # finished round.
+                messages.append(
+                    Message(
+                        content,
+                        dst_node_id=int(node),
+                        message_type=MESSAGE_TYPE,
+                        ttl=float(timeout),
+                    )
+                )
+            ids = list(grid.push_messages(messages))
+            owner.update(zip(ids, chunk, strict=True))
+        pending = set(owner)
         replies, sizes = {}, {}
         deadline = time.monotonic() + timeout
         while pending:

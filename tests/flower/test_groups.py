@@ -19,7 +19,7 @@ import pytest
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from skfedcp.calibrators import CALIBRATORS, GroupedCalibrator
-from skfedcp.exceptions import InvalidMessageWarning
+from skfedcp.exceptions import InvalidMessageWarning, NodeExcludedWarning
 
 flwr = pytest.importorskip("flwr")
 
@@ -380,6 +380,56 @@ class TestHostileNodes:
         grid = _grid(data, n_nodes=5, wrap=_tampering({(4, "calibrate"): extra}))
         with pytest.warns(InvalidMessageWarning, match="group round\\(s\\) \\[7\\]"):
             deployed, _ = _quiet(flower.run_calibration, grid, "qq", groups=GROUPS)
+        assert_same_fit(deployed, _quiet(_reference, data, "qq", data["ids"] < 4))
+
+    @pytest.mark.parametrize("alias", ["qq", "central"])
+    @pytest.mark.filterwarnings("ignore::skfedcp.exceptions.InfiniteThresholdWarning")
+    def test_pinned_copy_of_a_node_counts_its_cells_once(self, data, alias):
+        # A seventh planned, authenticated node holds node 0's rows exactly:
+        # its cells are node 0's. Both node ids are pinned (not Sybils), but
+        # the rows are one data set: the copy is left out and every group's
+        # fit is the in-process one with those cells once (they counted
+        # twice before).
+        data = dict(data)
+        copy = data["ids"] == 0
+        data["X"] = np.concatenate([data["X"], data["X"][copy]])
+        data["y"] = np.concatenate([data["y"], data["y"][copy]])
+        data["ids"] = np.concatenate([data["ids"], np.full(N, N_NODES)])
+        data["scores"] = np.abs(data["y"] - data["model"].predict(data["X"]))
+        grid = _grid(data, n_nodes=N_NODES + 1)
+        pinned = {n: c.node_config["client-id"] for n, c in grid.contexts.items()}
+        with pytest.warns(NodeExcludedWarning, match="holds the same rows") as caught:
+            deployed, report = flower.run_calibration(
+                grid, alias, alpha=0.1, groups=GROUPS, planned_clients=pinned
+            )
+        assert any(
+            f"node {_node_of(grid, N_NODES)} (client {N_NODES}) is left out" in t
+            and f"node {_node_of(grid, 0)} (client 0)" in t
+            for t in [str(w.message) for w in caught]
+        )
+        assert set(report.excluded) == {_node_of(grid, N_NODES)}
+        assert report.clients.tolist() == list(range(N_NODES))
+        once = data["ids"] < N_NODES
+        reference = _quiet(_reference, data, alias, once)
+        np.testing.assert_array_equal(deployed.threshold_, reference.threshold_)
+        assert_same_fit(deployed, reference)
+        np.testing.assert_array_equal(deployed.n_per_group_, reference.n_per_group_)
+
+    def test_pinned_node_duplicating_a_cell_is_left_out(self, data):
+        # A pinned (authenticated) node is still checked like any other: a
+        # cell announced twice is refused before any plan, never counted.
+        grid = _grid(data, n_nodes=5, wrap=_tampering({(4, "hello"): _duplicated_cell}))
+        pinned = {n: c.node_config["client-id"] for n, c in grid.contexts.items()}
+        with pytest.warns(InvalidMessageWarning, match="a duplicated cell"):
+            deployed, report = _quiet(
+                flower.run_calibration,
+                grid,
+                "qq",
+                groups=GROUPS,
+                alpha=0.1,
+                planned_clients=pinned,
+            )
+        assert set(report.excluded) == {_node_of(grid, 4)}
         assert_same_fit(deployed, _quiet(_reference, data, "qq", data["ids"] < 4))
 
     def test_dp_qq_excludes_the_hostile_node_in_one_round(self, data):

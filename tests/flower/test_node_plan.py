@@ -28,7 +28,7 @@ from sklearn.utils import check_random_state
 
 from skfedcp import config_context, get_config
 from skfedcp.calibrators import CALIBRATORS, QuantileOfQuantilesCalibrator
-from skfedcp.exceptions import InvalidMessageWarning
+from skfedcp.exceptions import InvalidMessageWarning, NodeExcludedWarning
 from skfedcp.feature_selection import FedChi2Selector
 from skfedcp.federated._secure_aggregation import _draw_seeds
 
@@ -209,30 +209,34 @@ class TestHostileNodes:
         assert not honest & set(report.excluded)
         assert len(report.excluded) == len(SYBILS) + 2
 
-    def test_pinned_nodes_with_identical_rows_are_both_used(self, data):
+    def test_pinned_nodes_with_identical_rows_count_once(self, data):
         # Two authenticated planned nodes (node ids pinned) may hold the same
-        # rows (one public data set): not Sybils. Both are used, with a
-        # warning naming them; the result is the in-process fit with both.
+        # rows (one public data set): not Sybils, so neither is silenced. But
+        # the rows are one data set: the node with the smallest label is
+        # used, the copy is left out with a warning naming both, and the
+        # result is the in-process fit with those rows once (they counted
+        # twice before).
         configs = [_config(k, k, data) for k in range(HONEST)]
         configs.append(_config(HONEST, 0, data))  # client 5 holds client 0's rows
         grid = _grid(data, configs)
         pinned = {node: c.node_config["client-id"] for node, c in grid.contexts.items()}
-        with pytest.warns(UserWarning, match="hold the same rows") as caught:
+        with pytest.warns(NodeExcludedWarning, match="holds the same rows") as caught:
             deployed, report = flower.run_calibration(
                 grid, "qq", alpha=0.1, planned_clients=pinned
             )
-        (text,) = [t for t in _texts(caught) if "hold the same rows" in t]
+        (text,) = [t for t in _texts(caught) if "holds the same rows" in t]
         assert f"node {_node_of(grid, 0)} (client 0)" in text
         assert f"node {_node_of(grid, HONEST)} (client {HONEST})" in text
-        assert not report.excluded
+        assert "the rows count once" in text
+        assert set(report.excluded) == {_node_of(grid, HONEST)}
+        assert report.clients.tolist() == list(range(HONEST))
+        assert not any(isinstance(w.message, InvalidMessageWarning) for w in caught)
         scores = np.abs(data["y"] - data["model"].predict(data["X"]))
         keep = _honest(data)
-        both = QuantileOfQuantilesCalibrator().fit(
-            np.concatenate([scores[keep], scores[data["ids"] == 0]]),
-            np.concatenate([data["ids"][keep], np.full(N, HONEST)]),
-            alpha=0.1,
+        once = QuantileOfQuantilesCalibrator().fit(
+            scores[keep], data["ids"][keep], alpha=0.1
         )
-        assert_same_fit(deployed, both)
+        assert_same_fit(deployed, once)
 
     def test_unpinned_nodes_with_identical_rows_are_left_out(self, data):
         # Without authentication the same two nodes are Sybils: both out.

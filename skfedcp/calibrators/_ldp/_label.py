@@ -31,7 +31,13 @@ from ...utils._docstrings import fill_doc
 from ...utils._sklearn_compat import Interval, StrOptions
 from ...utils._validation import as_real_array, check_alpha
 from .._base import BaseCalibrator, CoverageBounds
-from .._messages import Problem, _label, check_client_sizes, invalid_message_error
+from .._messages import (
+    Problem,
+    _label,
+    check_client_sizes,
+    invalid_message_error,
+    sizes_from_messages,
+)
 from ._common import (
     _LDP_CONSTRAINTS,
     _bisection_update,
@@ -354,7 +360,7 @@ class LDPLabelCalibrator(_LDPMixin, BaseCalibrator):
 
     def _sizes_from_messages(self, messages):
         # The server needs no plan before the round: the messages' own sizes.
-        return _announced_sizes(messages)
+        return sizes_from_messages(messages)
 
     def _server_plan(self, sizes, alpha, stacked):
         n_classes = self.n_classes
@@ -664,15 +670,6 @@ def _check_true_labels(labels, shape):
                 f"columns of scores); got values in [{low}, {high}]."
             )
     return arr
-
-
-def _announced_sizes(messages):
-    """Sizes carried by the messages themselves (LDP-L's server needs no plan)."""
-    if isinstance(messages, dict):
-        return messages.get("n")
-    if isinstance(messages, list | tuple):
-        return [m.get("n") if isinstance(m, dict) else None for m in messages]
-    return messages
 
 
 def _announced_width(matrices: NDArray[Any]) -> int:
