@@ -294,28 +294,46 @@ def _cached_tree_cdf_ks(groups, ks, t, key):
     the widened range it was computed for.
     """
     counts = [c for _, c in groups]
-    m = sum(counts)
     law_key = (tuple(groups), key)
     law = _lru_get(_LAW_CACHE, law_key)
     if law is None or not (law[0] <= ks[0] and ks[-1] <= law[1]):
-        k_lo = max(1, int(ks[0]) - _LAW_K_MARGIN)
-        k_hi = min(m, int(ks[-1]) + _LAW_K_MARGIN)
         probs = _cached_probabilities(groups, t, key)
-        mean = probs @ np.asarray(counts, dtype=np.float64)
-        # P(S <= k - 1) <= P(S <= k_hi - 1) for every k <= k_hi, and
-        # P(S >= k) <= P(S >= k_lo) for every k >= k_lo.
-        zero = (k_hi - 1 < mean) & (_hoeffding_tail(k_hi - 1.0, mean, m) < _CERTAIN)
-        one = (k_lo > mean) & (_hoeffding_tail(float(k_lo), mean, m) < _CERTAIN)
-        rows = np.flatnonzero(~(zero | one))
-        p = np.repeat(probs[rows], counts, 1)
-        offset, window = _poisbin_window_tree(p, lean=True)
-        law = (k_lo, k_hi, one, rows, offset, np.cumsum(window, axis=1))
+        law = _pruned_tree_law(probs, counts, ks)
         _lru_put(_LAW_CACHE, law_key, law, _LAW_CACHE_MAX)
-    _, _, one, rows, offset, cdf = law
-    out = np.zeros((len(ks), t.shape[0]))
+    return _law_cdf_ks(law, ks)
+
+
+def _pruned_tree_law(probs, counts, ks):
+    """The count's law by the tree at the nodes (rows of ``probs``, one column
+    per group of ``counts`` clients) where Hoeffding's bound does not settle
+    every k within ``_LAW_K_MARGIN`` of ``ks``: ``(k_lo, k_hi, one, rows,
+    offset, cdf)``, read by :func:`_law_cdf_ks`."""
+    m = sum(counts)
+    k_lo = max(1, int(ks[0]) - _LAW_K_MARGIN)
+    k_hi = min(m, int(ks[-1]) + _LAW_K_MARGIN)
+    mean = probs @ np.asarray(counts, dtype=np.float64)
+    # P(S <= k - 1) <= P(S <= k_hi - 1) for every k <= k_hi, and
+    # P(S >= k) <= P(S >= k_lo) for every k >= k_lo.
+    zero = (k_hi - 1 < mean) & (_hoeffding_tail(k_hi - 1.0, mean, m) < _CERTAIN)
+    one = (k_lo > mean) & (_hoeffding_tail(float(k_lo), mean, m) < _CERTAIN)
+    rows = np.flatnonzero(~(zero | one))
+    p = np.repeat(probs[rows], counts, 1)
+    offset, window = _poisbin_window_tree(p, lean=True)
+    # Only P(count <= k - 1) for the k of the range is kept (a few columns,
+    # not the m + 1 of the law: the cache holds kilobytes, not megabytes).
+    k_all = np.arange(k_lo, k_hi + 1)
+    kk = np.broadcast_to(k_all, (rows.shape[0], k_all.shape[0]))
+    cdf_k = _cumulative_at(offset, np.cumsum(window, axis=1), kk)
+    return (k_lo, k_hi, one, rows, cdf_k)
+
+
+def _law_cdf_ks(law, ks):
+    """P(count <= k - 1) for each k of ``ks`` (rows) at each node, from a law
+    of :func:`_pruned_tree_law` whose k range holds ``ks``."""
+    k_lo, _, one, rows, cdf_k = law
+    out = np.zeros((len(ks), one.shape[0]))
     out[:, one] = 1.0
-    kk = np.broadcast_to(ks, (rows.shape[0], len(ks)))
-    out[:, rows] = _cumulative_at(offset, cdf, kk).T
+    out[:, rows] = cdf_k[:, np.asarray(ks) - k_lo].T
     return out
 
 
