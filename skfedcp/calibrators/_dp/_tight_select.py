@@ -196,14 +196,24 @@ class _LevelSearch:
             fx = self.lb[x][k - 1] - self.target
             a, fa, b, fb, side = _tight._illinois_step(a, fa, b, fb, side, x, fx)
 
-    @staticmethod
-    def _lower_level(b):
-        """The next level tried below ``b`` when no level failing is known."""
+    def _lower_level(self, b):
+        """The next level tried below ``b`` when no level failing is known:
+        ``1 - alpha`` first (most plans cross above it, and its rows serve
+        the levels near it), then halving towards 1/2, then 1/2 itself."""
+        if b > self.target + 2.0**-6 and self.target > 0.5:
+            return self.target
         return 0.5 if b - 0.5 <= 2.0**-6 else 0.5 + 0.5 * (b - 0.5)
 
-    def exclusion_level(self, k, threshold):
+    def exclusion_level(self, k, threshold, leader):
         """A level that should fail ``k`` with ``S(level, k) > threshold``
-        (a guess), or None when ``k`` looks like a real contender."""
+        (a guess), or None when ``k`` looks like a real contender.
+
+        The window of such levels is ``(x_S, q(k))``, ``x_S`` where ``S(.,
+        k)`` crosses ``threshold``. Above the leader (``k`` smaller, ``q(k)``
+        larger) the windows of the ``k`` nearer the leader reach lower, so
+        the probe sits low in ``k``'s window; below it, high: either way it
+        falls in the windows of as many other ``k`` as it can.
+        """
         a, b = self.bracket(k)
         if a is None:
             return self._lower_level(b) if b - 0.5 > 2.0**-6 else None
@@ -212,7 +222,7 @@ class _LevelSearch:
         if s_x <= threshold or sb <= sa:
             return None
         low = max(xa + (threshold - sa) / (sb - sa) * (xb - xa), a)  # S ~ threshold
-        level = float(low + 0.5 * (x - low))
+        level = float(low + (0.3 if k < leader else 0.7) * (x - low))
         return level if a < level < b else None
 
     def contenders(self):
@@ -243,9 +253,9 @@ class _LevelSearch:
                 self.resolve(unknown[0], width=np.inf)
                 continue
             leader = min(todo, key=lambda k: (guesses[k][1], k))
-            best = min(
-                (self.limits(int(k))[1] for k in open_ if self.resolved(int(k))),
-                default=np.inf,
+            done = [int(k) for k in open_ if self.resolved(int(k))]
+            best, best_k = min(
+                ((self.limits(k)[1], k) for k in done), default=(np.inf, 0)
             )
             if guesses[leader][1] < best:
                 a, b = self.bracket(leader)
@@ -256,7 +266,7 @@ class _LevelSearch:
             # Every guess is above the best resolved plan: exclude the others
             # (the farthest first), or resolve them where aiming fails.
             k = max(todo, key=lambda k: (guesses[k][1], k))
-            level = self.exclusion_level(k, threshold)
+            level = self.exclusion_level(k, threshold, best_k)
             tries = self.tries.get(k, 0)
             if level is None or tries >= _EXCLUDE_TRIES or level in self.lb:
                 self.resolve(k)
