@@ -648,12 +648,8 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
     groups = tuple(sorted(Counter(sizes).items()))
     target = 1.0 - alpha + _BOUND_MARGIN
     bounds = _TightBounds(groups, epsilon, n_bins, utility)
-    ks = [k for k in range(1, len(sizes) + 1) if bounds(1.0, k) >= target]
-    best = None
-    if ks:
-        best = _tight_select._choose(
-            groups, bounds, ks, target, epsilon, n_bins, utility
-        )
+    ks = range(1, len(sizes) + 1)
+    best = _tight_select._choose(groups, bounds, ks, target, epsilon, n_bins, utility)
     return _tight_plan_items(sizes, alpha, epsilon, n_bins, utility, best)
 
 

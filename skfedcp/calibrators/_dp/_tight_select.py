@@ -85,7 +85,7 @@ class _LevelSearch:
         self.bounds = bounds
         self.target = target
         self.simulate = simulate  # level -> S(level, k) for k = 1..m
-        self.ks = np.asarray(ks, dtype=np.int64)  # the feasible k
+        self.ks = np.asarray(ks, dtype=np.int64)  # the candidate k (1..m)
         self.m = bounds.m
         self.lb = {}  # level -> LB over k = 1..m (NaN: not settled)
         # level -> S over k = 1..m, computed where asked only (at 1/2 from
@@ -105,6 +105,7 @@ class _LevelSearch:
         ``LB(level, aimed)`` is settled in full; the other ``k`` use the
         passes made (two at least; NaN where they do not settle).
         """
+        level = float(level)
         if level in self.lb:
             if aimed is not None and np.isnan(self.lb[level][aimed - 1]):
                 self.lb[level][aimed - 1] = self.bounds(level, aimed)
@@ -134,7 +135,13 @@ class _LevelSearch:
 
     def resolved(self, k):
         a, b = self.bracket(k)
+        if b is None:
+            return False
         return b == 0.5 or (a is not None and b == math.nextafter(a, 1.0))
+
+    def infeasible(self, k):
+        """``LB(1, k)`` fails: ``k`` has no plan."""
+        return self.bracket(k)[0] == 1.0
 
     def _known_s(self, k, level, below):
         """``S(x, k)`` at the nearest level ``x`` at or below (above)
@@ -147,20 +154,21 @@ class _LevelSearch:
 
     def limits(self, k):
         """``(lower, upper)`` of ``S(k)``: ``S`` at levels at or below ``a_k``
-        (1/2 if none) and at or above ``b_k`` (``S(k)`` itself if resolved)."""
+        (1/2 if none) and at or above ``b_k`` (``S(k)`` itself if resolved;
+        no upper end while no level is known to pass ``k``)."""
         a, b = self.bracket(k)
         if self.resolved(k):
             value = self.simulated(b)[k - 1]
             return value, value
         low = self._known_s(k, 0.5 if a is None else a, True)[1]
-        return low, self._known_s(k, b, False)[1]
+        return low, np.inf if b is None else self._known_s(k, b, False)[1]
 
     def guess(self, k):
         """A guess ``(x, S)`` of ``(q(k), S(k))`` (None without a failing
         level): linear interpolation of ``LB(., k)`` between the bracket's
         ends, of ``S(., k)`` between the nearest levels where it is known."""
         a, b = self.bracket(k)
-        if a is None:
+        if a is None or b is None:
             return None
         fa, fb = self.lb[a][k - 1], self.lb[b][k - 1]
         x = a + (self.target - fa) / (fb - fa) * (b - a)
@@ -170,8 +178,14 @@ class _LevelSearch:
     # ------------------------------------------------------------------
     def resolve(self, k, width=0.0):
         """Narrow ``(a_k, b_k]`` to adjacent floats (or find ``q(k) = 1/2``);
-        with ``width``, stop once ``b_k - a_k <= width``."""
+        with ``width``, stop once ``b_k - a_k <= width``. A ``k`` no level
+        passes is tried at level 1 first (its feasibility)."""
         a, b = self.bracket(k)
+        if b is None:
+            self.probe(1.0, k)
+            a, b = self.bracket(k)
+            if b is None:  # LB(1, k) fails: no plan for k
+                return
         while a is None and b != 0.5:
             # No failing level yet: halve towards 1/2, then try 1/2.
             self.probe(self._lower_level(b), k)
@@ -192,6 +206,7 @@ class _LevelSearch:
                 x = 0.5 * (a + b)
                 if not a < x < b:  # no float strictly inside up to rounding
                     x = math.nextafter(a, 1.0)
+            x = float(x)
             self.probe(x, k)
             fx = self.lb[x][k - 1] - self.target
             a, fa, b, fb, side = _tight._illinois_step(a, fa, b, fb, side, x, fx)
@@ -226,10 +241,13 @@ class _LevelSearch:
         return level if a < level < b else None
 
     def contenders(self):
-        """The feasible ``k`` not excluded (see the module docstring)."""
-        limits = np.array([self.limits(int(k)) for k in self.ks])
-        threshold = limits[:, 1].min() + _TIE + _S_SLACK
-        return self.ks[limits[:, 0] <= threshold], threshold
+        """The ``k`` not known infeasible nor excluded (module docstring)."""
+        ks = np.array([k for k in self.ks if not self.infeasible(int(k))], dtype=int)
+        if not ks.size:
+            return ks, np.inf
+        limits = np.array([self.limits(int(k)) for k in ks])
+        threshold = limits[:, 1].min() + _TIE + _S_SLACK  # inf: none passes yet
+        return ks[limits[:, 0] <= threshold], threshold
 
     def run(self):
         """Resolve the contenders; returns them, every one resolved.
@@ -248,11 +266,20 @@ class _LevelSearch:
                 self.resolve(todo[0])
                 continue
             guesses = {k: self.guess(k) for k in todo}
-            unknown = [k for k in todo if guesses[k] is None]
-            if unknown:  # a failing level first (the guesses need one)
+            known = [k for k in todo if guesses[k] is not None]
+            leader = min(known, key=lambda k: (guesses[k][1], k), default=None)
+            bar = np.inf if leader is None else guesses[leader][1]
+            # A k with no guess (no failing or no passing level yet) whose
+            # lower end is below the leader's guess gets its levels first.
+            unknown = [
+                k for k in todo if guesses[k] is None and self.limits(k)[0] < bar
+            ]
+            if unknown:
                 self.resolve(unknown[0], width=np.inf)
                 continue
-            leader = min(todo, key=lambda k: (guesses[k][1], k))
+            if leader is None:  # every k without a guess is above every bar
+                self.resolve(todo[0], width=np.inf)
+                continue
             done = [int(k) for k in open_ if self.resolved(int(k))]
             best, best_k = min(
                 ((self.limits(k)[1], k) for k in done), default=(np.inf, 0)
@@ -291,12 +318,18 @@ def _choose(groups, bounds, ks, target, epsilon, n_bins, utility):
         )
 
     search = _LevelSearch(bounds, target, simulate, ks)
-    search.probe(1.0)
-    search.simulated(1.0)
+    # A first level at 1 - alpha (most plans cross above it; the level 1,
+    # whose composite rule settles slowly, is evaluated only for the k no
+    # probed level passes: a k that passes a level passes at 1).
+    search.probe(max(0.5, float(target)))
+    search.simulated(max(0.5, float(target)))
+    search.simulated(1.0)  # S(1, k) bounds S(k) above for every feasible k
     scored = []
     for k in search.run():
         q = search.level(k)
         expected = _tight._simulated_coverage(groups, q, k, epsilon, n_bins, utility)
         scored.append((expected, q, k, bounds(q, k)))
+    if not scored:
+        return None
     least = min(expected for expected, *_ in scored)
     return next(plan for plan in scored if plan[0] <= least + _TIE)
