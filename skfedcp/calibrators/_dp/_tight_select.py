@@ -66,9 +66,10 @@ import numpy as np
 from . import _tight, _tight_prune
 from ._tight_prune import _S_SLACK, _TIE
 
-#: Bracket width below which a passing level's lower neighbour is tried at
-#: once (the secant is then exact to the rounding of ``LB``).
-_SNAP_WIDTH = 2.0**-40
+#: Bracket width below which the Illinois steps give way to the secant on the
+#: ends' own values (``LB`` is linear there up to its rounding) and the float
+#: on the other side of it (``_LevelSearch._finish``).
+_SNAP_WIDTH = 2.0**-30
 #: Bracket width (in level) a first narrowing of the likeliest ``k`` stops at.
 _COARSE = 1e-3
 #: Exclusion probes of one ``k`` before it is resolved instead.
@@ -194,22 +195,37 @@ class _LevelSearch:
             return
         fa = self.lb[a][k - 1] - self.target
         fb = self.lb[b][k - 1] - self.target
-        side, snapped = 0, False
-        while b != math.nextafter(a, 1.0) and b - a > width:
-            x = b - fb * (b - a) / (fb - fa)
-            # A passing end at (or a few floats above) the crossing: is the
-            # float below it failing? (once in a row; else the secant.)
-            snapped = side == 1 and not snapped and (b - a <= _SNAP_WIDTH or x >= b)
-            if snapped:
-                x = math.nextafter(b, 0.0)
-            elif not a < x < b:
+        side = 0
+        while b - a > max(width, _SNAP_WIDTH):
+            x = b - fb * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
+            if not a < x < b:
                 x = 0.5 * (a + b)
-                if not a < x < b:  # no float strictly inside up to rounding
-                    x = math.nextafter(a, 1.0)
             x = float(x)
             self.probe(x, k)
             fx = self.lb[x][k - 1] - self.target
             a, fa, b, fb, side = _tight._illinois_step(a, fa, b, fb, side, x, fx)
+        if width <= 0.0:
+            self._finish(k)
+
+    def _finish(self, k):
+        """From a bracket narrower than ``_SNAP_WIDTH`` to adjacent floats:
+        the secant on the ends' own values (``LB`` is linear there up to its
+        rounding), then the float on the other side of the secant's level,
+        until a failing level and a passing one are adjacent."""
+        a, b = self.bracket(k)
+        while b != math.nextafter(a, 1.0):
+            fa = self.lb[a][k - 1] - self.target
+            fb = self.lb[b][k - 1] - self.target
+            x = float(b - fb * (b - a) / (fb - fa)) if fb != fa else 0.5 * (a + b)
+            x = min(max(x, math.nextafter(a, 1.0)), math.nextafter(b, 0.0))
+            self.probe(x, k)
+            if self.lb[x][k - 1] >= self.target:
+                other = math.nextafter(x, 0.0)
+            else:
+                other = math.nextafter(x, 1.0)
+            if a < other < b:
+                self.probe(other, k)
+            a, b = self.bracket(k)
 
     def _lower_level(self, b):
         """The next level tried below ``b`` when no level failing is known:
