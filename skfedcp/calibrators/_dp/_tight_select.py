@@ -197,19 +197,19 @@ class _LevelSearch:
         fb = self.lb[b][k - 1] - self.target
         side = 0
         while b - a > max(width, _SNAP_WIDTH):
-            x = b - fb * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
-            if not a < x < b:
-                x = 0.5 * (a + b)
-            x = float(x)
+            x = float(b - fb * (b - a) / (fb - fa)) if fb != fa else 0.5 * (a + b)
+            if not a < x < b:  # an end at the crossing to the rounding
+                break
             self.probe(x, k)
             fx = self.lb[x][k - 1] - self.target
             a, fa, b, fb, side = _tight._illinois_step(a, fa, b, fb, side, x, fx)
-        if width <= 0.0:
+        if width <= 0.0 or b - a > max(width, _SNAP_WIDTH):  # (or it broke off)
             self._finish(k)
 
     def _finish(self, k):
-        """From a bracket narrower than ``_SNAP_WIDTH`` to adjacent floats:
-        the secant on the ends' own values (``LB`` is linear there up to its
+        """From a narrow bracket (or one whose secant rounds to an end: that
+        end is at the crossing to the rounding) to adjacent floats: the
+        secant on the ends' own values (``LB`` is linear there up to its
         rounding), then the float on the other side of the secant's level,
         until a failing level and a passing one are adjacent."""
         a, b = self.bracket(k)
@@ -230,10 +230,11 @@ class _LevelSearch:
     def _lower_level(self, b):
         """The next level tried below ``b`` when no level failing is known:
         ``1 - alpha`` first (most plans cross above it, and its rows serve
-        the levels near it), then halving towards 1/2, then 1/2 itself."""
+        the levels near it), then steps of 1/16 (a level far from the others
+        brings new rows), then 1/2 itself."""
         if b > self.target + 2.0**-6 and self.target > 0.5:
             return self.target
-        return 0.5 if b - 0.5 <= 2.0**-6 else 0.5 + 0.5 * (b - 0.5)
+        return 0.5 if b - 0.5 <= 2.0**-4 else b - 2.0**-4
 
     def exclusion_level(self, k, threshold, leader):
         """A level that should fail ``k`` with ``S(level, k) > threshold``
@@ -247,7 +248,7 @@ class _LevelSearch:
         """
         a, b = self.bracket(k)
         if a is None:
-            return self._lower_level(b) if b - 0.5 > 2.0**-6 else None
+            return self._lower_level(b) if b - 0.5 > 2.0**-4 else None
         x, s_x = self.guess(k)
         (xa, sa), (xb, sb) = self._known_s(k, a, True), self._known_s(k, b, False)
         if s_x <= threshold or sb <= sa:
