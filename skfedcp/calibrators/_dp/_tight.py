@@ -12,7 +12,7 @@ from scipy import special
 from ...privacy._quantile import _release_counts
 from ...privacy._tight import _rank_law
 from .._qq._poisbin import _add_clients
-from . import _tight_prune
+from . import _tight_prune, _tight_select
 from ._common import _describe
 from ._laws import _poisbin_at_most, _rank_cdf_on, _release_cdfs
 
@@ -636,12 +636,33 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
     Every client runs the mechanism at one common level ``q`` in [1/2, 1]
     (any real number: the level is a public parameter, not a rank) and the
     server keeps the ``k``-th smallest release. The guaranteed coverage
-    ``LB(q, k)`` increases in ``q`` and in ``k``; for each ``k`` the smallest
-    ``q`` with ``LB >= 1 - alpha`` is found by bisection (so every feasible
-    ``k`` gives a plan with ``LB`` at ``1 - alpha``), and among these plans
-    the one with the smallest expected coverage on public uniform scores is
-    kept (:func:`_simulated_coverage`; ties: the smaller ``k``). The
-    bisection is replayed with few evaluations (:func:`_replayed_bisection`,
+    ``LB(q, k)`` increases in ``q`` and in ``k``; for each feasible ``k``,
+    ``q(k)`` is the smallest float level with ``LB >= 1 - alpha`` (every
+    feasible ``k`` gives a plan with ``LB`` at ``1 - alpha``), and the plan
+    is the ``k`` with the smallest expected coverage on public uniform
+    scores (:func:`_simulated_coverage`; ties within 1e-9: the smaller
+    ``k``). Only the ``k`` that can still be chosen are resolved
+    (``_tight_select``, which has the proof that this plan is never further
+    from ``1 - alpha`` than the chained one, :func:`_dpqq_tight_search_chained`).
+    """
+    groups = tuple(sorted(Counter(sizes).items()))
+    target = 1.0 - alpha + _BOUND_MARGIN
+    bounds = _TightBounds(groups, epsilon, n_bins, utility)
+    ks = range(1, len(sizes) + 1)
+    best = _tight_select._choose(groups, bounds, ks, target, epsilon, n_bins, utility)
+    return _tight_plan_items(sizes, alpha, epsilon, n_bins, utility, best)
+
+
+@lru_cache(maxsize=16)
+def _dpqq_tight_search_chained(sizes, alpha, epsilon, n_bins, utility="quantile"):
+    """The plan of rule="tight" before session 9 (a reference for the tests).
+
+    For ``k = 1, 2, ...`` the level is the end of a 30-step bisection of
+    ``LB(., k)`` on ``[1/2, q(k - 1)]``, and among these plans the one with
+    the smallest expected coverage on public uniform scores is kept
+    (:func:`_simulated_coverage`; scanned in the order of ``k``, a plan
+    replaces the best only if smaller by more than 1e-9). The bisection is
+    replayed with few evaluations (:func:`_replayed_bisection`,
     :class:`_TightBounds`), and the scan stops once a few probed levels
     prove that no larger ``k`` can be kept (``_tight_prune``: the same plan).
     """
@@ -652,6 +673,12 @@ def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
     candidates = _iter_candidates(bounds, range(1, m + 1), target)
     stop = _tail_stop(groups, bounds, target, epsilon, n_bins, utility)
     best = _best_simulated(groups, candidates, epsilon, n_bins, utility, stop)
+    return _tight_plan_items(sizes, alpha, epsilon, n_bins, utility, best)
+
+
+def _tight_plan_items(sizes, alpha, epsilon, n_bins, utility, best):
+    """The plan's items from ``best = (S, level, k, LB)`` (None: infeasible)."""
+    m = len(sizes)
     if best is None:
         plan = {
             "feasible": False,

@@ -1,6 +1,8 @@
 """Tight dp-qq plan: stop the search once no later plan can be chosen.
 
-The tight search (``_tight._dpqq_tight_search``) bisects, for k = 1, 2, ...,
+The chained tight search (``_tight._dpqq_tight_search_chained``: the plan
+before session 9, still that of ``n_byzantine > 0``; step 1 below is also
+the proof behind ``_tight_select``) bisects, for k = 1, 2, ...,
 the smallest level ``q*(k)`` with ``LB(q, k) >= 1 - alpha`` on ``[1/2,
 q*(k - 1)]`` (each bisection starts from the previous level, so every
 ``q*(k)`` needs the ones before it), then keeps the plan with the smallest

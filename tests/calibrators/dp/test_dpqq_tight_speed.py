@@ -1,4 +1,5 @@
-"""The fast paths of the tight dp-qq plan give the plan of the plain search."""
+"""The fast paths of the chained tight dp-qq search (the reference of the plan
+before session 9, ``_dpqq_tight_search_chained``) give its plain search's plan."""
 
 from collections import Counter
 
@@ -14,7 +15,7 @@ def _plain_plan(monkeypatch, sizes, alpha, epsilon, n_bins, utility):
     with monkeypatch.context() as patch:
         patch.setattr(_tight_prune, "_PRUNE_TAIL", False)
         patch.setattr(_tight, "_HALF_GUESS", np.inf)
-        return _tight._dpqq_tight_search.__wrapped__(
+        return _tight._dpqq_tight_search_chained.__wrapped__(
             sizes, alpha, epsilon, n_bins, utility
         )
 
@@ -35,7 +36,9 @@ def _profiles(count):
 @pytest.mark.parametrize("case", list(_profiles(20)))
 def test_fast_tight_plan_is_the_plain_one(monkeypatch, case):
     sizes, alpha, epsilon, utility = case
-    fast = _tight._dpqq_tight_search.__wrapped__(sizes, alpha, epsilon, 50, utility)
+    fast = _tight._dpqq_tight_search_chained.__wrapped__(
+        sizes, alpha, epsilon, 50, utility
+    )
     plain = _plain_plan(monkeypatch, sizes, alpha, epsilon, 50, utility)
     assert fast == plain  # every key, every bit
 
@@ -52,7 +55,7 @@ def test_early_stop_skips_bisections(monkeypatch):
         return bisect(bounds, k, q_top, target)
 
     monkeypatch.setattr(_tight, "_replayed_bisection", counted)
-    plan = dict(_tight._dpqq_tight_search.__wrapped__(sizes, 0.1, 2.0, 100))
+    plan = dict(_tight._dpqq_tight_search_chained.__wrapped__(sizes, 0.1, 2.0, 100))
     assert plan["feasible"]
     assert max(calls) <= plan["k"] + 3 < len(sizes)
 
