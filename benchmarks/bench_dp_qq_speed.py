@@ -19,7 +19,7 @@ import numpy as np
 
 from skfedcp.calibrators import PrivateQuantileOfQuantilesCalibrator
 from skfedcp.calibrators._dp import _plan as _private
-from skfedcp.calibrators._dp import _tight
+from skfedcp.calibrators._dp import _tight_select
 from skfedcp.calibrators._qq._selection import select_qq_ranks
 from skfedcp.exceptions import InfiniteThresholdWarning
 
@@ -33,7 +33,7 @@ def clear_caches():
         _private._grouped_score,
         _private._qq_score_quad,
         _private._dpqq_auto_bins,
-        _tight._dpqq_tight_search,
+        _tight_select._dpqq_tight_search,
     ):
         cached.cache_clear()
     select_qq_ranks.cache_clear()

@@ -81,7 +81,9 @@ def _reference_tight_search(sizes, alpha, epsilon, n_bins, utility):
 )
 def test_tight_search_replays_the_reference(sizes, alpha, epsilon, n_bins, utility):
     plan = dict(
-        _tight._dpqq_tight_search.__wrapped__(sizes, alpha, epsilon, n_bins, utility)
+        _tight._dpqq_tight_search_chained.__wrapped__(
+            sizes, alpha, epsilon, n_bins, utility
+        )
     )
     ref = _reference_tight_search(sizes, alpha, epsilon, n_bins, utility)
     assert plan["feasible"] == (ref is not None)

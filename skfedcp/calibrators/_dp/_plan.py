@@ -20,7 +20,7 @@ from .._qq._selection import select_qq_ranks
 from ._common import _describe
 from ._laws import _client_pmf, _expected_kth_smallest
 from ._paper_search import _NEAR_TIE, bounded_search
-from ._tight import _dpqq_tight_search
+from ._tight_select import _dpqq_tight_search
 
 #: gamma grid of FedCP²-QQ when ``gamma="auto"`` (the paper leaves it open).
 GAMMA_GRID = tuple(round(0.01 * i, 2) for i in range(1, 100))

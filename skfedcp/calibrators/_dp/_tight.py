@@ -12,7 +12,7 @@ from scipy import special
 from ...privacy._quantile import _release_counts
 from ...privacy._tight import _rank_law
 from .._qq._poisbin import _add_clients
-from . import _tight_prune, _tight_select
+from . import _tight_prune
 from ._common import _describe
 from ._laws import _poisbin_at_most, _rank_cdf_on, _release_cdfs
 
@@ -627,30 +627,6 @@ def _tail_stop(groups, bounds, target, epsilon, n_bins, utility):
         return probes.settled(history, best)
 
     return stop
-
-
-@lru_cache(maxsize=256)
-def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
-    """Plan of rule="tight": a guaranteed coverage of ``1 - alpha``, no more.
-
-    Every client runs the mechanism at one common level ``q`` in [1/2, 1]
-    (any real number: the level is a public parameter, not a rank) and the
-    server keeps the ``k``-th smallest release. The guaranteed coverage
-    ``LB(q, k)`` increases in ``q`` and in ``k``; for each feasible ``k``,
-    ``q(k)`` is the smallest float level with ``LB >= 1 - alpha`` (every
-    feasible ``k`` gives a plan with ``LB`` at ``1 - alpha``), and the plan
-    is the ``k`` with the smallest expected coverage on public uniform
-    scores (:func:`_simulated_coverage`; ties within 1e-9: the smaller
-    ``k``). Only the ``k`` that can still be chosen are resolved
-    (``_tight_select``, which has the proof that this plan is never further
-    from ``1 - alpha`` than the chained one, :func:`_dpqq_tight_search_chained`).
-    """
-    groups = tuple(sorted(Counter(sizes).items()))
-    target = 1.0 - alpha + _BOUND_MARGIN
-    bounds = _TightBounds(groups, epsilon, n_bins, utility)
-    ks = range(1, len(sizes) + 1)
-    best = _tight_select._choose(groups, bounds, ks, target, epsilon, n_bins, utility)
-    return _tight_plan_items(sizes, alpha, epsilon, n_bins, utility, best)
 
 
 @lru_cache(maxsize=16)

@@ -60,6 +60,8 @@ Every decision (pass, fail, exclusion) is that of a fully evaluated level.
 from __future__ import annotations
 
 import math
+from collections import Counter
+from functools import lru_cache
 
 import numpy as np
 
@@ -350,3 +352,28 @@ def _choose(groups, bounds, ks, target, epsilon, n_bins, utility):
         return None
     least = min(expected for expected, *_ in scored)
     return next(plan for plan in scored if plan[0] <= least + _TIE)
+
+
+@lru_cache(maxsize=256)
+def _dpqq_tight_search(sizes, alpha, epsilon, n_bins, utility="quantile"):
+    """Plan of rule="tight": a guaranteed coverage of ``1 - alpha``, no more.
+
+    Every client runs the mechanism at one common level ``q`` in [1/2, 1]
+    (any real number: the level is a public parameter, not a rank) and the
+    server keeps the ``k``-th smallest release. The guaranteed coverage
+    ``LB(q, k)`` increases in ``q`` and in ``k``; for each feasible ``k``,
+    ``q(k)`` is the smallest float level with ``LB >= 1 - alpha`` (every
+    feasible ``k`` gives a plan with ``LB`` at ``1 - alpha``), and the plan
+    is the ``k`` with the smallest expected coverage on public uniform
+    scores (:func:`~._tight._simulated_coverage`; ties within 1e-9: the smaller
+    ``k``). Only the ``k`` that can still be chosen are resolved
+    (this module, whose docstring proves that this plan is never further
+    from ``1 - alpha`` than the chained one,
+    :func:`~._tight._dpqq_tight_search_chained`).
+    """
+    groups = tuple(sorted(Counter(sizes).items()))
+    target = 1.0 - alpha + _tight._BOUND_MARGIN
+    bounds = _tight._TightBounds(groups, epsilon, n_bins, utility)
+    ks = range(1, len(sizes) + 1)
+    best = _choose(groups, bounds, ks, target, epsilon, n_bins, utility)
+    return _tight._tight_plan_items(sizes, alpha, epsilon, n_bins, utility, best)

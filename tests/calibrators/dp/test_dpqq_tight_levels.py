@@ -41,7 +41,7 @@ def _profiles(count, seed):
 def test_plan_is_never_further_than_the_chained_one(case):
     sizes, alpha, epsilon, utility = case
     new = dict(
-        _tight._dpqq_tight_search.__wrapped__(sizes, alpha, epsilon, 50, utility)
+        _tight_select._dpqq_tight_search.__wrapped__(sizes, alpha, epsilon, 50, utility)
     )
     old = dict(
         _tight._dpqq_tight_search_chained.__wrapped__(
@@ -70,7 +70,9 @@ def test_plan_is_never_further_than_the_chained_one(case):
 )
 def test_level_is_the_smallest_passing_float(sizes, alpha, epsilon, utility):
     plan = dict(
-        _tight._dpqq_tight_search.__wrapped__(sizes, alpha, epsilon, 100, utility)
+        _tight_select._dpqq_tight_search.__wrapped__(
+            sizes, alpha, epsilon, 100, utility
+        )
     )
     q, k = plan["levels"][0], plan["k"]
     target = 1.0 - alpha + _tight._BOUND_MARGIN
@@ -116,7 +118,7 @@ def test_chosen_k_is_the_argmin_over_every_k(sizes, alpha, epsilon, utility):
             (_tight._simulated_coverage(groups, q, k, epsilon, 20, utility), q, k)
         )
     plan = dict(
-        _tight._dpqq_tight_search.__wrapped__(sizes, alpha, epsilon, 20, utility)
+        _tight_select._dpqq_tight_search.__wrapped__(sizes, alpha, epsilon, 20, utility)
     )
     assert plan["feasible"] == bool(scored)
     if scored:
@@ -137,6 +139,6 @@ def test_only_contenders_are_resolved(monkeypatch):
         return resolve(self, k, width)
 
     monkeypatch.setattr(_tight_select._LevelSearch, "resolve", counted)
-    plan = dict(_tight._dpqq_tight_search.__wrapped__(sizes, 0.1, 2.0, 100))
+    plan = dict(_tight_select._dpqq_tight_search.__wrapped__(sizes, 0.1, 2.0, 100))
     assert plan["feasible"] and plan["k"] in resolved
     assert len(set(resolved)) < len(sizes) // 2
