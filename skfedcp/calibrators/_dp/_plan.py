@@ -19,6 +19,7 @@ from .._qq._poisbin import _add_clients, _poisbin_cdf_ks, _poisbin_pmf_groups
 from .._qq._selection import select_qq_ranks
 from ._common import _describe
 from ._laws import _client_pmf, _expected_kth_smallest
+from ._paper_equal import EQUAL_FAST_MAX_CLIENTS, EqualSelections
 from ._paper_search import _NEAR_TIE, bounded_search
 from ._tight import _dpqq_tight_search
 
@@ -34,6 +35,9 @@ _DPQQ_SMALL_BINS = _DPQQ_SMALL_BINS[:-1]  # 10 .. 74
 _TIE = 1e-10
 #: Switch every bound off (tests: the reference search, gamma by gamma).
 _USE_BOUNDS = True
+#: Equal sizes: the gammas' selections share their coverage values
+#: (:class:`EqualSelections`; tests switch it off for the reference).
+_SHARED_EQUAL = True
 
 
 class _PlanMemo:
@@ -241,11 +245,17 @@ def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule)
     """The gammas in grid order; each skipped only where it cannot beat the best.
 
     ``_USE_BOUNDS = False`` switches every bound off (the reference: each
-    gamma costs a rank selection and an exact score).
+    gamma costs a rank selection and an exact score). Equal sizes: the
+    selections of eq. (6) share their coverage values (the same pairs,
+    :class:`EqualSelections`), unless ``_SHARED_EQUAL`` is off.
     """
     equal = not size_counts
     n_max, n_total = max(sizes), sum(sizes)
     distinct = [n for n, _ in size_counts]
+    select = None
+    if equal and _USE_BOUNDS and _SHARED_EQUAL:
+        if len(sizes) <= EQUAL_FAST_MAX_CLIENTS:
+            select = EqualSelections(len(sizes), n_max).select
     best = None
     skip_until, margin = 0, -math.inf
     for index, g in enumerate(grid):
@@ -261,6 +271,13 @@ def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule)
         if best is not None and tau + 1.0 / (n_total + 1) - 3e-10 >= best[0]:
             break
         target_alpha = alpha * (1.0 - g) / (1.0 - g * alpha)  # 1 - tau_gamma
+        if equal and best is not None:
+            # Equal sizes: the full search of eq. (6) picks some (l, k) with
+            # M(l, k) >= tau - 1e-10; its score is M(l + l_cor, k) if every
+            # client stays finite (else the gamma is infeasible), at least
+            # M(l, k) + the shift gain whatever l (see _min_shift_gain).
+            if tau + _shift_gain(((n_max, len(sizes)),), correction) - 3e-10 >= best[0]:
+                continue  # cannot win (nor tie: needs < best - 1e-10)
         if not equal:
             fixed = {n: conformal_rank(n, target_alpha) for n in distinct}
             finite = [fixed[n] + correction <= n for n in distinct]
@@ -271,10 +288,7 @@ def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule)
                 # l_cor of its own ranks: score >= tau - 1e-10 + gain, where
                 # the gain is l_cor/(N+1) or E[min_j (spacings)], whichever
                 # is larger (see _min_shift_gain).
-                gain = max(
-                    correction / (n_total + 1), _min_shift_gain(size_counts, correction)
-                )
-                if tau + gain - 3e-10 >= best[0]:
+                if tau + _shift_gain(size_counts, correction) - 3e-10 >= best[0]:
                     continue  # cannot win (nor tie: needs < best - 1e-10)
                 # Sharper and still rigorous, at a fraction of the cost of
                 # the rank selection and the exact score it avoids.
@@ -314,34 +328,52 @@ def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule)
                     )
                     if bound - 3e-10 >= best[0]:
                         continue
-        best = _evaluate(sizes, alpha, g, correction, local_rule, best)
+        best = _evaluate(sizes, alpha, g, correction, local_rule, best, select)
     return best
 
 
-def _evaluate(sizes, alpha, g, correction, local_rule, best):
+def _evaluate(sizes, alpha, g, correction, local_rule, best, select=None):
     """The best after gamma ``g``: its rank selection, exact score, comparison.
 
     Returns ``best`` unchanged when the gamma is not feasible or does not
     beat it, else ``(score, g, selection, correction, ranks)``.
     """
-    target = _scored(sizes, alpha, g, correction, local_rule)
+    target = _scored(sizes, alpha, g, correction, local_rule, select)
     if target is None or not _beats(sizes, target[0], target[4], target[2].k, best):
         return best
     return target
 
 
-def _scored(sizes, alpha, g, correction, local_rule):
-    """``(score, g, selection, correction, ranks)`` of gamma ``g``, or None."""
+def _scored(sizes, alpha, g, correction, local_rule, select=None):
+    """``(score, g, selection, correction, ranks)`` of gamma ``g``, or None.
+
+    ``select``: the selection's function of the target miscoverage, if not
+    ``select_qq_ranks`` with ``local_rule`` (the same pairs, faster).
+    """
     if correction >= max(sizes):
         return None
     target_alpha = alpha * (1.0 - g) / (1.0 - g * alpha)  # 1 - tau_gamma
-    sel = select_qq_ranks(sizes, target_alpha, local_rank=local_rule)
+    if select is None:
+        sel = select_qq_ranks(sizes, target_alpha, local_rank=local_rule)
+    else:
+        sel = select(target_alpha)
     if not sel.feasible:
         return None
     ranks = tuple(r + correction for r in sel.local_ranks)
     if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < sel.k:
         return None  # fewer than k clients could send a finite value
     return (_qq_score(sizes, ranks, sel.k), g, sel, correction, ranks)
+
+
+def _shift_gain(size_counts, shift):
+    """The larger of two lower bounds on ``M(l + shift, k) - M(l, k)``.
+
+    ``shift / (N + 1)`` (every client value moves up ``shift`` of its own
+    ranks, ``M = E[rank] / (N + 1)``) and :func:`_min_shift_gain`; every
+    client must stay finite (``l_j + shift <= n_j``).
+    """
+    n_total = sum(n * count for n, count in size_counts)
+    return max(shift / (n_total + 1), _min_shift_gain(size_counts, shift))
 
 
 @lru_cache(maxsize=1024)
