@@ -114,7 +114,9 @@ def _cdf_rows(ns, counts, ranks, active, t, ks, batched):
     Row ``r``: the clients of the sizes ``active[r]`` at ranks ``ranks[r]``,
     nodes ``t[r]``, sorted ``ks[r]`` (within 1..active clients). One count
     DP for all rows (``batched``), else the law of :func:`_poisbin_cdf_ks`
-    per row (the product tree for many clients). A list of (ks, nodes).
+    per row (the product tree for many clients), at its nodes inside (0, 1)
+    only: at ``t <= 0`` no client is below t (the CDF is 1), at ``t >= 1``
+    every active one is, more than ``k - 1`` (0). A list of (ks, nodes).
     """
     if batched:
         a, b = _beta_terms(ns, ranks, active)
@@ -127,7 +129,11 @@ def _cdf_rows(ns, counts, ranks, active, t, ks, batched):
             for n, rank, c, on in zip(ns, ranks[r], counts, active[r], strict=True)
             if on
         ]
-        out.append(np.minimum(_poisbin_cdf_ks(groups, k, t[r]), 1.0))
+        inner = (t[r] > 0.0) & (t[r] < 1.0)
+        cdf = np.zeros((len(k), t.shape[1]))
+        cdf[:, t[r] <= 0.0] = 1.0
+        cdf[:, inner] = np.minimum(_poisbin_cdf_ks(groups, k, t[r][inner]), 1.0)
+        out.append(cdf)
     return out
 
 
