@@ -28,13 +28,15 @@ def _beta_terms(ns, ls, active):
 
 
 def _moments(ns, a, b, weights, k, start, steps=6):
-    """:func:`._plan._moments` for many gammas at once (rows of ``weights``).
+    """Rough centre and spread of the k-th smallest client value, per gamma.
 
     ``weights`` (gammas, sizes): the clients of each size counted for each
-    gamma (0 where not active). Newton steps on ``mu(t) = k - 1/2`` from
-    ``start``, kept inside a bracket; returns the centre, the spread and the
-    step ``1 / mu'(t)`` of each gamma. Any values are valid: they only place
-    the Riemann nodes.
+    gamma (0 where not active). The centre solves ``mu(t) = k - 1/2``
+    (``mu`` = expected count of the clients below t; Newton steps from
+    ``start``, kept inside a bracket); the spread is the delta-method
+    ``sqrt(Var S(t)) / mu'(t)`` there, and the step ``1 / mu'(t)`` to the
+    next value is returned third. Any values are valid: they only place the
+    Riemann nodes.
     """
     log_beta = special.betaln(a, b)
     lo, hi = np.zeros_like(start), np.ones_like(start)
@@ -62,10 +64,14 @@ def _moments(ns, a, b, weights, k, start, steps=6):
 
 
 def _nodes(center, spread, n_nodes):
-    """Riemann nodes of each gamma (rows), as in :func:`._plan._packed_riemann`.
+    """Riemann nodes of each gamma (rows), packed where the k-th value lives.
 
     Zero, the quantiles of ``N(center, 2 spread^2)`` clipped to [0, 1], one:
     sorted, repeated nodes give empty intervals (the sums do not change).
+    ``f_k(t) = P(#{clients <= t} <= k - 1)`` decreases in ``t``, so whatever
+    the nodes the right (left) Riemann sum is a lower (upper) bound on ``M =
+    int_0^1 f_k``; for a normal-shaped drop of width ``spread`` these nodes
+    equalise the terms ``dt df`` of the gap, about ``5 spread / n_nodes``.
     """
     u = np.linspace(1e-6, 1.0 - 1e-6, n_nodes)
     t = center[:, None] + math.sqrt(2.0) * spread[:, None] * special.ndtri(u)
@@ -138,7 +144,7 @@ def _cdf_rows(ns, counts, ranks, active, t, ks, batched):
 
 
 def packed_bounds(size_counts, ranks, shifted, taus, n_nodes=16, batched=True):
-    """:func:`._plan._packed_score_bound` of many rows (one DP per pass).
+    """Lower bounds on the scores of many gammas of the paper plan (one DP per pass).
 
     Each row is one gamma or one block of gammas: ``ranks`` (rows, sizes)
     are the fixed ranks that certify ``kappa`` (a block's largest, ``top``),
@@ -147,12 +153,11 @@ def packed_bounds(size_counts, ranks, shifted, taus, n_nodes=16, batched=True):
     ``taus`` the targets (a block's smallest), for the sizes of
     ``size_counts``. Each value is a rigorous lower bound on the score of
     the row's gammas, by the argument of :func:`._plan._packed_score_bound`
-    (``-inf``: no certificate, ``+inf``: the search skips them anyway). The
-    certified ``kappa`` and the nodes may differ from the one-gamma
-    function's (the bound holds whatever they are): here the ks checked
-    reach two spreads below the guess, so that coarse nodes still certify
-    a ``kappa``. ``batched=False``: the law of each row on its own (the
-    product tree for many clients), for more than ``_BOUND_DP_MAX_CLIENTS``.
+    (``-inf``: no certificate, ``+inf``: the search skips them anyway); the
+    ks checked reach two spreads below the selection's guess of its ``k``,
+    so that coarse nodes still certify a ``kappa``. ``batched=False``: the
+    law of each row on its own (the product tree for many clients), for
+    more than ``_BOUND_DP_MAX_CLIENTS``.
     """
     ns = np.array([n for n, _ in size_counts], dtype=np.float64)
     counts = np.array([c for _, c in size_counts], dtype=np.float64)
