@@ -20,7 +20,7 @@ from .._qq._selection import select_qq_ranks
 from ._common import _describe
 from ._laws import _client_pmf, _expected_kth_smallest
 from ._paper_bounds import packed_bounds
-from ._paper_equal import EQUAL_FAST_MAX_CLIENTS, EqualSelections
+from ._paper_equal import EqualSelections
 from ._paper_search import _NEAR_TIE, bounded_search
 from ._tight import _dpqq_tight_search
 
@@ -255,8 +255,7 @@ def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule)
     distinct = [n for n, _ in size_counts]
     select = None
     if equal and _USE_BOUNDS and _SHARED_EQUAL:
-        if len(sizes) <= EQUAL_FAST_MAX_CLIENTS:
-            select = EqualSelections(len(sizes), n_max).select
+        select = EqualSelections(len(sizes), n_max).select
     best = None
     skip_until, margin = 0, -math.inf
     for index, g in enumerate(grid):

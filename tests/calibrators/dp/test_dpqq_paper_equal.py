@@ -21,6 +21,7 @@ def _targets(alpha, step=1):
         (5, 200, 0.05, 2),
         (17, 31, 0.1, 3),
         (64, 400, 0.1, 5),
+        (300, 60, 0.1, 11),
         (40, 7, 0.2, 1),
         (2, 2, 0.1, 9),  # no valid pair at any target
     ],
@@ -68,7 +69,7 @@ def _plan_with(monkeypatch, args, **switches):
         ((150,) * 40, 0.1, 5.0, 50),
         ((80,) * 3, 0.1, 5.0, 20),
         ((2000,) * 64, 0.1, 1.0, 300),
-        ((500,) * 100, 0.1, 1.0, 100),  # beyond the shared selections
+        ((500,) * 100, 0.1, 1.0, 100),
     ],
 )
 def test_equal_plan_is_the_reference_plan(sizes, alpha, epsilon, n_bins, monkeypatch):
