@@ -87,17 +87,14 @@ def _count_cdf(ns, counts, a, b, active, t, states):
     a client of an inactive size is never below t. Returns (states, gammas,
     nodes); the DP keeps the first ``states`` counts (larger counts never
     feed smaller ones) and, after ``j`` clients, works on counts up to ``j``
-    only (the others are still zero). Rounding ~1e-16 per client.
+    only (the others are still zero). Rounding ~1e-16 per client. The end
+    nodes 0 and 1 (first and last) need no DP: no client is below 0 (the
+    CDF is 1), every active one is below 1 (1 from their count on, else 0).
     """
     rows, cols = t.shape
-    pmf = np.zeros((states, rows * cols))
+    pmf = np.zeros((states, rows * (cols - 2)))
     pmf[0] = 1.0
-    # The end nodes 0 and 1 (first and last) need no betainc.
-    probs = np.empty((len(ns), rows, cols))
-    probs[:, :, 1:-1] = special.betainc(
-        a.T[:, :, None], b.T[:, :, None], t[None, :, 1:-1]
-    )
-    probs[:, :, 0], probs[:, :, -1] = 0.0, 1.0
+    probs = special.betainc(a.T[:, :, None], b.T[:, :, None], t[None, :, 1:-1])
     probs *= active.T[:, :, None]  # an inactive client is never below t
     probs = probs.reshape(len(ns), -1)
     seen = 0
@@ -110,8 +107,12 @@ def _count_cdf(ns, counts, a, b, active, t, states):
             pmf[1:live] += moved
         else:
             pmf[:live] = _add_clients(pmf[:live], p, int(count))
-    cdf = np.minimum(np.cumsum(pmf, axis=0), 1.0)
-    return cdf.reshape(states, rows, cols)
+    cdf = np.empty((states, rows, cols))
+    cdf[:, :, 1:-1] = np.minimum(np.cumsum(pmf, axis=0), 1.0).reshape(states, rows, -1)
+    cdf[:, :, 0] = 1.0
+    m_active = active.astype(np.float64) @ counts
+    cdf[:, :, -1] = np.arange(states)[:, None] >= m_active[None, :]
+    return cdf
 
 
 def _cdf_rows(ns, counts, ranks, active, t, ks, batched):
