@@ -100,3 +100,14 @@ def test_equal_sizes_skip_gammas_by_the_shift_gain(monkeypatch):
     calls.clear()
     assert fast == _plan_with(monkeypatch, args, _scored=counting, _USE_BOUNDS=False)
     assert len(calls) == len(_plan.GAMMA_GRID)
+
+
+@pytest.mark.slow
+def test_equal_plan_of_huge_clients_is_the_staircase_plan(monkeypatch):
+    # Eight clients announcing 10^9 rows each: the staircase over l in
+    # 1..10^9 of select_qq_ranks (seconds per plan) and the shared
+    # selections (a divide and conquer over the 8 ks) give the same plan.
+    args = ((10**9,) * 8, 0.1, 1.0, 100, "auto")
+    fast = _plan_with(monkeypatch, args)
+    assert dict(fast)["feasible"]
+    assert fast == _plan_with(monkeypatch, args, _SHARED_EQUAL=False)
