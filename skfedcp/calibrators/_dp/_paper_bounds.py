@@ -28,13 +28,15 @@ def _beta_terms(ns, ls, active):
 
 
 def _moments(ns, a, b, weights, k, start, steps=6):
-    """:func:`._plan._moments` for many gammas at once (rows of ``weights``).
+    """Rough centre and spread of the k-th smallest client value, per gamma.
 
     ``weights`` (gammas, sizes): the clients of each size counted for each
-    gamma (0 where not active). Newton steps on ``mu(t) = k - 1/2`` from
-    ``start``, kept inside a bracket; returns the centre, the spread and the
-    step ``1 / mu'(t)`` of each gamma. Any values are valid: they only place
-    the Riemann nodes.
+    gamma (0 where not active). The centre solves ``mu(t) = k - 1/2``
+    (``mu`` = expected count of the clients below t; Newton steps from
+    ``start``, kept inside a bracket); the spread is the delta-method
+    ``sqrt(Var S(t)) / mu'(t)`` there, and the step ``1 / mu'(t)`` to the
+    next value is returned third. Any values are valid: they only place the
+    Riemann nodes.
     """
     log_beta = special.betaln(a, b)
     lo, hi = np.zeros_like(start), np.ones_like(start)
@@ -62,10 +64,14 @@ def _moments(ns, a, b, weights, k, start, steps=6):
 
 
 def _nodes(center, spread, n_nodes):
-    """Riemann nodes of each gamma (rows), as in :func:`._plan._packed_riemann`.
+    """Riemann nodes of each gamma (rows), packed where the k-th value lives.
 
     Zero, the quantiles of ``N(center, 2 spread^2)`` clipped to [0, 1], one:
     sorted, repeated nodes give empty intervals (the sums do not change).
+    ``f_k(t) = P(#{clients <= t} <= k - 1)`` decreases in ``t``, so whatever
+    the nodes the right (left) Riemann sum is a lower (upper) bound on ``M =
+    int_0^1 f_k``; for a normal-shaped drop of width ``spread`` these nodes
+    equalise the terms ``dt df`` of the gap, about ``5 spread / n_nodes``.
     """
     u = np.linspace(1e-6, 1.0 - 1e-6, n_nodes)
     t = center[:, None] + math.sqrt(2.0) * spread[:, None] * special.ndtri(u)
@@ -81,17 +87,14 @@ def _count_cdf(ns, counts, a, b, active, t, states):
     a client of an inactive size is never below t. Returns (states, gammas,
     nodes); the DP keeps the first ``states`` counts (larger counts never
     feed smaller ones) and, after ``j`` clients, works on counts up to ``j``
-    only (the others are still zero). Rounding ~1e-16 per client.
+    only (the others are still zero). Rounding ~1e-16 per client. The end
+    nodes 0 and 1 (first and last) need no DP: no client is below 0 (the
+    CDF is 1), every active one is below 1 (1 from their count on, else 0).
     """
     rows, cols = t.shape
-    pmf = np.zeros((states, rows * cols))
+    pmf = np.zeros((states, rows * (cols - 2)))
     pmf[0] = 1.0
-    # The end nodes 0 and 1 (first and last) need no betainc.
-    probs = np.empty((len(ns), rows, cols))
-    probs[:, :, 1:-1] = special.betainc(
-        a.T[:, :, None], b.T[:, :, None], t[None, :, 1:-1]
-    )
-    probs[:, :, 0], probs[:, :, -1] = 0.0, 1.0
+    probs = special.betainc(a.T[:, :, None], b.T[:, :, None], t[None, :, 1:-1])
     probs *= active.T[:, :, None]  # an inactive client is never below t
     probs = probs.reshape(len(ns), -1)
     seen = 0
@@ -104,8 +107,12 @@ def _count_cdf(ns, counts, a, b, active, t, states):
             pmf[1:live] += moved
         else:
             pmf[:live] = _add_clients(pmf[:live], p, int(count))
-    cdf = np.minimum(np.cumsum(pmf, axis=0), 1.0)
-    return cdf.reshape(states, rows, cols)
+    cdf = np.empty((states, rows, cols))
+    cdf[:, :, 1:-1] = np.minimum(np.cumsum(pmf, axis=0), 1.0).reshape(states, rows, -1)
+    cdf[:, :, 0] = 1.0
+    m_active = active.astype(np.float64) @ counts
+    cdf[:, :, -1] = np.arange(states)[:, None] >= m_active[None, :]
+    return cdf
 
 
 def _cdf_rows(ns, counts, ranks, active, t, ks, batched):
@@ -114,7 +121,9 @@ def _cdf_rows(ns, counts, ranks, active, t, ks, batched):
     Row ``r``: the clients of the sizes ``active[r]`` at ranks ``ranks[r]``,
     nodes ``t[r]``, sorted ``ks[r]`` (within 1..active clients). One count
     DP for all rows (``batched``), else the law of :func:`_poisbin_cdf_ks`
-    per row (the product tree for many clients). A list of (ks, nodes).
+    per row (the product tree for many clients), at its nodes inside (0, 1)
+    only: at ``t <= 0`` no client is below t (the CDF is 1), at ``t >= 1``
+    every active one is, more than ``k - 1`` (0). A list of (ks, nodes).
     """
     if batched:
         a, b = _beta_terms(ns, ranks, active)
@@ -127,12 +136,16 @@ def _cdf_rows(ns, counts, ranks, active, t, ks, batched):
             for n, rank, c, on in zip(ns, ranks[r], counts, active[r], strict=True)
             if on
         ]
-        out.append(np.minimum(_poisbin_cdf_ks(groups, k, t[r]), 1.0))
+        inner = (t[r] > 0.0) & (t[r] < 1.0)
+        cdf = np.zeros((len(k), t.shape[1]))
+        cdf[:, t[r] <= 0.0] = 1.0
+        cdf[:, inner] = np.minimum(_poisbin_cdf_ks(groups, k, t[r][inner]), 1.0)
+        out.append(cdf)
     return out
 
 
 def packed_bounds(size_counts, ranks, shifted, taus, n_nodes=16, batched=True):
-    """:func:`._plan._packed_score_bound` of many rows (one DP per pass).
+    """Lower bounds on the scores of many gammas of the paper plan (one DP per pass).
 
     Each row is one gamma or one block of gammas: ``ranks`` (rows, sizes)
     are the fixed ranks that certify ``kappa`` (a block's largest, ``top``),
@@ -141,12 +154,11 @@ def packed_bounds(size_counts, ranks, shifted, taus, n_nodes=16, batched=True):
     ``taus`` the targets (a block's smallest), for the sizes of
     ``size_counts``. Each value is a rigorous lower bound on the score of
     the row's gammas, by the argument of :func:`._plan._packed_score_bound`
-    (``-inf``: no certificate, ``+inf``: the search skips them anyway). The
-    certified ``kappa`` and the nodes may differ from the one-gamma
-    function's (the bound holds whatever they are): here the ks checked
-    reach two spreads below the guess, so that coarse nodes still certify
-    a ``kappa``. ``batched=False``: the law of each row on its own (the
-    product tree for many clients), for more than ``_BOUND_DP_MAX_CLIENTS``.
+    (``-inf``: no certificate, ``+inf``: the search skips them anyway); the
+    ks checked reach two spreads below the selection's guess of its ``k``,
+    so that coarse nodes still certify a ``kappa``. ``batched=False``: the
+    law of each row on its own (the product tree for many clients), for
+    more than ``_BOUND_DP_MAX_CLIENTS``.
     """
     ns = np.array([n for n, _ in size_counts], dtype=np.float64)
     counts = np.array([c for _, c in size_counts], dtype=np.float64)

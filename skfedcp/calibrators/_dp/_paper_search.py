@@ -75,7 +75,7 @@ def _refine(cands, rows, level, best=math.inf):
     indices of one ``l_cor``, one gamma or a block bounded at once (see ``top`` in
     :func:`._plan._packed_score_bound`; a block that does not clear ``best`` leaves
     its gammas as they were, marked). A gamma whose clients all stay finite
-    gets the shift gain of :func:`._plan._min_shift_gain` (level 1) or
+    gets the shift gain of :func:`._plan._shift_gain` (level 1) or
     :func:`._plan._score_lower_bound` (level 2); the others the packed Riemann bound
     on the row's nodes, in one count DP per number of nodes when the clients
     are few.
@@ -95,11 +95,7 @@ def _refine(cands, rows, level, best=math.inf):
             cands.drop(first)  # the fixed ranks leave no client finite
         elif finite.all():
             if level == 1:
-                gain = max(
-                    correction / (cands.n_total + 1),
-                    cands.ops._min_shift_gain(cands.size_counts, correction),
-                )
-                bound = tau + gain
+                bound = tau + cands.ops._shift_gain(cands.size_counts, correction)
             else:
                 fixed = cands.as_dict(ranks)
                 bound = cands.ops._score_lower_bound(
@@ -176,7 +172,7 @@ def bounded_search(sizes, alpha, grid, corrections, size_counts, ops):
     """The plan's gamma with exact scores only where bounds cannot decide.
 
     ``ops`` is the module :mod:`._plan` itself, whose scores, bounds and
-    settings (``_scored``, ``_min_shift_gain``, ``_score_lower_bound``,
+    settings (``_scored``, ``_shift_gain``, ``_score_lower_bound``,
     ``_BLOCK``, ``_BLOCK_MARGIN``, ``_FINE_MARGIN``, ``_FINE_NODES``,
     ``_BOUND_DP_MAX_CLIENTS``) are read from it when used: handed over, not
     imported, since that module imports this one.

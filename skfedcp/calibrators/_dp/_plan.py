@@ -15,10 +15,12 @@ from ...privacy import dp_qq_local_correction
 from ...utils._quantile import conformal_rank
 from .._qq._batch import _coverage_unequal_batch, _coverage_unequal_sinh
 from .._qq._coverage import _FEASIBILITY_TOL, qq_coverage, qq_coverage_unequal
-from .._qq._poisbin import _add_clients, _poisbin_cdf_ks, _poisbin_pmf_groups
+from .._qq._poisbin import _poisbin_pmf_groups
 from .._qq._selection import select_qq_ranks
 from ._common import _describe
 from ._laws import _client_pmf, _expected_kth_smallest
+from ._paper_bounds import packed_bounds
+from ._paper_equal import EqualSelections
 from ._paper_search import _NEAR_TIE, bounded_search
 from ._tight_select import _dpqq_tight_search
 
@@ -34,6 +36,9 @@ _DPQQ_SMALL_BINS = _DPQQ_SMALL_BINS[:-1]  # 10 .. 74
 _TIE = 1e-10
 #: Switch every bound off (tests: the reference search, gamma by gamma).
 _USE_BOUNDS = True
+#: Equal sizes: the gammas' selections share their coverage values
+#: (:class:`EqualSelections`; tests switch it off for the reference).
+_SHARED_EQUAL = True
 
 
 class _PlanMemo:
@@ -241,11 +246,16 @@ def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule)
     """The gammas in grid order; each skipped only where it cannot beat the best.
 
     ``_USE_BOUNDS = False`` switches every bound off (the reference: each
-    gamma costs a rank selection and an exact score).
+    gamma costs a rank selection and an exact score). Equal sizes: the
+    selections of eq. (6) share their coverage values (the same pairs,
+    :class:`EqualSelections`), unless ``_SHARED_EQUAL`` is off.
     """
     equal = not size_counts
     n_max, n_total = max(sizes), sum(sizes)
     distinct = [n for n, _ in size_counts]
+    select = None
+    if equal and _USE_BOUNDS and _SHARED_EQUAL:
+        select = EqualSelections(len(sizes), n_max).select
     best = None
     skip_until, margin = 0, -math.inf
     for index, g in enumerate(grid):
@@ -261,6 +271,13 @@ def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule)
         if best is not None and tau + 1.0 / (n_total + 1) - 3e-10 >= best[0]:
             break
         target_alpha = alpha * (1.0 - g) / (1.0 - g * alpha)  # 1 - tau_gamma
+        if equal and best is not None:
+            # Equal sizes: the full search of eq. (6) picks some (l, k) with
+            # M(l, k) >= tau - 1e-10; its score is M(l + l_cor, k) if every
+            # client stays finite (else the gamma is infeasible), at least
+            # M(l, k) + the shift gain whatever l (see _min_shift_gain).
+            if tau + _shift_gain(((n_max, len(sizes)),), correction) - 3e-10 >= best[0]:
+                continue  # cannot win (nor tie: needs < best - 1e-10)
         if not equal:
             fixed = {n: conformal_rank(n, target_alpha) for n in distinct}
             finite = [fixed[n] + correction <= n for n in distinct]
@@ -271,10 +288,7 @@ def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule)
                 # l_cor of its own ranks: score >= tau - 1e-10 + gain, where
                 # the gain is l_cor/(N+1) or E[min_j (spacings)], whichever
                 # is larger (see _min_shift_gain).
-                gain = max(
-                    correction / (n_total + 1), _min_shift_gain(size_counts, correction)
-                )
-                if tau + gain - 3e-10 >= best[0]:
+                if tau + _shift_gain(size_counts, correction) - 3e-10 >= best[0]:
                     continue  # cannot win (nor tie: needs < best - 1e-10)
                 # Sharper and still rigorous, at a fraction of the cost of
                 # the rank selection and the exact score it avoids.
@@ -314,34 +328,52 @@ def _sequential_search(sizes, alpha, grid, corrections, size_counts, local_rule)
                     )
                     if bound - 3e-10 >= best[0]:
                         continue
-        best = _evaluate(sizes, alpha, g, correction, local_rule, best)
+        best = _evaluate(sizes, alpha, g, correction, local_rule, best, select)
     return best
 
 
-def _evaluate(sizes, alpha, g, correction, local_rule, best):
+def _evaluate(sizes, alpha, g, correction, local_rule, best, select=None):
     """The best after gamma ``g``: its rank selection, exact score, comparison.
 
     Returns ``best`` unchanged when the gamma is not feasible or does not
     beat it, else ``(score, g, selection, correction, ranks)``.
     """
-    target = _scored(sizes, alpha, g, correction, local_rule)
+    target = _scored(sizes, alpha, g, correction, local_rule, select)
     if target is None or not _beats(sizes, target[0], target[4], target[2].k, best):
         return best
     return target
 
 
-def _scored(sizes, alpha, g, correction, local_rule):
-    """``(score, g, selection, correction, ranks)`` of gamma ``g``, or None."""
+def _scored(sizes, alpha, g, correction, local_rule, select=None):
+    """``(score, g, selection, correction, ranks)`` of gamma ``g``, or None.
+
+    ``select``: the selection's function of the target miscoverage, if not
+    ``select_qq_ranks`` with ``local_rule`` (the same pairs, faster).
+    """
     if correction >= max(sizes):
         return None
     target_alpha = alpha * (1.0 - g) / (1.0 - g * alpha)  # 1 - tau_gamma
-    sel = select_qq_ranks(sizes, target_alpha, local_rank=local_rule)
+    if select is None:
+        sel = select_qq_ranks(sizes, target_alpha, local_rank=local_rule)
+    else:
+        sel = select(target_alpha)
     if not sel.feasible:
         return None
     ranks = tuple(r + correction for r in sel.local_ranks)
     if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < sel.k:
         return None  # fewer than k clients could send a finite value
     return (_qq_score(sizes, ranks, sel.k), g, sel, correction, ranks)
+
+
+def _shift_gain(size_counts, shift):
+    """The larger of two lower bounds on ``M(l + shift, k) - M(l, k)``.
+
+    ``shift / (N + 1)`` (every client value moves up ``shift`` of its own
+    ranks, ``M = E[rank] / (N + 1)``) and :func:`_min_shift_gain`; every
+    client must stay finite (``l_j + shift <= n_j``).
+    """
+    n_total = sum(n * count for n, count in size_counts)
+    return max(shift / (n_total + 1), _min_shift_gain(size_counts, shift))
 
 
 @lru_cache(maxsize=1024)
@@ -430,87 +462,9 @@ _FINE_NODES = 64
 _BOUND_MIN_DISTINCT = 24
 
 
-def _packed_riemann(groups, ks, center, spread, n_nodes):
-    """Right and left Riemann sums of ``M(ranks, k)`` on packed nodes, per k.
-
-    ``f_k(t) = P(#{clients <= t} <= k - 1)`` decreases in ``t``, so whatever
-    the nodes the right (left) sum is a lower (upper) bound on ``M = int_0^1
-    f_k``. The nodes are the quantiles of ``N(center, 2 spread^2)`` (with 0
-    and 1): for a normal-shaped drop of width ``spread`` they equalise the
-    terms ``dt df`` of the gap, which is then about ``5 spread / n_nodes``.
-    ``1e-12`` covers the rounding and the tails the product tree drops.
-    """
-    u = np.linspace(1e-6, 1.0 - 1e-6, n_nodes)  # +-6.7 spreads
-    t = center + math.sqrt(2.0) * spread * special.ndtri(u)
-    t = np.unique(np.r_[0.0, np.clip(t, 0.0, 1.0), 1.0])
-    f = _bound_cdf_ks(groups, np.asarray(ks, dtype=np.int64), t)
-    width = np.diff(t)
-    return f[:, 1:] @ width - 1e-12, f[:, :-1] @ width + 1e-12
-
-
 #: Up to this many clients the bound's count law runs the capped DP (on its
 #: ~20 nodes the product tree's FFTs cost more).
 _BOUND_DP_MAX_CLIENTS = 400
-
-
-def _bound_cdf_ks(groups, ks, t):
-    """``P(#{clients <= t} <= k - 1)`` for each k of ``ks`` (sorted), per node.
-
-    The count DP capped at the states the ks need (the clients below t up to
-    ``max(ks) - 1``, or those above t up to ``m - min(ks)``, whichever is
-    shorter), a client (or a block of equal clients) per step; the product
-    tree (:func:`_poisbin_cdf_ks`) for more clients. Rounding only: ~1e-16 m.
-    """
-    m_active = sum(c for _, c in groups)
-    if m_active > _BOUND_DP_MAX_CLIENTS:
-        return _poisbin_cdf_ks(groups, ks, t)
-    below, above = int(ks[-1]), m_active - int(ks[0]) + 1
-    flip = above < below
-    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)[:, None]
-    ls = np.array([r for (_, r), _ in groups], dtype=np.float64)[:, None]
-    if flip:  # P(client value > t)
-        probs = special.betainc(ns - ls + 1.0, ls, 1.0 - t[None, :])
-    else:
-        probs = special.betainc(ls, ns - ls + 1.0, t[None, :])
-    pmf = np.zeros((above if flip else below, t.shape[0]))
-    pmf[0] = 1.0
-    for p, (_, count) in zip(probs, groups, strict=True):
-        pmf = _add_clients(pmf, p, count)
-    cdf = np.cumsum(pmf, axis=0)
-    if flip:  # P(S <= k - 1) = 1 - P(F <= m - k)
-        return 1.0 - cdf[m_active - ks]
-    return np.minimum(cdf[ks - 1], 1.0)
-
-
-def _moments(groups, k, start, steps=6):
-    """Rough centre and spread of the k-th smallest client value (node placing).
-
-    The centre solves ``mu(t) = k - 1/2`` (``mu`` = expected count of the
-    clients below t; Newton steps from ``start``, kept inside a bracket);
-    the spread is the delta-method ``sqrt(Var S(t)) / mu'(t)`` there, and
-    ``1 / mu'(t)`` the step to the next value (returned third). Any
-    value is valid: it only decides where the Riemann nodes go.
-    """
-    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
-    ls = np.array([r for (_, r), _ in groups], dtype=np.float64)
-    cs = np.array([c for _, c in groups], dtype=np.float64)
-    log_beta = special.betaln(ls, ns - ls + 1.0)
-    lo, hi, t = 0.0, 1.0, min(max(start, 1e-6), 1.0 - 1e-6)
-    for _ in range(steps):
-        p = special.betainc(ls, ns - ls + 1.0, t)
-        density = float(
-            cs
-            @ np.exp((ls - 1.0) * math.log(t) + (ns - ls) * math.log1p(-t) - log_beta)
-        )
-        miss = k - 0.5 - float(cs @ p)
-        if abs(miss) < 1e-3:  # well within a spread: placed
-            break
-        lo, hi = (t, hi) if miss > 0 else (lo, t)
-        step = t + miss / density if density > 0 else -1.0
-        t = step if lo < step < hi else 0.5 * (lo + hi)
-    step = 1.0 / max(density, 1.0)
-    spread = math.sqrt(max(float(cs @ (p * (1.0 - p))), 0.25)) * step
-    return t, min(max(spread, 1e-5), 0.25), step
 
 
 def _packed_score_bound(size_counts, fixed, correction, tau, n_nodes=16, top=None):
@@ -533,41 +487,27 @@ def _packed_score_bound(size_counts, fixed, correction, tau, n_nodes=16, top=Non
     ``M(top, k) >= M(l, k) >= tau - 1e-10`` and is at least the ``kappa``
     certified on ``top``, and its score is at least ``M(fixed + l_cor,
     kappa)``.
+
+    One row of :func:`._paper_bounds.packed_bounds` (its nodes and the ks it
+    checks), the search's own bound (the count DP up to
+    ``_BOUND_DP_MAX_CLIENTS`` clients, the product tree beyond).
     """
     top = fixed if top is None else top
-    groups = [((n, top[n]), c) for n, c in size_counts if top[n] <= n]
-    m_sel = sum(c for _, c in groups)
-    if m_sel == 0:
+    ns = [n for n, _ in size_counts]
+    if all(top[n] > n for n in ns):
         # One gamma: no active client, the selection is infeasible. A block:
         # its smaller gammas may keep some clients, nothing is certified.
         return math.inf if top is fixed else -math.inf
-    threshold = tau - _FEASIBILITY_TOL - 1e-9
-    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
-    ls = np.array([r for (_, r), _ in groups], dtype=np.float64)
-    cs = np.array([c for _, c in groups], dtype=np.float64)
-    # The selection's own guess of its k, ceil(mu(tau) + 1/2) (exact on
-    # most profiles), lowered until U(kappa - 1) < threshold certifies it.
-    mean = float(special.betainc(ls, ns - ls + 1.0, tau) @ cs)
-    kappa = min(max(math.ceil(mean + 0.5), 1), m_sel)
-    # The guess and the ks below it, up to about two Riemann gaps lower (one
-    # set of nodes serves them all: they sit within a spread of each other).
-    center, spread, step = _moments(groups, kappa - 1, tau)
-    ks = np.arange(max(kappa - 1 - math.ceil(spread / 3.0 / step), 1), kappa)
-    if ks.size:  # else kappa == 1: nothing to certify
-        upper = _packed_riemann(groups, ks, center, spread, n_nodes)[1]
-        failing = np.flatnonzero(upper < threshold)  # a prefix: U grows in k
-        if failing.size == 0:
-            return -math.inf  # no cheap certificate: evaluate the gamma
-        kappa = int(ks[failing[-1]]) + 1
-    shifted = [
-        ((n, fixed[n] + correction), c)
-        for n, c in size_counts
-        if fixed[n] + correction <= n
-    ]
-    if sum(c for _, c in shifted) < kappa:
-        return math.inf
-    center, spread, _ = _moments(shifted, kappa, center)
-    return float(_packed_riemann(shifted, [kappa], center, spread, n_nodes)[0][0])
+    m = sum(c for _, c in size_counts)
+    bound = packed_bounds(
+        size_counts,
+        np.array([[top[n] for n in ns]]),
+        np.array([[fixed[n] + correction for n in ns]]),
+        [tau],
+        n_nodes,
+        m <= _BOUND_DP_MAX_CLIENTS,
+    )
+    return float(bound[0])
 
 
 @lru_cache(maxsize=64)
