@@ -55,8 +55,8 @@ import numpy as np
 from ...privacy import dp_qq_local_correction
 from ...utils._validation import check_int
 from .._qq._byzantine import (
+    _equal_best,
     _equal_cell,
-    _equal_steps,
     fixed_certified_pair,
     max_byzantine,
 )
@@ -139,45 +139,6 @@ def _byzantine_plan(sizes, alpha, epsilon, n_bins, gamma, rule, utility, c):
     return tuple(plan.items())
 
 
-def _coverage_table(h, n, r_max):
-    """``M_h(l, r)`` of ``h`` clients of ``n`` scores, ``l <= n``, ``r <= r_max``.
-
-    The whole table (the reference the staircase of :func:`_equal_pair`
-    reads a few cells of; the tests compare it with ``qq_coverage``).
-    """
-    cells = [
-        [_equal_cell(h, n, l, r) for r in range(1, r_max + 1)] for l in range(1, n + 1)
-    ]
-    return np.array(cells)
-
-
-def _equal_pair(m, n, tau, correction, c):
-    """Equal sizes: the certified ``(l, k)`` of least all-honest coverage.
-
-    Every honest set is alike: the certified bound of ``(l, k)`` is ``M_{m -
-    c}(l, k - c)``, increasing in ``l`` and ``k``. For each ``l`` whose
-    corrected rank ``l + l_cor`` fits in ``n``, the smallest ``r = k - c <=
-    m - 2 c`` with ``M_{m - c}(l, r) >= tau``; among these pairs, the one with
-    the smallest all-honest coverage ``M_m(l + l_cor, r + c)`` of the
-    corrected ranks (ties: the larger ``l``). ``None`` when no pair is
-    certified. Only the first ``l`` of each step of ``r(l)`` can win (at the
-    same ``r`` a larger ``l`` raises ``M_m`` by at least ``1 / (m n + 1)``,
-    far above the tie tolerance), so only the staircase's cells are computed
-    (:func:`~skfedcp.calibrators._qq._byzantine._equal_steps`, each cell an
-    adaptive quadrature to ~1e-14, cached across the gammas): the work does
-    not grow with ``n`` beyond the length of the staircase.
-    """
-    h, r_max = m - c, m - 2 * c
-    steps = _equal_steps(h, n, tau - _FEASIBILITY_TOL, n - correction, r_max)
-    if not steps:
-        return None
-    benign = [_equal_cell(m, n, l + correction, r + c) for l, r in steps]
-    # The smallest benign value, ties to the larger l (the last minimum).
-    best = int(np.flatnonzero(np.array(benign) <= min(benign) + _TIE)[-1])
-    l, r = steps[best]
-    return l, r + c, _equal_cell(h, n, l, r)
-
-
 def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
     m = len(sizes)
     equal = len(set(sizes)) == 1
@@ -201,11 +162,12 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
         if best is not None and tau + gain - 3e-10 >= best[0]:
             continue
         if equal:
-            pair = _equal_pair(m, sizes[0], tau, correction, c)
+            pair = _equal_best(m, sizes[0], tau - _FEASIBILITY_TOL, correction, c, _TIE)
             if pair is None:
                 continue
-            l, k, lower = pair
-            local_ranks = (l,) * m
+            l, r, _ = pair
+            local_ranks, k = (l,) * m, r + c
+            lower = _equal_cell(m - c, sizes[0], l, r)
         else:
             found = fixed_certified_pair(sizes, 1.0 - tau, c)
             if found is None:
