@@ -209,21 +209,42 @@ def _grid_cdf_fresh(sizes, ranks, n_keep, largest):
 _grid_cdf_cached = functools.lru_cache(maxsize=8)(_grid_cdf_fresh)
 
 
-def riemann_bracket(sizes, ranks, n_keep, k):
-    """Rigorous ``(lower, upper)`` on ``int_0^1 min_H P(X_H(t) <= k - 1) dt``.
+def riemann_brackets(sizes, ranks, n_keep, k):
+    """Rigorous ``(lower, upper)`` brackets on ``int_0^1 min_H P(X_H(t) <= k
+    - 1) dt``, each sharper than the one before (a generator: stop when one
+    decides).
 
-    The right / left Riemann sums of the decreasing integrand on the grid of
-    :func:`_window_probs` (``_ROUNDING`` covers the count law's rounding).
+    The right / left Riemann sums of the decreasing integrand bound the
+    integral on any nodes from 0 to 1 (``_ROUNDING`` covers the count law's
+    rounding). First on the window's shared grid (:func:`_window_probs`:
+    about its width over ``_GRID``, a few 1e-3), then on ``_GRID`` nodes
+    ``t_c + s sinh(u)`` (``u`` uniform) crowded where that grid shows the
+    integrand dropping from 0.98 to 0.02 (``t_c`` its middle, ``s`` a
+    quarter of its width): about ``s / 20``. Where the nodes sit changes
+    only the width, never the validity.
     """
     ext = _Extreme(sizes, ranks, n_keep, True)
     if ext.a.size == 0:  # every client sends +inf: f = 1
-        return 1.0, 1.0
+        yield 1.0, 1.0
+        return
     _, t, f = ext.grid_cdf()
+    row = f[k - 1]
+    yield _riemann_sums(t, row)
+    below = row <= 0.02
+    high = int(np.argmax(below)) if below.any() else t.size - 1
+    low = max(int(np.argmax(row < 0.98)) - 1, 0)
+    center = (t[low] + t[high]) / 2.0
+    s = max((t[high] - t[low]) / 4.0, 1e-12)
+    u = np.linspace(np.arcsinh(-center / s), np.arcsinh((1.0 - center) / s), _GRID)
+    nodes = np.clip(center + s * np.sinh(u), 0.0, 1.0)
+    nodes[0], nodes[-1] = 0.0, 1.0
+    yield _riemann_sums(nodes, ext.cdf(nodes, np.array([k]))[0])
+
+
+def _riemann_sums(t, f):
+    """Right / left Riemann sums of a decreasing ``f`` on the nodes ``t``."""
     width = np.diff(t)
-    return (
-        float(f[k - 1, 1:] @ width) - _ROUNDING,
-        float(f[k - 1, :-1] @ width) + _ROUNDING,
-    )
+    return float(f[1:] @ width) - _ROUNDING, float(f[:-1] @ width) + _ROUNDING
 
 
 def _trim(f_first, f_last, grid, lo, hi):
