@@ -49,10 +49,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
+from scipy import special
 
 from ...privacy import dp_qq_local_correction
+from ...utils._quantile import conformal_rank
 from ...utils._validation import check_int
 from .._qq._byzantine import (
     _equal_best,
@@ -61,8 +64,9 @@ from .._qq._byzantine import (
     max_byzantine,
 )
 from .._qq._coverage import _FEASIBILITY_TOL
+from .._qq._selection import select_qq_ranks
 from ._common import _describe
-from ._plan import _TIE, GAMMA_GRID, _dpqq_auto_bins, _qq_score
+from ._plan import _TIE, GAMMA_GRID, _beats, _dpqq_auto_bins, _qq_score
 from ._tight import (
     _BOUND_MARGIN,
     _best_simulated,
@@ -139,12 +143,21 @@ def _byzantine_plan(sizes, alpha, epsilon, n_bins, gamma, rule, utility, c):
     return tuple(plan.items())
 
 
+class _Pair(NamedTuple):
+    """A gamma's certified pair, shaped as the ``c = 0`` search's selection
+    where :func:`~._plan._beats` reads it (``best[2].k``)."""
+
+    local_ranks: tuple[int, ...]
+    k: int
+    lower: float
+
+
 def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
     m = len(sizes)
     equal = len(set(sizes)) == 1
     grid = GAMMA_GRID if isinstance(gamma, str) else (float(gamma),)
     n_total = sum(sizes)
-    best = None
+    best = None  # (score, gamma, _Pair, correction, corrected ranks)
     for g in grid:
         correction = dp_qq_local_correction(epsilon, n_bins, g, alpha, m)
         if correction >= max(sizes):
@@ -161,37 +174,78 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
         gain = 1.0 / (n_total + 1) if correction >= 1 else 0.0
         if best is not None and tau + gain - 3e-10 >= best[0]:
             continue
-        if equal:
-            pair = _equal_best(m, sizes[0], tau - _FEASIBILITY_TOL, correction, c, _TIE)
-            if pair is None:
+        if not equal and best is not None:
+            bound = _unequal_score_bound(sizes, tau, correction, c)
+            if bound - 3e-10 >= best[0]:
                 continue
-            l, r, _ = pair
-            local_ranks, k = (l,) * m, r + c
-            lower = _equal_cell(m - c, sizes[0], l, r)
+        if equal:
+            found = _equal_best(
+                m, sizes[0], tau - _FEASIBILITY_TOL, correction, c, _TIE
+            )
+            if found is None:
+                continue
+            l, r, _ = found
+            pair = _Pair((l,) * m, r + c, _equal_cell(m - c, sizes[0], l, r))
         else:
             found = fixed_certified_pair(sizes, 1.0 - tau, c)
             if found is None:
                 continue
-            local_ranks, k, lower = found
-        ranks = tuple(r + correction for r in local_ranks)
-        if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < k + c:
+            pair = _Pair(*found)
+        ranks = tuple(r + correction for r in pair.local_ranks)
+        if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < pair.k + c:
             continue  # c dishonest +inf among the active ones: +inf threshold
-        score = _qq_score(sizes, ranks, k)
-        if best is None or score < best[0] - _TIE:
-            best = (score, g, local_ranks, k, lower, correction, ranks)
+        score = _qq_score(sizes, ranks, pair.k)
+        # As in the c = 0 search: a score within 1e-12 of the tie line is
+        # compared again on the reference quadrature's values.
+        if _beats(sizes, score, ranks, pair.k, best):
+            best = (score, g, pair, correction, ranks)
     if best is None:
         return None
-    score, g, local_ranks, k, lower, correction, ranks = best
+    score, g, pair, correction, ranks = best
     levels = tuple(
         max(r / n, 0.5) if r <= n else math.inf
         for r, n in zip(ranks, sizes, strict=True)
     )
     return _feasible_plan(
-        (local_ranks, k, levels, score, (1.0 - g * alpha) * lower),
+        (pair.local_ranks, pair.k, levels, score, (1.0 - g * alpha) * pair.lower),
         gamma=g,
         correction=correction,
         public=(n_bins, epsilon, "paper", "quantile"),
     )
+
+
+def _unequal_score_bound(sizes, tau, correction, c):
+    """A lower bound on the score of a gamma (unequal sizes), or ``-inf``.
+
+    The gamma's certified pair keeps Appendix A.1's ranks ``l`` at level
+    ``tau`` when they are all within the sizes (clipping them changes
+    nothing), with ``k = r + c`` and ``L_c(r) >= tau - 1e-10``. For any
+    fixed honest set ``H0``, ``L_c(r) <= M_H0(l, r)`` (``L_c`` takes the
+    worst set at every point of its integral), so ``r`` passes the ``c = 0``
+    rule of the clients of ``H0`` alone: ``r`` is at least the ``k`` of
+    :func:`~skfedcp.calibrators.select_qq_ranks` on their sizes (the same
+    A.1 ranks), asked 1e-9 below ``tau`` (the margin covers both integrals'
+    rounding, ~1e-13). The score ``M(l + l_cor, r + c)`` increases in ``r``:
+    it is at least its value there. Any ``H0`` gives a valid bound; the one
+    kept leaves out the ``c`` clients least likely to fall below ``tau``
+    (smallest ``p_j(tau)``), about the worst set where the integrand drops,
+    so the bound is usually the score itself, at about a third of the cost
+    of the certified selection.
+    """
+    ranks = tuple(conformal_rank(n, 1.0 - tau) for n in sizes)
+    if any(l > n for l, n in zip(ranks, sizes, strict=True)):
+        return -math.inf  # the pair may use the clipped ranks
+    l_arr, n_arr = np.array(ranks, dtype=np.float64), np.array(sizes, dtype=np.float64)
+    p = special.betainc(l_arr, n_arr - l_arr + 1.0, tau)
+    keep = np.sort(np.argsort(p, kind="stable")[c:])
+    sel = select_qq_ranks(
+        tuple(sizes[j] for j in keep), (1.0 - tau) + 1e-9, local_rank="fixed"
+    )
+    if not sel.feasible or tuple(map(int, sel.local_ranks)) != tuple(
+        ranks[j] for j in keep
+    ):
+        return -math.inf  # (or a rank moved with the 1e-9)
+    return _qq_score(sizes, tuple(l + correction for l in ranks), sel.k + c)
 
 
 def _feasible_plan(chosen, *, gamma, correction, public):
