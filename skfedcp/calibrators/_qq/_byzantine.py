@@ -401,16 +401,19 @@ def _certified_k(sizes, ranks, alpha, c):
     return band[int(passing[0])] + c, float(lows[int(passing[0])])
 
 
-def _select_fixed(sizes, ranks, alpha, c):
-    """Fixed ranks: the smallest ``k <= m - c`` whose certified bound is valid."""
+def _clipped(ranks, sizes):
+    return tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
+
+
+def _fixed_pair(sizes, ranks, alpha, c, retry_clipped):
+    """Fixed ranks: ``(ranks, k, lower)`` of the smallest certified ``k``,
+    with ``retry_clipped`` the clipped ranks when these have none; ``None``
+    when infeasible."""
     found = _certified_k(sizes, ranks, alpha, c)
-    if found is None:
-        return None
-    k, lower = found
-    m = len(sizes)
-    upper = float(extreme_coverages(sizes, ranks, m - c, False, (k,))[0])
-    benign = float(extreme_coverages(sizes, ranks, m, True, (k,))[0])
-    return ByzantineSelection(ranks, k, benign, True, lower, upper)
+    if found is None and retry_clipped:
+        ranks = _clipped(ranks, sizes)
+        found = _certified_k(sizes, ranks, alpha, c)
+    return None if found is None else (ranks, *found)
 
 
 @functools.lru_cache(maxsize=256)
@@ -423,11 +426,7 @@ def fixed_certified_pair(sizes, alpha, c):
     coverage (dp-qq's gamma search reads neither: they cost as much again).
     """
     ranks = tuple(conformal_rank(n, alpha) for n in sizes)
-    found = _certified_k(sizes, ranks, alpha, c)
-    if found is None:
-        ranks = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
-        found = _certified_k(sizes, ranks, alpha, c)
-    return None if found is None else (ranks, *found)
+    return _fixed_pair(sizes, ranks, alpha, c, True)
 
 
 @functools.lru_cache(maxsize=128)
@@ -448,12 +447,17 @@ def _select_cached(sizes, alpha, c, local_rank, clip):
     else:
         ranks = (int(local_rank),) * len(sizes)
     if clip:
-        ranks = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
-    result = _select_fixed(sizes, ranks, alpha, c)
-    if result is None and not clip and local_rank == "fixed":
-        clipped = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
-        result = _select_fixed(sizes, clipped, alpha, c)
-    return _INFEASIBLE if result is None else result
+        ranks = _clipped(ranks, sizes)
+    # A.1 without a certified k (e.g. some l_j > n_j at a small alpha): its
+    # clipped ranks.
+    found = _fixed_pair(sizes, ranks, alpha, c, not clip and local_rank == "fixed")
+    if found is None:
+        return _INFEASIBLE
+    ranks, k, lower = found
+    m = len(sizes)
+    upper = float(extreme_coverages(sizes, ranks, m - c, False, (k,))[0])
+    benign = float(extreme_coverages(sizes, ranks, m, True, (k,))[0])
+    return ByzantineSelection(ranks, k, benign, True, lower, upper)
 
 
 def select_byzantine_ranks(
