@@ -22,12 +22,15 @@
 # point of the integral otherwise), asked for tau_gamma = (1 - alpha) /
 # (1 - gamma alpha).  Among the gammas with a certified pair, the one with
 # the smallest all-honest coverage M(l + l_cor, k) of the corrected ranks is
-# kept, ties to the smaller gamma, as in the c = 0 search.  Two shortcuts
-# leave that plan unchanged: a gamma whose score cannot beat the best (its
-# score is at least tau_gamma + 1/(N + 1) - 1e-10, see _paper_plan) is not
-# planned, and with equal sizes only the staircase of the smallest certified
-# r per l is read, cell by cell (adaptive quadrature, cached across gammas),
-# never the whole (l, r) table.
+# kept, ties to the smaller gamma, as in the c = 0 search (with its
+# re-decision of near ties on the reference quadrature, _plan._beats).
+# Shortcuts that leave that plan unchanged: a gamma whose score cannot beat
+# the best is not planned (its score is at least tau_gamma + 1/(N + 1) -
+# 1e-10, see _paper_plan; with unequal sizes, at least the score at the rank
+# of one honest set's c = 0 rule, see _unequal_score_bound), and with equal
+# sizes only the staircase of the smallest certified r per l is read, cell
+# by cell (Riemann brackets first, an adaptive quadrature near the
+# threshold, cached across gammas), never the whole (l, r) table.
 #
 # rule="tight".  Every honest release is at least U^j_(D_j) (coupling of the
 # tight bound, D_j the worst-case rank law of the mechanism), independently
