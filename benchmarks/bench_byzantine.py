@@ -290,6 +290,7 @@ PLAN_CASES = (
     ("qq, 1,000 unequal", "qq", 10, ("unequal", 1000)),
     ("qq, 200 x 200 rows", "qq", 1, ("equal", 200, 200)),
     ("dp-qq paper, 100 unequal", "dp-qq", 5, ("unequal", 100)),
+    ("dp-qq paper, 1,000 unequal", "dp-qq", 10, ("unequal", 1000)),
     ("dp-qq paper, 100 x 100 rows", "dp-qq", 1, ("equal", 100, 100)),
     ("dp-qq paper, 100 x 200 rows", "dp-qq", 1, ("equal", 100, 200)),
     ("dp-qq paper, 200 x 200 rows", "dp-qq", 1, ("equal", 200, 200)),

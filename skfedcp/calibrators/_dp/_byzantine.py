@@ -221,28 +221,42 @@ def _unequal_score_bound(sizes, tau, correction, c):
     """A lower bound on the score of a gamma (unequal sizes), or ``-inf``.
 
     The gamma's certified pair keeps Appendix A.1's ranks ``l`` at level
-    ``tau`` when they are all within the sizes (clipping them changes
-    nothing), with ``k = r + c`` and ``L_c(r) >= tau - 1e-10``. For any
-    fixed honest set ``H0``, ``L_c(r) <= M_H0(l, r)`` (``L_c`` takes the
-    worst set at every point of its integral), so ``r`` passes the ``c = 0``
-    rule of the clients of ``H0`` alone: ``r`` is at least the ``k`` of
+    ``tau``, or their clipped ``min(l_j, n_j)`` when A.1 has no certified
+    ``k``, with ``k = r + c`` and ``L_c(r) >= tau - 1e-10``. For any fixed
+    honest set ``H0``, ``L_c(r) <= M_H0(l, r)`` (``L_c`` takes the worst
+    set at every point of its integral), so ``r`` passes the ``c = 0`` rule
+    of the clients of ``H0`` alone: ``r`` is at least the ``k`` of
     :func:`~skfedcp.calibrators.select_qq_ranks` on their sizes (the same
-    A.1 ranks), asked 1e-9 below ``tau`` (the margin covers both integrals'
+    ranks), asked 1e-9 below ``tau`` (the margin covers both integrals'
     rounding, ~1e-13). The score ``M(l + l_cor, r + c)`` increases in ``r``:
-    it is at least its value there. Any ``H0`` gives a valid bound; the one
-    kept leaves out the ``c`` clients least likely to fall below ``tau``
-    (smallest ``p_j(tau)``), about the worst set where the integrand drops,
-    so the bound is usually the score itself, at about a third of the cost
-    of the certified selection.
+    it is at least its value there. When some A.1 rank exceeds its size
+    either ranks may be the pair's: the smaller of both bounds. Any ``H0``
+    gives a valid bound; the one kept leaves out the ``c`` clients least
+    likely to fall below ``tau`` (smallest ``p_j(tau)``, 0 for a client
+    sending ``+inf``), about the worst set where the integrand drops, so the
+    bound is usually the score itself, at about a third of the cost of the
+    certified selection.
     """
     ranks = tuple(conformal_rank(n, 1.0 - tau) for n in sizes)
+    bound = _score_bound_at(sizes, ranks, tau, correction, c, False)
     if any(l > n for l, n in zip(ranks, sizes, strict=True)):
-        return -math.inf  # the pair may use the clipped ranks
+        clipped = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
+        bound = min(bound, _score_bound_at(sizes, clipped, tau, correction, c, True))
+    return bound
+
+
+def _score_bound_at(sizes, ranks, tau, correction, c, clip):
+    """:func:`_unequal_score_bound` for one choice of the pair's ranks."""
     l_arr, n_arr = np.array(ranks, dtype=np.float64), np.array(sizes, dtype=np.float64)
-    p = special.betainc(l_arr, n_arr - l_arr + 1.0, tau)
+    active = l_arr <= n_arr
+    p = np.zeros(len(sizes))
+    p[active] = special.betainc(l_arr[active], n_arr[active] - l_arr[active] + 1.0, tau)
     keep = np.sort(np.argsort(p, kind="stable")[c:])
     sel = select_qq_ranks(
-        tuple(sizes[j] for j in keep), (1.0 - tau) + 1e-9, local_rank="fixed"
+        tuple(sizes[j] for j in keep),
+        (1.0 - tau) + 1e-9,
+        local_rank="fixed",
+        clip_local_rank=clip,
     )
     if not sel.feasible or tuple(map(int, sel.local_ranks)) != tuple(
         ranks[j] for j in keep

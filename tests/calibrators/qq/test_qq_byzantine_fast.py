@@ -215,10 +215,12 @@ def _dp_plan(sizes, c, epsilon=10.0):
     return cal.plan(np.array(sizes), 0.1)
 
 
-@pytest.mark.parametrize("m,c", [(30, 2), (60, 3)])
-def test_unequal_score_bound_is_below_every_score(m, c):
-    sizes = _unequal(m, m + c, 20, 400)
-    for g in (0.01, 0.05, 0.2, 0.5):
+@pytest.mark.parametrize("m,c,low", [(30, 2, 20), (60, 3, 20), (40, 2, 8)])
+def test_unequal_score_bound_is_below_every_score(m, c, low):
+    # low = 8: some of A.1's ranks exceed their sizes (the pair may then
+    # use the clipped ranks; the bound covers both).
+    sizes = _unequal(m, m + c, low, 400)
+    for g in (0.01, 0.05, 0.2, 0.5, 0.9):
         tau = 0.9 / (1.0 - 0.1 * g)
         found = _byz.fixed_certified_pair(sizes, 1.0 - tau, c)
         bound = _dp_byz._unequal_score_bound(sizes, tau, 2, c)
