@@ -159,7 +159,9 @@ def _count_cdf(p, ks):
     return np.clip(out, 0.0, 1.0)
 
 
-@functools.lru_cache(maxsize=64)
+# A plan reads one (sizes, ranks) at a time (dp-qq: one per gamma); each
+# entry holds (_GRID + 2) x types doubles, 1.3 MB at 1,000 distinct sizes.
+@functools.lru_cache(maxsize=8)
 def _window_probs(sizes, ranks):
     """``((lo, hi), t, p)``: the window, its grid ``t`` (``_GRID`` nodes, with
     0 and 1) and every active type's ``p_j`` there (rows: nodes).
