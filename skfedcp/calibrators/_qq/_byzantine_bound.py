@@ -393,7 +393,14 @@ def extreme_coverages(sizes, ranks, n_keep, largest, ks):
     ``largest=True``: the minimum over every honest set of ``n_keep``
     clients taken pointwise in ``t`` (a lower bound on ``min_H M_H(l,
     k)``); ``False``: the maximum (an upper bound on ``max_H M_H``).
+    Cached: the array returned is read-only.
     """
+    values = _extreme_coverages(sizes, ranks, n_keep, largest, ks)
+    values.flags.writeable = False
+    return values
+
+
+def _extreme_coverages(sizes, ranks, n_keep, largest, ks):
     ext = _Extreme(sizes, ranks, n_keep, largest)
     ks_arr = np.asarray(ks, dtype=np.int64)
     if ext.a.size == 0:  # every client sends +inf
