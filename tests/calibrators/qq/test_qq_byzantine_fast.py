@@ -79,7 +79,9 @@ def test_riemann_brackets_hold_the_integral(m, c):
     ranks = tuple(conformal_rank(n, 0.1) for n in sizes)
     widths = []
     for r in (1, (m - c) // 2, m - 2 * c, m - c):
-        value = _bound.extreme_coverages(sizes, ranks, m - c, True, (r,))[0]
+        values = _bound.extreme_coverages(sizes, ranks, m - c, True, (r,))
+        assert not values.flags.writeable  # cached, shared by later plans
+        value = values[0]
         brackets = list(_bound.riemann_brackets(sizes, ranks, m - c, r))
         assert len(brackets) == 2
         for lower, upper in brackets:
