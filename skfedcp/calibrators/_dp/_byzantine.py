@@ -81,6 +81,8 @@ __all__ = ["check_n_byzantine", "dpqq_byzantine_plan", "dpqq_max_byzantine"]
 
 # Largest number of honest size mixes the tight rule enumerates.
 _MAX_HONEST_MIXES = 64
+#: Switch the paper search's score bounds off (tests: the reference search).
+_USE_BOUNDS = True
 
 
 def _check_c(sizes, c):
@@ -161,6 +163,7 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
     grid = GAMMA_GRID if isinstance(gamma, str) else (float(gamma),)
     n_total = sum(sizes)
     best = None  # (score, gamma, _Pair, correction, corrected ranks)
+    planned = set()  # the corrections of the gammas planned (equal sizes)
     for g in grid:
         correction = dp_qq_local_correction(epsilon, n_bins, g, alpha, m)
         if correction >= max(sizes):
@@ -177,10 +180,23 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
         gain = 1.0 / (n_total + 1) if correction >= 1 else 0.0
         if best is not None and tau + gain - 3e-10 >= best[0]:
             continue
-        if not equal and best is not None:
+        if not equal and best is not None and _USE_BOUNDS:
             bound = _unequal_score_bound(sizes, tau, correction, c)
             if bound - 3e-10 >= best[0]:
                 continue
+        if equal and correction in planned and _USE_BOUNDS:
+            # An earlier gamma g' had this correction (they are contiguous
+            # in the grid: l_cor decreases in gamma). Its tau is smaller, so
+            # every cell passing for this gamma passed for g' (the same
+            # computed values, a lower threshold): r(l) >= r'(l) for every
+            # l, over the same l <= n - l_cor, and this gamma's score, the
+            # computed M_m(l + l_cor, r(l) + c) at its best step, is at
+            # least M_m(l + l_cor, r'(l) + c) >= score(g') (the minimum over
+            # l), or there is no pair if g' had none. After g', best <=
+            # score(g') + 1e-10 (it won, or did not beat the best), so this
+            # gamma cannot beat the best (a win needs < best - 1e-10).
+            continue
+        planned.add(correction)
         if equal:
             found = _equal_best(
                 m, sizes[0], tau - _FEASIBILITY_TOL, correction, c, _TIE

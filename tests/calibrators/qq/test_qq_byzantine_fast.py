@@ -51,7 +51,7 @@ def no_brackets(monkeypatch):
         yield -math.inf, math.inf
 
     monkeypatch.setattr(_byz, "riemann_brackets", undecided)
-    monkeypatch.setattr(_dp_byz, "_unequal_score_bound", lambda *a: -math.inf)
+    monkeypatch.setattr(_dp_byz, "_USE_BOUNDS", False)
     yield
     _clear_caches()
 
@@ -238,6 +238,7 @@ def test_unequal_score_bound_is_below_every_score(m, c, low):
     [
         (_unequal(40, 5, 20, 400), 2),
         ((60,) * 25, 1),
+        ((150,) * 40, 2),
         (_unequal(12, 6, 30, 300), 1),
     ],
 )
@@ -246,7 +247,7 @@ def test_dp_plans_without_shortcuts_are_the_same(sizes, c, monkeypatch):
     fast = _dp_plan(sizes, c)
     _clear_caches()
     monkeypatch.setattr(_byz, "_equal_bracket", lambda *a: (-math.inf, math.inf))
-    monkeypatch.setattr(_dp_byz, "_unequal_score_bound", lambda *a: -math.inf)
+    monkeypatch.setattr(_dp_byz, "_USE_BOUNDS", False)
     slow = _dp_plan(sizes, c)
     _clear_caches()
     assert fast.keys() == slow.keys()
