@@ -52,7 +52,8 @@ A ``c`` with no certified plan is reported as infeasible, with the reason.
 ``--plans``: instead, the CPU time of one cold plan per case (each in a
 fresh process, killed after ``--timeout`` seconds): QQ and dp-qq (paper rule,
 epsilon = 10, alpha = 0.1) with ``n_byzantine`` on unequal sizes drawn from
-10-1,000 (``np.random.default_rng(0)``) and on equal sizes.
+10-1,000 (``np.random.default_rng(0)``) and on equal sizes; and
+``max_byzantine`` of a QQ plan (the plan itself not timed).
 
 Usage: ``python bench_byzantine.py [--quick] [--reps R] [--dp-reps R]``
 (``--quick``: 20 repetitions, dp-qq with ``rule="paper"`` only), or
@@ -73,6 +74,7 @@ from scipy.special import erf
 from skfedcp.calibrators import (
     PrivateQuantileOfQuantilesCalibrator,
     QuantileOfQuantilesCalibrator,
+    max_byzantine,
 )
 
 M, N, ALPHA = 100, 50, 0.1
@@ -220,6 +222,10 @@ def _dp_plan(c, rule):
 
 
 def run_dp(reps, rule, seed=0):
+    """Per ``c``: each repetition's honest releases (one fit per calibrator),
+    then every attack on those same releases (paired: the attacks differ
+    only in the dishonest messages, and each repetition costs two fits, not
+    two per attack)."""
     sizes = np.full(M, N)
     ids = np.repeat(np.arange(M), N)
     plain, plain_plan, plain_lower = _dp_plan(0, rule)
@@ -229,25 +235,31 @@ def run_dp(reps, rule, seed=0):
         if plan is None:
             rows.append({"c": c, "attack": "-", "infeasible": lower})
             continue
-        for kind in ATTACKS if c else ("none",):
-            rng = np.random.default_rng([seed, c, ATTACKS.index(kind) if c else 9])
-            out = {"byz": [], "plain": []}
-            for r in range(reps):
-                scores = np.abs(rng.normal(size=M * N))
-                for name, fitted in (("byz", cal), ("plain", plain)):
-                    fitted.fit(
-                        scores,
-                        ids,
-                        alpha=ALPHA,
-                        random_state=np.random.SeedSequence([seed, c, r]),
-                    )
-                    honest = fitted.messages_["quantile"][: M - c]
-                    values = np.r_[honest, _dp_attack(kind, honest, c, rng)]
-                    messages = {"n": sizes, "quantile": values}
+        kinds = ATTACKS if c else ("none",)
+        data_rng = np.random.default_rng([seed, c, 9])
+        attack_rngs = {
+            kind: np.random.default_rng([seed, c, ATTACKS.index(kind) if c else 9, 1])
+            for kind in kinds
+        }
+        out = {kind: {"byz": [], "plain": []} for kind in kinds}
+        for r in range(reps):
+            scores = np.abs(data_rng.normal(size=M * N))
+            for name, fitted in (("byz", cal), ("plain", plain)):
+                fitted.fit(
+                    scores,
+                    ids,
+                    alpha=ALPHA,
+                    random_state=np.random.SeedSequence([seed, c, r]),
+                )
+                honest = fitted.messages_["quantile"][: M - c]
+                for kind in kinds:
+                    attack = _dp_attack(kind, honest, c, attack_rngs[kind])
+                    messages = {"n": sizes, "quantile": np.r_[honest, attack]}
                     t = fitted.server_step(messages, alpha=ALPHA, n_per_client=sizes)
-                    out[name].append(t)
+                    out[kind][name].append(t)
+        for kind in kinds:
             row = {"c": c, "attack": kind, "cert": lower, "k": plan["k"]}
-            row.update(_summaries(out, reps))
+            row.update(_summaries(out[kind], reps))
             rows.append(row)
     return rows, plain_plan["k"]
 
@@ -278,10 +290,13 @@ PLAN_CASES = (
     ("qq, 1,000 unequal", "qq", 10, ("unequal", 1000)),
     ("qq, 200 x 200 rows", "qq", 1, ("equal", 200, 200)),
     ("dp-qq paper, 100 unequal", "dp-qq", 5, ("unequal", 100)),
+    ("dp-qq paper, 1,000 unequal", "dp-qq", 10, ("unequal", 1000)),
     ("dp-qq paper, 100 x 100 rows", "dp-qq", 1, ("equal", 100, 100)),
     ("dp-qq paper, 100 x 200 rows", "dp-qq", 1, ("equal", 100, 200)),
     ("dp-qq paper, 200 x 200 rows", "dp-qq", 1, ("equal", 200, 200)),
     ("dp-qq paper, 201 x 200 rows", "dp-qq", 1, ("equal", 201, 200)),
+    ("qq max_byzantine, 100 unequal", "qq-max", 5, ("unequal", 100)),
+    ("qq max_byzantine, 1,000 unequal", "qq-max", 10, ("unequal", 1000)),
 )
 
 
@@ -292,7 +307,7 @@ def _plan_case(index):
         sizes = np.random.default_rng(0).integers(10, 1001, spec[1])
     else:
         sizes = np.full(spec[1], spec[2])
-    if name == "qq":
+    if name.startswith("qq"):
         cal = QuantileOfQuantilesCalibrator(n_byzantine=c)
     else:
         cal = PrivateQuantileOfQuantilesCalibrator(
@@ -301,7 +316,13 @@ def _plan_case(index):
     start = time.process_time()
     plan = cal.plan(sizes, ALPHA)
     seconds = time.process_time() - start
-    print(f"{seconds:.3f} k={plan['k']} lower={plan['coverage_lower']:.6f}")
+    tail = ""
+    if name == "qq-max":  # the tolerance of the plan, after it (not timed)
+        start = time.process_time()
+        tolerated = max_byzantine(sizes, ALPHA, plan["local_ranks"], plan["k"])
+        seconds = time.process_time() - start
+        tail = f" max_byzantine={tolerated}"
+    print(f"{seconds:.3f} k={plan['k']} lower={plan['coverage_lower']:.6f}{tail}")
 
 
 def run_plans(timeout):

@@ -22,12 +22,15 @@
 # point of the integral otherwise), asked for tau_gamma = (1 - alpha) /
 # (1 - gamma alpha).  Among the gammas with a certified pair, the one with
 # the smallest all-honest coverage M(l + l_cor, k) of the corrected ranks is
-# kept, ties to the smaller gamma, as in the c = 0 search.  Two shortcuts
-# leave that plan unchanged: a gamma whose score cannot beat the best (its
-# score is at least tau_gamma + 1/(N + 1) - 1e-10, see _paper_plan) is not
-# planned, and with equal sizes only the staircase of the smallest certified
-# r per l is read, cell by cell (adaptive quadrature, cached across gammas),
-# never the whole (l, r) table.
+# kept, ties to the smaller gamma, as in the c = 0 search (with its
+# re-decision of near ties on the reference quadrature, _plan._beats).
+# Shortcuts that leave that plan unchanged: a gamma whose score cannot beat
+# the best is not planned (its score is at least tau_gamma + 1/(N + 1) -
+# 1e-10, see _paper_plan; with unequal sizes, at least the score at the rank
+# of one honest set's c = 0 rule, see _unequal_score_bound), and with equal
+# sizes only the staircase of the smallest certified r per l is read, cell
+# by cell (Riemann brackets first, an adaptive quadrature near the
+# threshold, cached across gammas), never the whole (l, r) table.
 #
 # rule="tight".  Every honest release is at least U^j_(D_j) (coupling of the
 # tight bound, D_j the worst-case rank law of the mechanism), independently
@@ -49,20 +52,24 @@ from __future__ import annotations
 import math
 from collections import Counter
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
+from scipy import special
 
 from ...privacy import dp_qq_local_correction
+from ...utils._quantile import conformal_rank
 from ...utils._validation import check_int
 from .._qq._byzantine import (
+    _equal_best,
     _equal_cell,
-    _equal_steps,
     fixed_certified_pair,
     max_byzantine,
 )
 from .._qq._coverage import _FEASIBILITY_TOL
+from .._qq._selection import select_qq_ranks
 from ._common import _describe
-from ._plan import _TIE, GAMMA_GRID, _dpqq_auto_bins, _qq_score
+from ._plan import _TIE, GAMMA_GRID, _beats, _dpqq_auto_bins, _qq_score
 from ._tight import (
     _BOUND_MARGIN,
     _best_simulated,
@@ -74,6 +81,8 @@ __all__ = ["check_n_byzantine", "dpqq_byzantine_plan", "dpqq_max_byzantine"]
 
 # Largest number of honest size mixes the tight rule enumerates.
 _MAX_HONEST_MIXES = 64
+#: Switch the paper search's score bounds off (tests: the reference search).
+_USE_BOUNDS = True
 
 
 def _check_c(sizes, c):
@@ -139,43 +148,13 @@ def _byzantine_plan(sizes, alpha, epsilon, n_bins, gamma, rule, utility, c):
     return tuple(plan.items())
 
 
-def _coverage_table(h, n, r_max):
-    """``M_h(l, r)`` of ``h`` clients of ``n`` scores, ``l <= n``, ``r <= r_max``.
+class _Pair(NamedTuple):
+    """A gamma's certified pair, shaped as the ``c = 0`` search's selection
+    where :func:`~._plan._beats` reads it (``best[2].k``)."""
 
-    The whole table (the reference the staircase of :func:`_equal_pair`
-    reads a few cells of; the tests compare it with ``qq_coverage``).
-    """
-    cells = [
-        [_equal_cell(h, n, l, r) for r in range(1, r_max + 1)] for l in range(1, n + 1)
-    ]
-    return np.array(cells)
-
-
-def _equal_pair(m, n, tau, correction, c):
-    """Equal sizes: the certified ``(l, k)`` of least all-honest coverage.
-
-    Every honest set is alike: the certified bound of ``(l, k)`` is ``M_{m -
-    c}(l, k - c)``, increasing in ``l`` and ``k``. For each ``l`` whose
-    corrected rank ``l + l_cor`` fits in ``n``, the smallest ``r = k - c <=
-    m - 2 c`` with ``M_{m - c}(l, r) >= tau``; among these pairs, the one with
-    the smallest all-honest coverage ``M_m(l + l_cor, r + c)`` of the
-    corrected ranks (ties: the larger ``l``). ``None`` when no pair is
-    certified. Only the first ``l`` of each step of ``r(l)`` can win (at the
-    same ``r`` a larger ``l`` raises ``M_m`` by at least ``1 / (m n + 1)``,
-    far above the tie tolerance), so only the staircase's cells are computed
-    (:func:`~skfedcp.calibrators._qq._byzantine._equal_steps`, each cell an
-    adaptive quadrature to ~1e-14, cached across the gammas): the work does
-    not grow with ``n`` beyond the length of the staircase.
-    """
-    h, r_max = m - c, m - 2 * c
-    steps = _equal_steps(h, n, tau - _FEASIBILITY_TOL, n - correction, r_max)
-    if not steps:
-        return None
-    benign = [_equal_cell(m, n, l + correction, r + c) for l, r in steps]
-    # The smallest benign value, ties to the larger l (the last minimum).
-    best = int(np.flatnonzero(np.array(benign) <= min(benign) + _TIE)[-1])
-    l, r = steps[best]
-    return l, r + c, _equal_cell(h, n, l, r)
+    local_ranks: tuple[int, ...]
+    k: int
+    lower: float
 
 
 def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
@@ -183,7 +162,8 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
     equal = len(set(sizes)) == 1
     grid = GAMMA_GRID if isinstance(gamma, str) else (float(gamma),)
     n_total = sum(sizes)
-    best = None
+    best = None  # (score, gamma, _Pair, correction, corrected ranks)
+    planned = set()  # the corrections of the gammas planned (equal sizes)
     for g in grid:
         correction = dp_qq_local_correction(epsilon, n_bins, g, alpha, m)
         if correction >= max(sizes):
@@ -200,36 +180,105 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
         gain = 1.0 / (n_total + 1) if correction >= 1 else 0.0
         if best is not None and tau + gain - 3e-10 >= best[0]:
             continue
-        if equal:
-            pair = _equal_pair(m, sizes[0], tau, correction, c)
-            if pair is None:
+        if not equal and best is not None and _USE_BOUNDS:
+            bound = _unequal_score_bound(sizes, tau, correction, c)
+            if bound - 3e-10 >= best[0]:
                 continue
-            l, k, lower = pair
-            local_ranks = (l,) * m
+        if equal and correction in planned and _USE_BOUNDS:
+            # An earlier gamma g' had this correction (they are contiguous
+            # in the grid: l_cor decreases in gamma). Its tau is smaller, so
+            # every cell passing for this gamma passed for g' (the same
+            # computed values, a lower threshold): r(l) >= r'(l) for every
+            # l, over the same l <= n - l_cor, and this gamma's score, the
+            # computed M_m(l + l_cor, r(l) + c) at its best step, is at
+            # least M_m(l + l_cor, r'(l) + c) >= score(g') (the minimum over
+            # l), or there is no pair if g' had none. After g', best <=
+            # score(g') + 1e-10 (it won, or did not beat the best), so this
+            # gamma cannot beat the best (a win needs < best - 1e-10).
+            continue
+        planned.add(correction)
+        if equal:
+            found = _equal_best(
+                m, sizes[0], tau - _FEASIBILITY_TOL, correction, c, _TIE
+            )
+            if found is None:
+                continue
+            l, r, _ = found
+            pair = _Pair((l,) * m, r + c, _equal_cell(m - c, sizes[0], l, r))
         else:
             found = fixed_certified_pair(sizes, 1.0 - tau, c)
             if found is None:
                 continue
-            local_ranks, k, lower = found
-        ranks = tuple(r + correction for r in local_ranks)
-        if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < k + c:
+            pair = _Pair(*found)
+        ranks = tuple(r + correction for r in pair.local_ranks)
+        if sum(r <= n for r, n in zip(ranks, sizes, strict=True)) < pair.k + c:
             continue  # c dishonest +inf among the active ones: +inf threshold
-        score = _qq_score(sizes, ranks, k)
-        if best is None or score < best[0] - _TIE:
-            best = (score, g, local_ranks, k, lower, correction, ranks)
+        score = _qq_score(sizes, ranks, pair.k)
+        # As in the c = 0 search: a score within 1e-12 of the tie line is
+        # compared again on the reference quadrature's values.
+        if _beats(sizes, score, ranks, pair.k, best):
+            best = (score, g, pair, correction, ranks)
     if best is None:
         return None
-    score, g, local_ranks, k, lower, correction, ranks = best
+    score, g, pair, correction, ranks = best
     levels = tuple(
         max(r / n, 0.5) if r <= n else math.inf
         for r, n in zip(ranks, sizes, strict=True)
     )
     return _feasible_plan(
-        (local_ranks, k, levels, score, (1.0 - g * alpha) * lower),
+        (pair.local_ranks, pair.k, levels, score, (1.0 - g * alpha) * pair.lower),
         gamma=g,
         correction=correction,
         public=(n_bins, epsilon, "paper", "quantile"),
     )
+
+
+def _unequal_score_bound(sizes, tau, correction, c):
+    """A lower bound on the score of a gamma (unequal sizes), or ``-inf``.
+
+    The gamma's certified pair keeps Appendix A.1's ranks ``l`` at level
+    ``tau``, or their clipped ``min(l_j, n_j)`` when A.1 has no certified
+    ``k``, with ``k = r + c`` and ``L_c(r) >= tau - 1e-10``. For any fixed
+    honest set ``H0``, ``L_c(r) <= M_H0(l, r)`` (``L_c`` takes the worst
+    set at every point of its integral), so ``r`` passes the ``c = 0`` rule
+    of the clients of ``H0`` alone: ``r`` is at least the ``k`` of
+    :func:`~skfedcp.calibrators.select_qq_ranks` on their sizes (the same
+    ranks), asked 1e-9 below ``tau`` (the margin covers both integrals'
+    rounding, ~1e-13). The score ``M(l + l_cor, r + c)`` increases in ``r``:
+    it is at least its value there. When some A.1 rank exceeds its size
+    either ranks may be the pair's: the smaller of both bounds. Any ``H0``
+    gives a valid bound; the one kept leaves out the ``c`` clients least
+    likely to fall below ``tau`` (smallest ``p_j(tau)``, 0 for a client
+    sending ``+inf``), about the worst set where the integrand drops, so the
+    bound is usually the score itself, at about a third of the cost of the
+    certified selection.
+    """
+    ranks = tuple(conformal_rank(n, 1.0 - tau) for n in sizes)
+    bound = _score_bound_at(sizes, ranks, tau, correction, c, False)
+    if any(l > n for l, n in zip(ranks, sizes, strict=True)):
+        clipped = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
+        bound = min(bound, _score_bound_at(sizes, clipped, tau, correction, c, True))
+    return bound
+
+
+def _score_bound_at(sizes, ranks, tau, correction, c, clip):
+    """:func:`_unequal_score_bound` for one choice of the pair's ranks."""
+    l_arr, n_arr = np.array(ranks, dtype=np.float64), np.array(sizes, dtype=np.float64)
+    active = l_arr <= n_arr
+    p = np.zeros(len(sizes))
+    p[active] = special.betainc(l_arr[active], n_arr[active] - l_arr[active] + 1.0, tau)
+    keep = np.sort(np.argsort(p, kind="stable")[c:])
+    sel = select_qq_ranks(
+        tuple(sizes[j] for j in keep),
+        (1.0 - tau) + 1e-9,
+        local_rank="fixed",
+        clip_local_rank=clip,
+    )
+    if not sel.feasible or tuple(map(int, sel.local_ranks)) != tuple(
+        ranks[j] for j in keep
+    ):
+        return -math.inf  # (or a rank moved with the 1e-9)
+    return _qq_score(sizes, tuple(l + correction for l in ranks), sel.k + c)
 
 
 def _feasible_plan(chosen, *, gamma, correction, public):

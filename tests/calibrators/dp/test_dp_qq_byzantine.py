@@ -14,13 +14,20 @@ from skfedcp.calibrators import (
     qq_coverage_unequal,
 )
 from skfedcp.calibrators._dp import _byzantine as _byz
-from skfedcp.calibrators._dp._byzantine import _coverage_table
 from skfedcp.calibrators._dp._common import _edges
 from skfedcp.calibrators._dp._laws import _client_pmf, _kth_smallest_law
 from skfedcp.calibrators._dp._tight import _tight_lower_bound
+from skfedcp.calibrators._qq._byzantine import _equal_best
 from skfedcp.exceptions import InfiniteThresholdWarning
 
 TOL = 1e-10  # the feasibility tolerance of the rank selection
+
+
+def _coverage_table(h, n, r_max):
+    """``M_h(l, r)`` of ``h`` clients of ``n`` scores, ``l <= n``, ``r <= r_max``:
+    the whole table, the reference the staircase reads a few cells of."""
+    ls, rs = range(1, n + 1), range(1, r_max + 1)
+    return np.array([[qq_coverage(h, n, l, r) for r in rs] for l in ls])
 
 
 def _cal(**kw):
@@ -323,7 +330,7 @@ def test_equal_pair_is_the_full_table_rule(m, n, tau, correction, c):
     honest = _coverage_table(h, n, r_max)[: n - correction]
     passing = honest >= tau - TOL
     rows = np.flatnonzero(passing[:, -1])
-    got = _byz._equal_pair(m, n, tau, correction, c)
+    got = _equal_best(m, n, tau - TOL, correction, c, 1e-10)
     if rows.size == 0:
         assert got is None
         return
@@ -331,8 +338,10 @@ def test_equal_pair_is_the_full_table_rule(m, n, tau, correction, c):
     benign = _coverage_table(m, n, m)[rows + correction, r_of + c]
     best = int(np.flatnonzero(benign <= benign.min() + 1e-10)[-1])
     l, r = int(rows[best]) + 1, int(r_of[best]) + 1
-    assert got[:2] == (l, r + c)
-    assert got[2] == pytest.approx(honest[l - 1, r - 1], abs=1e-14)
+    assert got[:2] == (l, r)
+    assert got[2] == pytest.approx(benign[best], abs=1e-14)
+    lower = _byz._equal_cell(h, n, l, r)
+    assert lower == pytest.approx(honest[l - 1, r - 1], abs=1e-14)
 
 
 @pytest.mark.parametrize("sizes", [[30] * 12, [20, 25, 30, 20, 40, 25]])
