@@ -523,9 +523,12 @@ class ServerSession:
                 "hold the same rows (one party running several nodes over the "
                 "same data: Sybil nodes)",
             )
+            self._leave_out_duplicates("public_key", "announce the same public key")
         else:
+            # Keys first: the copy kept for its rows must be a node that stays
+            # (kept, then left out for its key, its rows would count zero times).
+            self._leave_out_duplicates("public_key", "announce the same public key")
             self._keep_one_of_same_rows()
-        self._leave_out_duplicates("public_key", "announce the same public key")
         if not self.info:
             raise RuntimeError(
                 "no node is left after the hello round (see the warnings for why "

@@ -238,6 +238,39 @@ class TestHostileNodes:
         )
         assert_same_fit(deployed, once)
 
+    def test_pinned_copy_kept_is_one_that_stays(self, data):
+        # FED-chi2 (its hello carries the secure-aggregation keys): client 5
+        # holds client 0's rows, and client 3 announces client 0's public
+        # key. 0 and 3 are left out for the key, so the rows of client 0 are
+        # used once, through node 5 (the copy was dropped in favour of node
+        # 0, which the key check then dropped: the rows counted zero times).
+        keys = {}
+
+        def wrap(app):
+            def call(message, context):
+                reply = app(message, context)
+                label = context.node_config["client-id"]
+                if _wire._from_record_dict(message.content)["kind"] != "hello":
+                    return reply
+                payload = _wire._from_record_dict(reply.content)
+                if label == 0:
+                    keys["key"] = payload["public_key"]
+                elif label == 3:
+                    payload["public_key"] = keys["key"]
+                return Message(_wire._to_record_dict(payload), reply_to=message)
+
+            return call
+
+        configs = [_config(k, k, data) for k in range(HONEST)]
+        configs.append(_config(HONEST, 0, data))  # client 5 holds client 0's rows
+        grid = _grid(data, configs, wrap=wrap)
+        pinned = {node: c.node_config["client-id"] for node, c in grid.contexts.items()}
+        with pytest.warns(InvalidMessageWarning, match="announce the same public key"):
+            deployed, _ = flower.run_chi2_selection(
+                grid, FedChi2Selector(k=10), planned_clients=pinned
+            )
+        assert deployed.clients_.tolist() == [1, 2, 4, HONEST]
+
     def test_unpinned_nodes_with_identical_rows_are_left_out(self, data):
         # Without authentication the same two nodes are Sybils: both out.
         configs = [_config(k, k, data) for k in range(HONEST)]
