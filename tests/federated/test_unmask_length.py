@@ -51,9 +51,20 @@ def test_length_is_checked(length, error):
         unmask_sum(masked, [0, 1], setup, length=length)
 
 
-def test_secure_sum_passes_its_length():
+def test_secure_sum_passes_its_length(monkeypatch):
+    from skfedcp.federated import _secure_aggregation
+
+    lengths = []
+    unmask = _secure_aggregation.unmask_sum
+
+    def spy(*args, **kwargs):
+        lengths.append(kwargs.get("length"))
+        return unmask(*args, **kwargs)
+
+    monkeypatch.setattr(_secure_aggregation, "unmask_sum", spy)
     values = [np.arange(6.0).reshape(2, 3) * k for k in range(3)]
     total = secure_sum(values, frac_bits=8, random_state=0)
     np.testing.assert_array_equal(total, np.arange(6.0).reshape(2, 3) * 3)
     empty = secure_sum([np.zeros(0, np.int64)] * 2, random_state=0)
     assert empty.shape == (0,)
+    assert lengths == [6, 0]  # the public length, flattened
