@@ -17,6 +17,7 @@ from .._qq._batch import _coverage_unequal_batch, _coverage_unequal_sinh
 from .._qq._coverage import _FEASIBILITY_TOL, qq_coverage, qq_coverage_unequal
 from .._qq._poisbin import _poisbin_pmf_groups
 from .._qq._selection import select_qq_ranks
+from ._bins_bound import value_beats
 from ._common import _describe
 from ._laws import _client_pmf, _expected_kth_smallest
 from ._paper_bounds import packed_bounds
@@ -36,6 +37,9 @@ _DPQQ_SMALL_BINS = _DPQQ_SMALL_BINS[:-1]  # 10 .. 74
 _TIE = 1e-10
 #: Switch every bound off (tests: the reference search, gamma by gamma).
 _USE_BOUNDS = True
+#: Automatic bins: a bin count whose certified lower bound cannot beat the
+#: best is not valued exactly (tests switch it off for the reference).
+_BINS_BOUND = True
 #: Equal sizes: the gammas' selections share their coverage values
 #: (:class:`EqualSelections`; tests switch it off for the reference).
 _SHARED_EQUAL = True
@@ -534,6 +538,8 @@ def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
                 (np.cumsum(_client_pmf(simulated[n], level_of[n], args)), count)
                 for n, count in groups
             ]
+            if _BINS_BOUND and not value_beats(cdfs, plan["k"], edges, best_value):
+                continue  # certified: its value cannot beat the best
             value = _expected_kth_smallest(cdfs, plan["k"], edges)
         if value < best_value - 1e-12:
             best, best_value = n_bins, value
