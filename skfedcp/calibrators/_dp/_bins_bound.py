@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...privacy._quantile import _logits_from_counts
 from .._qq._poisbin import _binomial_block
 
 #: A bin count is skipped when its value's lower bound clears the best by
-#: this much on top of the tie rule's 1e-12: the bound and the exact value
-#: each round to ~1e-13 (sums of <= 1e5 non-negative terms of at most 1).
-_MARGIN = 1e-9
+#: this much on top of the tie rule's 1e-12. The exact value sums each
+#: client's pmf over up to 1e5 bins (``cumsum``: at most ~1e5 ulps = 1e-11
+#: off its CDF), the bound sums it by runs of equal bins; ``P(X_(k) > e)``
+#: moves by at most the sum of the m <= ~100 clients' CDF errors, so the
+#: two values differ by at most ~2e-9 in the worst case.
+_MARGIN = 1e-8
 #: Columns of the first pass of the bound, then the refinement of the cells
 #: that carry most of its gap: each split into ``_SPLIT`` parts, at most
 #: ``_ROUNDS`` times (then the exact value is computed).
@@ -40,7 +44,7 @@ def kth_survival(groups, k):
     return total.sum(axis=0)
 
 
-def value_beats(groups, k, edges, best_value):
+def value_beats(cdfs_at, k, edges, best_value):
     """False when the expected k-th smallest release certainly cannot beat
     ``best_value`` by the tie rule (``value < best_value - 1e-12``), else True.
 
@@ -57,7 +61,7 @@ def value_beats(groups, k, edges, best_value):
     n_cols = edges.shape[0] - 2  # columns b = 1..B-1 of the value's sum
     cum = np.r_[0.0, np.cumsum(np.diff(edges[1:]))]  # cum[c + 1]: w_0..w_c
     sampled = np.unique(np.linspace(0, n_cols - 1, min(_FIRST, n_cols)).astype(int))
-    values = _survival_at(groups, k, sampled)
+    values = kth_survival(cdfs_at(sampled), k)
     limit = best_value - 1e-12
     for round_ in range(_ROUNDS + 1):
         width = cum[sampled + 1] - np.r_[0.0, cum[sampled[:-1] + 1]]
@@ -87,10 +91,66 @@ def value_beats(groups, k, edges, best_value):
         merged = np.r_[sampled, extra]
         order = np.argsort(merged, kind="stable")
         sampled = merged[order]
-        values = np.r_[values, _survival_at(groups, k, extra)][order]
+        values = np.r_[values, kth_survival(cdfs_at(extra), k)][order]
     return True
 
 
-def _survival_at(groups, k, columns):
-    """:func:`kth_survival` on the given columns only."""
-    return kth_survival([(cdf[columns], count) for cdf, count in groups], k)
+def uniform_release_cdfs(groups, levels, epsilon, edges):
+    """The CDFs of the automatic bins' releases, column by column on demand.
+
+    ``groups`` lists ``(n, count)``, ``levels[n]`` the level of a client of
+    ``n`` scores ``i / (n + 1)``; the release is :func:`private_quantile`'s
+    on ``edges`` (``+inf`` level: the top bin). Returns ``cdfs_at(columns)``,
+    the ``(cdf[columns], count)`` list. Bins between two occupied ones share
+    their counts, hence their probability: each CDF is a sum over these runs
+    (``O(n)`` per client instead of ``O(B)``), equal to the cumulated pmf up
+    to rounding (see ``_MARGIN``).
+    """
+    n_bins = edges.shape[0] - 1
+    sizes = np.array([n for n, _ in groups])
+    # Every client's bin indices at once, keyed by group: key = g * span + bin.
+    span = n_bins + 2
+    scores = np.concatenate([np.arange(1, n + 1) / (n + 1.0) for n in sizes])
+    index = np.clip(np.searchsorted(edges, scores, side="left"), 1, n_bins)
+    key = np.repeat(np.arange(len(groups)) * span, sizes) + index
+    # Runs start at bin 1, at each occupied bin and just after it.
+    starts = np.sort(
+        np.concatenate([np.arange(len(groups)) * span + 1, key, key + 1]),
+        kind="stable",  # sorted pieces: a merge (np.unique hashes: slower)
+    )
+    starts = starts[np.concatenate([[True], np.diff(starts) != 0])]
+    starts = starts[starts % span <= n_bins]
+    first = np.r_[0, np.cumsum(sizes)[:-1]]  # each group's first key
+    owner = starts // span
+    lower = np.searchsorted(key, starts, side="left") - first[owner]
+    greater = sizes[owner] - (np.searchsorted(key, starts, side="right") - first[owner])
+    bounds = np.searchsorted(owner, np.arange(len(groups) + 1))
+    runs = []
+    for g, (n, count) in enumerate(groups):
+        level = levels[n]
+        if not np.isfinite(level):
+            runs.append((None, None, None, count))
+            continue
+        cut = slice(bounds[g], bounds[g + 1])
+        logits = _logits_from_counts(
+            lower[None, cut], greater[None, cut], n, level, epsilon
+        )[0]
+        begin = starts[cut] % span
+        lengths = np.diff(np.r_[begin, n_bins + 1])
+        # The largest logit is 0: the normaliser is >= 1, no overflow.
+        p = np.exp(logits - np.log(lengths @ np.exp(logits)))
+        before = np.r_[0.0, np.cumsum(p * lengths)[:-1]]
+        runs.append((begin, p, before, count))
+
+    def cdfs_at(columns):
+        bins = np.asarray(columns) + 1
+        out = []
+        for starts, p, before, count in runs:
+            if starts is None:
+                out.append(((bins == n_bins).astype(np.float64), count))
+                continue
+            run = np.searchsorted(starts, bins, side="right") - 1
+            out.append((before[run] + p[run] * (bins - starts[run] + 1), count))
+        return out
+
+    return cdfs_at

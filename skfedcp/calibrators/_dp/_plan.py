@@ -17,7 +17,7 @@ from .._qq._batch import _coverage_unequal_batch, _coverage_unequal_sinh
 from .._qq._coverage import _FEASIBILITY_TOL, qq_coverage, qq_coverage_unequal
 from .._qq._poisbin import _poisbin_pmf_groups
 from .._qq._selection import select_qq_ranks
-from ._bins_bound import value_beats
+from ._bins_bound import uniform_release_cdfs, value_beats
 from ._common import _describe
 from ._laws import _client_pmf, _expected_kth_smallest
 from ._paper_bounds import packed_bounds
@@ -534,12 +534,14 @@ def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
             edges = np.linspace(0.0, 1.0, n_bins + 1)
             args = {"epsilon": epsilon, "edges": edges}
             level_of = dict(zip(sizes, plan["levels"], strict=True))
+            if _BINS_BOUND and best_value < math.inf:
+                cdfs_at = uniform_release_cdfs(groups, level_of, epsilon, edges)
+                if not value_beats(cdfs_at, plan["k"], edges, best_value):
+                    continue  # certified: its value cannot beat the best
             cdfs = [
                 (np.cumsum(_client_pmf(simulated[n], level_of[n], args)), count)
                 for n, count in groups
             ]
-            if _BINS_BOUND and not value_beats(cdfs, plan["k"], edges, best_value):
-                continue  # certified: its value cannot beat the best
             value = _expected_kth_smallest(cdfs, plan["k"], edges)
         if value < best_value - 1e-12:
             best, best_value = n_bins, value

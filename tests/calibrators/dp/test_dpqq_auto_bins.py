@@ -93,7 +93,30 @@ def test_bound_brackets_the_value():
         logits = -np.abs(np.arange(n_bins) - rng.integers(n_bins)) / 300.0
         groups.append((np.cumsum(np.exp(logits - special.logsumexp(logits))), 2))
     value = _laws._expected_kth_smallest(groups, 4, edges)
+
+    def cdfs_at(columns):
+        return [(cdf[columns], count) for cdf, count in groups]
+
     # Far above the value: certified not to beat; far below: must be valued.
-    assert not _bins_bound.value_beats(groups, 4, edges, value - 0.01)
-    assert _bins_bound.value_beats(groups, 4, edges, value + 0.01)
-    assert _bins_bound.value_beats(groups, 4, edges, value)
+    assert not _bins_bound.value_beats(cdfs_at, 4, edges, value - 0.01)
+    assert _bins_bound.value_beats(cdfs_at, 4, edges, value + 0.01)
+    assert _bins_bound.value_beats(cdfs_at, 4, edges, value)
+
+
+@pytest.mark.parametrize("n_bins", [10, 133, 5623, 100000])
+def test_run_cdfs_are_the_cumulated_pmfs(n_bins):
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    for n in (5, 37, 1000):
+        for level in (0.5, 0.93, 1.0, np.inf):
+            for epsilon in (0.5, 5.0):
+                cdfs_at = _bins_bound.uniform_release_cdfs(
+                    [(n, 3)], {n: level}, epsilon, edges
+                )
+                ((cdf, count),) = cdfs_at(np.arange(n_bins))
+                pmf = _laws._client_pmf(
+                    np.arange(1, n + 1) / (n + 1.0),
+                    level,
+                    {"epsilon": epsilon, "edges": edges},
+                )
+                assert count == 3
+                np.testing.assert_allclose(cdf, np.cumsum(pmf), rtol=0, atol=1e-10)
