@@ -8,12 +8,13 @@ from ...privacy._quantile import _logits_from_counts
 from .._qq._poisbin import _binomial_block
 
 #: A bin count is skipped when its value's lower bound clears the best by
-#: this much on top of the tie rule's 1e-12. The exact value sums each
-#: client's pmf over up to 1e5 bins (``cumsum``: at most ~1e5 ulps = 1e-11
-#: off its CDF), the bound sums it by runs of equal bins; ``P(X_(k) > e)``
-#: moves by at most the sum of the m <= ~100 clients' CDF errors, so the
-#: two values differ by at most ~2e-9 in the worst case.
-_MARGIN = 1e-8
+#: a margin on top of the tie rule's 1e-12. The exact value sums each
+#: client's pmf over the B bins (``cumsum``: at most ~B ulps off its CDF),
+#: the bound sums it by runs of equal bins; ``P(X_(k) > e)`` moves by at
+#: most the sum of the m clients' CDF errors (each client's CDF enters it
+#: with a slope in [-1, 0]), so the two values differ by at most ~2 m B
+#: ulps, plus the ~1e-13 rounding of the DP and of the sums over bins.
+_ULP = float(np.finfo(np.float64).eps)
 #: Columns of the first pass of the bound, then the refinement of the cells
 #: that carry most of its gap: each split into ``_SPLIT`` parts, at most
 #: ``_ROUNDS`` times (then the exact value is computed).
@@ -61,16 +62,19 @@ def value_beats(cdfs_at, k, edges, best_value):
     n_cols = edges.shape[0] - 2  # columns b = 1..B-1 of the value's sum
     cum = np.r_[0.0, np.cumsum(np.diff(edges[1:]))]  # cum[c + 1]: w_0..w_c
     sampled = np.unique(np.linspace(0, n_cols - 1, min(_FIRST, n_cols)).astype(int))
-    values = kth_survival(cdfs_at(sampled), k)
+    first = cdfs_at(sampled)
+    values = kth_survival(first, k)
+    n_clients = sum(count for _, count in first)
+    margin = 1e-9 + 4.0 * _ULP * n_clients * (edges.shape[0] - 1)
     limit = best_value - 1e-12
     for round_ in range(_ROUNDS + 1):
         width = cum[sampled + 1] - np.r_[0.0, cum[sampled[:-1] + 1]]
         left = np.r_[1.0, values[:-1]]
         lower = edges[1] + values @ width
-        if lower - _MARGIN >= limit:
+        if lower - margin >= limit:
             return False
         gap = (left - values) * width
-        if lower + gap.sum() + _MARGIN < limit or round_ == _ROUNDS:
+        if lower + gap.sum() + margin < limit or round_ == _ROUNDS:
             return True
         # Split the cells holding the largest part of the gap (their share
         # above the mean, at least one cell), each into _SPLIT parts.
@@ -104,7 +108,7 @@ def uniform_release_cdfs(groups, levels, epsilon, edges):
     the ``(cdf[columns], count)`` list. Bins between two occupied ones share
     their counts, hence their probability: each CDF is a sum over these runs
     (``O(n)`` per client instead of ``O(B)``), equal to the cumulated pmf up
-    to rounding (see ``_MARGIN``).
+    to rounding (see ``_ULP``).
     """
     n_bins = edges.shape[0] - 1
     sizes = np.array([n for n, _ in groups])
