@@ -516,7 +516,13 @@ def _packed_score_bound(size_counts, fixed, correction, tau, n_nodes=16, top=Non
 
 @lru_cache(maxsize=64)
 def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
-    """Number of bins minimising the expected threshold on public uniform scores."""
+    """Number of bins minimising the expected threshold on public uniform scores.
+
+    The first bin count within 1e-12 of the smallest value wins. A bin count
+    whose certified lower bound (:func:`._bins_bound.value_beats`) cannot
+    beat the best so far is not valued exactly: it could not have replaced
+    the best, so the choice is the one of valuing every bin count.
+    """
     groups = sorted(Counter(sizes).items())
     simulated = {n: np.arange(1, n + 1) / (n + 1.0) for n, _ in groups}
     best, best_value = DPQQ_BINS_GRID[0], math.inf
