@@ -7,7 +7,8 @@ from scipy import special
 
 from ...privacy import private_quantile_probabilities
 from ...privacy._quantile import _logits_from_counts
-from .._qq._poisbin import _add_clients, _binomial_block
+from .._qq._poisbin import _add_clients
+from ._bins_bound import kth_survival
 
 
 def _client_pmf(scores, level, mechanism_args, log=False):
@@ -81,14 +82,7 @@ def _expected_kth_smallest(groups, k, edges):
     e_b) P(X > e_b)``, where ``X_(k) > e_b`` iff fewer than ``k`` releases
     are ``<= e_b``, a sum of independent binomial counts.
     """
-    total = np.ones((1, edges.shape[0] - 1))  # law of the count so far
-    for cdf, count in groups:
-        pmf = _binomial_block(count, np.clip(cdf, 0.0, 1.0), count + 1)
-        new = np.zeros((total.shape[0] + count, total.shape[1]))
-        for i in range(count + 1):
-            new[i : i + total.shape[0]] += total * pmf[i]
-        total = new
-    above = total[:k].sum(axis=0)[:-1]  # P(X_(k) > e_b), b = 1..B-1
+    above = kth_survival(groups, k)[:-1]  # P(X_(k) > e_b), b = 1..B-1
     return float(edges[1] + np.diff(edges[1:]) @ above)
 
 

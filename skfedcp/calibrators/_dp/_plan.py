@@ -17,6 +17,7 @@ from .._qq._batch import _coverage_unequal_batch, _coverage_unequal_sinh
 from .._qq._coverage import _FEASIBILITY_TOL, qq_coverage, qq_coverage_unequal
 from .._qq._poisbin import _poisbin_pmf_groups
 from .._qq._selection import select_qq_ranks
+from ._bins_bound import uniform_release_cdfs, value_beats
 from ._common import _describe
 from ._laws import _client_pmf, _expected_kth_smallest
 from ._paper_bounds import packed_bounds
@@ -36,6 +37,9 @@ _DPQQ_SMALL_BINS = _DPQQ_SMALL_BINS[:-1]  # 10 .. 74
 _TIE = 1e-10
 #: Switch every bound off (tests: the reference search, gamma by gamma).
 _USE_BOUNDS = True
+#: Automatic bins: a bin count whose certified lower bound cannot beat the
+#: best is not valued exactly (tests switch it off for the reference).
+_BINS_BOUND = True
 #: Equal sizes: the gammas' selections share their coverage values
 #: (:class:`EqualSelections`; tests switch it off for the reference).
 _SHARED_EQUAL = True
@@ -512,7 +516,13 @@ def _packed_score_bound(size_counts, fixed, correction, tau, n_nodes=16, top=Non
 
 @lru_cache(maxsize=64)
 def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
-    """Number of bins minimising the expected threshold on public uniform scores."""
+    """Number of bins minimising the expected threshold on public uniform scores.
+
+    The first bin count within 1e-12 of the smallest value wins. A bin count
+    whose certified lower bound (:func:`._bins_bound.value_beats`) cannot
+    beat the best so far is not valued exactly: it could not have replaced
+    the best, so the choice is the one of valuing every bin count.
+    """
     groups = sorted(Counter(sizes).items())
     simulated = {n: np.arange(1, n + 1) / (n + 1.0) for n, _ in groups}
     best, best_value = DPQQ_BINS_GRID[0], math.inf
@@ -530,6 +540,10 @@ def _dpqq_auto_bins(sizes, alpha, epsilon, gamma):
             edges = np.linspace(0.0, 1.0, n_bins + 1)
             args = {"epsilon": epsilon, "edges": edges}
             level_of = dict(zip(sizes, plan["levels"], strict=True))
+            if _BINS_BOUND and best_value < math.inf:
+                cdfs_at = uniform_release_cdfs(groups, level_of, epsilon, edges)
+                if not value_beats(cdfs_at, plan["k"], edges, best_value):
+                    continue  # certified: its value cannot beat the best
             cdfs = [
                 (np.cumsum(_client_pmf(simulated[n], level_of[n], args)), count)
                 for n, count in groups
