@@ -344,10 +344,11 @@ class _TightBounds:
                 passes[i] = self._compute(q, i, caps[i])
         return passes
 
-    def _append(self, q, passes):
-        """One more pass at ``q`` (with the current ``cap``)."""
-        self._caps.setdefault(q, []).append(self.cap)
-        passes.append(self._compute(q, len(passes)))
+    def _append(self, q, passes, k):
+        """One more pass at ``q`` (the states up to ``cap``, ``k`` at least)."""
+        cap = max(self.cap, k)
+        self._caps.setdefault(q, []).append(cap)
+        passes.append(self._compute(q, len(passes), cap))
 
     def known(self, q, k):
         """``LB(q, k)`` if already computed (no new work), else None."""
@@ -374,7 +375,7 @@ class _TightBounds:
             value = self._settle(passes, k)
             if value is not None:
                 return value
-            self._append(q, passes)
+            self._append(q, passes, k)
 
     def within(self, q, k, passes=2):
         """``LB(q, k)`` if it settles within ``passes`` passes, else None
@@ -383,7 +384,7 @@ class _TightBounds:
         if self.exact:
             passes = 1  # exact nodes: one pass is the bound
         while len(made) < passes:
-            self._append(q, made)
+            self._append(q, made, k)
         return self._settle(made[:passes], k)
 
     def estimate(self, q, k):
@@ -396,7 +397,7 @@ class _TightBounds:
         """
         passes = self._passes(q, k)
         if not passes:
-            self._append(q, passes)
+            self._append(q, passes, k)
         if self.exact:
             return float(passes[0][k - 1])
         return float(passes[-1][k - 1]) - _QUADRATURE_SLACK
