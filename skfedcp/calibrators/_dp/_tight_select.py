@@ -55,6 +55,16 @@ probes levels (aimed by interpolation: guesses that only choose where to
 evaluate) until every contender is resolved (its ``a_k``, ``b_k`` adjacent
 floats, or ``q(k) = 1/2``), then applies the rule to their exact ``S(k)``.
 Every decision (pass, fail, exclusion) is that of a fully evaluated level.
+
+The plan depends on no path of the search: ``q(k)`` is a function of ``k``
+(the smallest passing float, under the monotonicity above) and ``LB(q, k)``
+of ``(q, k)``, and the rule gives the same ``k*`` over any set of contenders
+holding every ``k`` not certified out. So the search may ask less: the ``k``
+above the largest contender are out for good (their lower ends only rise),
+and a level probed next to another one (a crossing being refined) is
+evaluated for the ``k`` up to the aimed one only; ``_tight._TightBounds``
+then keeps the DP's states ``0..cap - 1``, whose bits do not depend on the
+states above (``LB(q, k)`` for ``k <= cap`` is the full DP's).
 """
 
 from __future__ import annotations
