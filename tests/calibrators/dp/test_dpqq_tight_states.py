@@ -59,3 +59,25 @@ def test_lowered_cap_keeps_the_plan(monkeypatch, seed):
     utility = str(rng.choice(["quantile", "rank"]))
     fast = _tight_select._dpqq_tight_search.__wrapped__(sizes, alpha, 1.0, 10, utility)
     assert fast == _full_plan(monkeypatch, sizes, alpha, 1.0, utility)
+
+
+#: 100 clients on which the search ranked a k without a guess (TypeError
+#: before session 9's H7, rule="tight", utility="rank", alpha=0.05, eps=1).
+_UNGUESSED = (
+    (12, 22, 26, 32, 38, 95, 102, 113, 122, 125, 126, 129, 132, 136, 142, 149)
+    + (161, 165, 165, 177, 183, 186, 188, 196, 203, 217, 233, 239, 239, 256)
+    + (268, 273, 275, 280, 287, 297, 298, 307, 318, 329, 330, 337, 343, 355)
+    + (365, 371, 385, 419, 446, 451, 451, 475, 510, 512, 574, 585, 587, 599)
+    + (601, 606, 637, 654, 657, 664, 670, 700, 704, 706, 714, 714, 733, 736)
+    + (755, 758, 760, 762, 772, 782, 783, 788, 789, 800, 804, 824, 834, 839)
+    + (854, 855, 879, 883, 891, 913, 917, 939, 954, 957, 966, 967, 979, 994)
+)
+
+
+@pytest.mark.slow
+def test_a_k_without_a_guess_is_not_ranked():
+    plan = dict(
+        _tight_select._dpqq_tight_search.__wrapped__(_UNGUESSED, 0.05, 1.0, 10, "rank")
+    )
+    assert plan["feasible"]
+    assert plan["coverage_lower"] >= 0.95
