@@ -172,6 +172,12 @@ class _TightBounds:
         self._nodes = []  # (t, w) of each pass
         self._rows = []  # per pass: {n: {r: row}}
         self._values = {}  # q -> list of per-pass arrays over k = 1..m
+        # The DP keeps the states 0..cap-1 only (LB for k <= cap; NaN above):
+        # a search lowers it to the largest k it can still choose. The states
+        # below cap do not depend on the ones above (each row i of a step
+        # reads rows i - r, r >= 0), so LB(q, k <= cap) has the same bits.
+        self.cap = self.m
+        self._caps = {}  # q -> cap of each pass at q
         self._laws = {}  # q -> per size (ranks, pmf, mass at rank 0)
         self.evaluations = 0
 
@@ -256,7 +262,8 @@ class _TightBounds:
             return matrix[start : start + ranks.size]  # consecutive ranks: a view
         return matrix[ranks - first]  # one gather: the rows, as np.array(list) stacked
 
-    def _compute(self, q, index):
+    def _compute(self, q, index, cap=None):
+        cap = self.cap if cap is None else cap
         t, w = self._pass(index)
         epsilon, n_bins = self.law_args
         probs = np.empty((len(self.groups), t.shape[0]))
@@ -300,11 +307,11 @@ class _TightBounds:
         # products and the sum of the padded arrays the DP was written with
         # (a new top row is 0 * stay + x = x), so the same bits.
         width = mixed.shape[0]
-        state, spare, products = (np.empty((self.m, width)) for _ in range(3))
+        state, spare, products = (np.empty((cap, width)) for _ in range(3))
         state[0] = 1.0
         rows, s = 1, 0
         for p, count in zip(mixed_probs, self.counts, strict=True):
-            grown = min(self.m, rows + count)
+            grown = min(cap, rows + count)
             if count == 1 and grown > 1:
                 np.multiply(state[:rows], stay[s], out=spare[:rows])
                 spare[rows:grown] = 0.0
@@ -318,18 +325,36 @@ class _TightBounds:
             rows = grown
             s += count == 1
         cdf = np.empty((self.m, t.shape[0]))
-        cdf[:, mixed] = np.minimum(np.cumsum(state[:rows], axis=0), 1.0)
+        cdf[:rows, mixed] = np.minimum(np.cumsum(state[:rows], axis=0), 1.0)
         ones = np.asarray(self.counts) @ (probs[:, binary] == 1.0)
         cdf[:, binary] = np.arange(self.m)[:, None] >= ones[None, :]
+        cdf[cap:] = np.nan  # (the product keeps its shape: same bits per row)
         self.evaluations += 1
         return cdf @ w
 
+    def _passes(self, q, k):
+        """The passes made at ``q``, those computed below ``k`` states
+        computed again with ``k`` (the same bits for the smaller ``k``)."""
+        passes = self._values.setdefault(q, [])
+        caps = self._caps.setdefault(q, [])
+        caps.extend([self.m] * (len(passes) - len(caps)))  # set from outside
+        for i, cap in enumerate(caps):
+            if cap < k:
+                caps[i] = max(k, self.cap)
+                passes[i] = self._compute(q, i, caps[i])
+        return passes
+
+    def _append(self, q, passes, k):
+        """One more pass at ``q`` (the states up to ``cap``, ``k`` at least)."""
+        cap = max(self.cap, k)
+        self._caps.setdefault(q, []).append(cap)
+        passes.append(self._compute(q, len(passes), cap))
+
     def known(self, q, k):
         """``LB(q, k)`` if already computed (no new work), else None."""
-        passes = self._values.get(q)
-        if passes is None:
+        if q not in self._values:
             return None
-        return self._settle(passes, k)
+        return self._settle(self._passes(q, k), k)
 
     def _settle(self, passes, k):
         if not passes:
@@ -345,21 +370,21 @@ class _TightBounds:
         return None
 
     def __call__(self, q, k):
-        passes = self._values.setdefault(q, [])
+        passes = self._passes(q, k)
         while True:
             value = self._settle(passes, k)
             if value is not None:
                 return value
-            passes.append(self._compute(q, len(passes)))
+            self._append(q, passes, k)
 
     def within(self, q, k, passes=2):
         """``LB(q, k)`` if it settles within ``passes`` passes, else None
         (the passes made are kept: a later call settles from them)."""
-        made = self._values.setdefault(q, [])
+        made = self._passes(q, k)
         if self.exact:
             passes = 1  # exact nodes: one pass is the bound
         while len(made) < passes:
-            made.append(self._compute(q, len(made)))
+            self._append(q, made, k)
         return self._settle(made[:passes], k)
 
     def estimate(self, q, k):
@@ -370,9 +395,9 @@ class _TightBounds:
         it nearly always does to ~1e-13). Never used to decide a midpoint,
         only to aim the levels that will (see :func:`_replayed_bisection`).
         """
-        passes = self._values.setdefault(q, [])
+        passes = self._passes(q, k)
         if not passes:
-            passes.append(self._compute(q, 0))
+            self._append(q, passes, k)
         if self.exact:
             return float(passes[0][k - 1])
         return float(passes[-1][k - 1]) - _QUADRATURE_SLACK

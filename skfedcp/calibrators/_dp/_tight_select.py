@@ -55,6 +55,16 @@ probes levels (aimed by interpolation: guesses that only choose where to
 evaluate) until every contender is resolved (its ``a_k``, ``b_k`` adjacent
 floats, or ``q(k) = 1/2``), then applies the rule to their exact ``S(k)``.
 Every decision (pass, fail, exclusion) is that of a fully evaluated level.
+
+The plan depends on no path of the search: ``q(k)`` is a function of ``k``
+(the smallest passing float, under the monotonicity above) and ``LB(q, k)``
+of ``(q, k)``, and the rule gives the same ``k*`` over any set of contenders
+holding every ``k`` not certified out. So the search may ask less: the ``k``
+above the largest contender are out for good (their lower ends only rise),
+and a level probed next to another one (a crossing being refined) is
+evaluated for the ``k`` up to the aimed one only; ``_tight._TightBounds``
+then keeps the DP's states ``0..cap - 1``, whose bits do not depend on the
+states above (``LB(q, k)`` for ``k <= cap`` is the full DP's).
 """
 
 from __future__ import annotations
@@ -74,6 +84,9 @@ from ._tight_prune import _S_SLACK, _TIE
 _SNAP_WIDTH = 2.0**-30
 #: Bracket width (in level) a first narrowing of the likeliest ``k`` stops at.
 _COARSE = 1e-3
+#: A probe this close (in level) to a probed level skips the k above the
+#: aimed one (``_LevelSearch.probe``).
+_NARROW = 1e-3
 #: Exclusion probes of one ``k`` before it is resolved instead.
 _EXCLUDE_TRIES = 2
 #: Probes of the whole search before every contender is resolved in turn
@@ -113,14 +126,35 @@ class _LevelSearch:
             if aimed is not None and np.isnan(self.lb[level][aimed - 1]):
                 self.lb[level][aimed - 1] = self.bounds(level, aimed)
             return
-        if aimed is not None:
-            self.bounds(level, aimed)
-        # Two passes at least (one on exact nodes, _TightBounds.within).
-        passes = max(2, len(self.bounds._values.get(level, ())))
-        self.lb[level] = np.array(
-            [self.bounds.within(level, k, passes) for k in range(1, self.m + 1)],
-            dtype=np.float64,
-        )
+        # The k above the engine's cap are excluded for good (see contenders).
+        # A level aimed next to a probed one (the steps that refine a
+        # crossing) is probed for the k up to ``aimed`` only (the DP's states
+        # 0..aimed-1): it informs the others little. NaN above, as a value
+        # that does not settle (less information never changes the plan:
+        # every decision stays certified, and the plan is the rule's, see the
+        # module docstring).
+        cap = self.bounds.cap
+        if aimed is not None and self._narrow(level):
+            cap = min(cap, aimed)
+        kept, self.bounds.cap = self.bounds.cap, cap
+        try:
+            if aimed is not None:
+                self.bounds(level, aimed)
+            # Two passes at least (one on exact nodes, _TightBounds.within).
+            passes = max(2, len(self.bounds._values.get(level, ())))
+            self.lb[level] = np.array(
+                [
+                    self.bounds.within(level, k, passes) if k <= cap else np.nan
+                    for k in range(1, self.m + 1)
+                ],
+                dtype=np.float64,
+            )
+        finally:
+            self.bounds.cap = kept
+
+    def _narrow(self, level):
+        """Whether a probed level lies within ``_NARROW`` of ``level``."""
+        return any(abs(x - level) <= _NARROW for x in self.lb)
 
     def bracket(self, k):
         """``(a, b)``: largest known level failing ``k`` (None: only 1/2 is
@@ -261,12 +295,21 @@ class _LevelSearch:
 
     def contenders(self):
         """The ``k`` not known infeasible nor excluded (module docstring)."""
-        ks = np.array([k for k in self.ks if not self.infeasible(int(k))], dtype=int)
+        ks = [k for k in self.ks if k <= self.bounds.cap]
+        ks = np.array([k for k in ks if not self.infeasible(int(k))], dtype=int)
         if not ks.size:
             return ks, np.inf
         limits = np.array([self.limits(int(k)) for k in ks])
         threshold = limits[:, 1].min() + _TIE + _S_SLACK  # inf: none passes yet
-        return ks[limits[:, 0] <= threshold], threshold
+        open_ = ks[limits[:, 0] <= threshold]
+        if open_.size:
+            # The k above the largest contender are excluded for good: their
+            # lower ends bound S(k) whatever levels come later, so S(k) >
+            # min S + 1e-9 (above). The search never asks their LB again,
+            # and the DP drops their states (the plan is the rule's over any
+            # set of contenders holding every k not so excluded: the same).
+            self.bounds.cap = min(self.bounds.cap, int(open_.max()))
+        return open_, threshold
 
     def run(self):
         """Resolve the contenders; returns them, every one resolved.
@@ -310,8 +353,12 @@ class _LevelSearch:
                     self.simulated(level)
                 continue
             # Every guess is above the best resolved plan: exclude the others
-            # (the farthest first), or resolve them where aiming fails.
-            k = max(todo, key=lambda k: (guesses[k][1], k))
+            # (the farthest first), or resolve them where aiming fails. (Only
+            # the k with a guess: one without, its lower end at or above the
+            # leader's guess, waits until the others are done, then is
+            # resolved as the first todo without a leader; ranking it by its
+            # missing guess raised a TypeError before session 9's H7.)
+            k = max(known, key=lambda k: (guesses[k][1], k))
             level = self.exclusion_level(k, threshold, best_k)
             tries = self.tries.get(k, 0)
             if level is None or tries >= _EXCLUDE_TRIES or level in self.lb:
