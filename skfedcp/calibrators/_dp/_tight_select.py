@@ -44,16 +44,18 @@ alpha`` in the rule's criterion ``S`` (``q_old(k)`` the chained level):
 How ``k*`` is found without resolving every ``k``. One fully evaluated level
 ``x`` gives ``LB(x, k)`` and ``S(x, k)`` for every ``k`` at once
 (``_tight._TightBounds``, ``_tight_prune._simulated_coverage_all_k``). For
-each ``k``, let ``a_k`` be the largest evaluated level that fails ``k``
-(``1/2`` if none: ``q(k) >= 1/2``) and ``b_k`` the smallest that passes.
+each ``k``, let ``b_k`` be the smallest evaluated level that passes ``k``
+and ``a_k`` the largest below it that fails (``1/2`` if none: ``q(k) >=
+1/2``).
 Then ``q(k)`` is in ``(a_k, b_k]`` and, by 4, ``S(a_k, k) <= S(k) <=
 S(b_k, k)``. With ``U = min_k S(b_k, k)`` (``>= min S``), a ``k`` with
-``S(a_k, k) > U + 1e-9 + 1e-12`` has ``S(k) > min S + 1e-9``: it is neither
-chosen nor the minimum (1e-12 covers the rounding of the all-``k`` values,
-as in ``_tight_prune``). The other ``k`` are the contenders; the search
-probes levels (aimed by interpolation: guesses that only choose where to
-evaluate) until every contender is resolved (its ``a_k``, ``b_k`` adjacent
-floats, or ``q(k) = 1/2``), then applies the rule to their exact ``S(k)``.
+``S(a_k, k) > U + 1e-9 + 2e-12`` has ``S(k) > min S + 1e-9``: it is neither
+chosen nor the minimum (1e-12 covers the rounding of each of the two
+all-``k`` values compared, as in ``_tight_prune``). The other ``k`` are
+the contenders; the search probes levels (aimed by interpolation: guesses
+that only choose where to evaluate) until every contender is resolved
+(its ``a_k``, ``b_k`` adjacent floats, or ``q(k) = 1/2``), then applies
+the rule to their exact ``S(k)``.
 Every decision (pass, fail, exclusion) is that of a fully evaluated level.
 
 The plan depends on no path of the search: ``q(k)`` is a function of ``k``
@@ -157,18 +159,29 @@ class _LevelSearch:
         return any(abs(x - level) <= _NARROW for x in self.lb)
 
     def bracket(self, k):
-        """``(a, b)``: largest known level failing ``k`` (None: only 1/2 is
-        known to be below ``q(k)``), smallest known level passing it."""
-        a, b = None, None
-        for level, lb in self.lb.items():
-            value = lb[k - 1]
-            if np.isnan(value):
-                continue
-            if value >= self.target:
-                b = level if b is None else min(b, level)
-            elif a is None or level > a:
-                a = level
-        return a, b
+        """``(a, b)``: smallest known level passing ``k``, largest known level
+        failing it below that one (None: only 1/2 is known to be below
+        ``q(k)``).
+
+        ``a < b`` always: were the computed ``LB`` to fall at the scale of
+        its rounding between two levels (a failing level above a passing
+        one), the bracket stays below the smallest passing level, so every
+        narrowing step probes inside it and ends (with a monotone ``LB``,
+        every failing level is below ``b``: the same bracket).
+        """
+        known = [
+            (level, lb[k - 1])
+            for level, lb in self.lb.items()
+            if not np.isnan(lb[k - 1])
+        ]
+        passing = [level for level, value in known if value >= self.target]
+        b = min(passing) if passing else None
+        failing = [
+            level
+            for level, value in known
+            if value < self.target and (b is None or level < b)
+        ]
+        return (max(failing) if failing else None), b
 
     def resolved(self, k):
         a, b = self.bracket(k)
@@ -300,7 +313,7 @@ class _LevelSearch:
         if not ks.size:
             return ks, np.inf
         limits = np.array([self.limits(int(k)) for k in ks])
-        threshold = limits[:, 1].min() + _TIE + _S_SLACK  # inf: none passes yet
+        threshold = limits[:, 1].min() + _TIE + 2 * _S_SLACK  # inf: none passes
         open_ = ks[limits[:, 0] <= threshold]
         if open_.size:
             # The k above the largest contender are excluded for good: their

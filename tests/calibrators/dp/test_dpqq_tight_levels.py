@@ -142,3 +142,22 @@ def test_only_contenders_are_resolved(monkeypatch):
     plan = dict(_tight_select._dpqq_tight_search.__wrapped__(sizes, 0.1, 2.0, 100))
     assert plan["feasible"] and plan["k"] in resolved
     assert len(set(resolved)) < len(sizes) // 2
+
+
+def test_bracket_stays_below_the_smallest_passing_level():
+    # A computed LB may fall by a rounding between two levels (the review
+    # found 1.1e-16 near a crossing): a failing level above a passing one
+    # must not invert the bracket, or the narrowing to adjacent floats
+    # probes outside it and never ends.
+    search = _tight_select._LevelSearch.__new__(_tight_select._LevelSearch)
+    search.target = 0.9
+    below, passing, above = 0.7, 0.8, 0.8 + 2.0**-40
+    search.lb = {
+        below: np.array([0.85]),
+        passing: np.array([0.9]),
+        above: np.array([0.9 - 1e-16]),  # fails, above a passing level
+        0.95: np.array([np.nan]),  # unsettled: no decision
+    }
+    assert search.bracket(1) == (below, passing)
+    search.lb = {above: np.array([0.9 - 1e-16])}
+    assert search.bracket(1) == (above, None)  # no pass known: the last failure
