@@ -308,8 +308,8 @@ class _LevelSearch:
 
     def contenders(self):
         """The ``k`` not known infeasible nor excluded (module docstring)."""
-        ks = [k for k in self.ks if k <= self.bounds.cap]
-        ks = np.array([k for k in ks if not self.infeasible(int(k))], dtype=int)
+        below_cap = [k for k in self.ks if k <= self.bounds.cap]
+        ks = np.array([k for k in below_cap if not self.infeasible(int(k))], dtype=int)
         if not ks.size:
             return ks, np.inf
         limits = np.array([self.limits(int(k)) for k in ks])
