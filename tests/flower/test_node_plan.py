@@ -76,6 +76,29 @@ def data():
     }
 
 
+def _client_3_announces_the_key_of_client_0():
+    """A ``wrap`` of the node apps: client 3's hello carries client 0's
+    public key (client 0 answers first in the in-memory grid)."""
+    keys = {}
+
+    def wrap(app):
+        def call(message, context):
+            reply = app(message, context)
+            label = context.node_config["client-id"]
+            if _wire._from_record_dict(message.content)["kind"] != "hello":
+                return reply
+            payload = _wire._from_record_dict(reply.content)
+            if label == 0:
+                keys["key"] = payload["public_key"]
+            elif label == 3:
+                payload["public_key"] = keys["key"]
+            return Message(_wire._to_record_dict(payload), reply_to=message)
+
+        return call
+
+    return wrap
+
+
 def _config(label, part, data):
     return {
         "client-id": label,
@@ -244,22 +267,7 @@ class TestHostileNodes:
         # key. 0 and 3 are left out for the key, so the rows of client 0 are
         # used once, through node 5 (the copy was dropped in favour of node
         # 0, which the key check then dropped: the rows counted zero times).
-        keys = {}
-
-        def wrap(app):
-            def call(message, context):
-                reply = app(message, context)
-                label = context.node_config["client-id"]
-                if _wire._from_record_dict(message.content)["kind"] != "hello":
-                    return reply
-                payload = _wire._from_record_dict(reply.content)
-                if label == 0:
-                    keys["key"] = payload["public_key"]
-                elif label == 3:
-                    payload["public_key"] = keys["key"]
-                return Message(_wire._to_record_dict(payload), reply_to=message)
-
-            return call
+        wrap = _client_3_announces_the_key_of_client_0()
 
         configs = [_config(k, k, data) for k in range(HONEST)]
         configs.append(_config(HONEST, 0, data))  # client 5 holds client 0's rows
@@ -570,22 +578,7 @@ class TestMalformedAnnouncements:
         assert 1 not in deployed.clients_.tolist()
 
     def test_duplicate_public_keys_leave_both_out(self, data):
-        keys = {}
-
-        def wrap(app):
-            def call(message, context):
-                reply = app(message, context)
-                label = context.node_config["client-id"]
-                if _wire._from_record_dict(message.content)["kind"] != "hello":
-                    return reply
-                payload = _wire._from_record_dict(reply.content)
-                if label == 0:
-                    keys["key"] = payload["public_key"]
-                elif label == 3:
-                    payload["public_key"] = keys["key"]
-                return Message(_wire._to_record_dict(payload), reply_to=message)
-
-            return call
+        wrap = _client_3_announces_the_key_of_client_0()
 
         configs = [_config(k, k, data) for k in range(HONEST)]
         grid = _grid(data, configs, wrap=wrap)
