@@ -1,4 +1,4 @@
-"""Shared fixtures: seeds and small data sets."""
+"""Shared fixtures: seeds, small data sets, the dp-qq paper plan with switches."""
 
 import os
 
@@ -30,3 +30,24 @@ def linear_data():
     y = X @ np.array([1.0, -2.0, 0.5]) + rng.normal(size=X.shape[0])
     client_ids = np.repeat(np.arange(m), n)
     return X[:n_train], y[:n_train], X[n_train:], y[n_train:], client_ids
+
+
+@pytest.fixture
+def gamma_search(monkeypatch):
+    """``gamma_search(args, **switches)``: the paper plan ``_dpqq_gamma_search(*args)``
+    computed afresh with the module attributes of ``_plan`` named by
+    ``switches`` set (fast paths off, counting wrappers), cache cleared
+    before and after."""
+
+    from skfedcp.calibrators._dp import _plan
+
+    def search(args, **switches):
+        _plan._dpqq_gamma_search.cache_clear()
+        with monkeypatch.context() as patch:
+            for name, value in switches.items():
+                patch.setattr(_plan, name, value)
+            plan = _plan._dpqq_gamma_search(*args)
+        _plan._dpqq_gamma_search.cache_clear()
+        return plan
+
+    return search

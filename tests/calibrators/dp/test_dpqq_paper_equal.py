@@ -51,16 +51,6 @@ def test_shared_selections_on_random_sizes():
     assert checked >= 100
 
 
-def _plan_with(monkeypatch, args, **switches):
-    _plan._dpqq_gamma_search.cache_clear()
-    with monkeypatch.context() as patch:
-        for name, value in switches.items():
-            patch.setattr(_plan, name, value)
-        plan = _plan._dpqq_gamma_search(*args)
-    _plan._dpqq_gamma_search.cache_clear()
-    return plan
-
-
 @pytest.mark.parametrize(
     "sizes, alpha, epsilon, n_bins",
     [
@@ -72,18 +62,18 @@ def _plan_with(monkeypatch, args, **switches):
         ((500,) * 100, 0.1, 1.0, 100),
     ],
 )
-def test_equal_plan_is_the_reference_plan(sizes, alpha, epsilon, n_bins, monkeypatch):
+def test_equal_plan_is_the_reference_plan(sizes, alpha, epsilon, n_bins, gamma_search):
     # The reference: every gamma with select_qq_ranks and its exact score,
     # no bound; then the shift bound alone (no shared selections). Every
     # plan field, bit for bit.
     args = (sizes, alpha, epsilon, n_bins, "auto")
-    fast = _plan_with(monkeypatch, args)
+    fast = gamma_search(args)
     assert dict(fast)["feasible"]
-    assert fast == _plan_with(monkeypatch, args, _SHARED_EQUAL=False)
-    assert fast == _plan_with(monkeypatch, args, _USE_BOUNDS=False)
+    assert fast == gamma_search(args, _SHARED_EQUAL=False)
+    assert fast == gamma_search(args, _USE_BOUNDS=False)
 
 
-def test_equal_sizes_skip_gammas_by_the_shift_gain(monkeypatch):
+def test_equal_sizes_skip_gammas_by_the_shift_gain(gamma_search):
     # Eight clients of 1,000 rows: the bound leaves about a third of the
     # 29 gammas the grid-order search used to score before its tau bound
     # stopped it.
@@ -95,19 +85,19 @@ def test_equal_sizes_skip_gammas_by_the_shift_gain(monkeypatch):
         calls.append(a[2])
         return scored(*a)
 
-    fast = _plan_with(monkeypatch, args, _scored=counting)
+    fast = gamma_search(args, _scored=counting)
     assert len(calls) <= 12
     calls.clear()
-    assert fast == _plan_with(monkeypatch, args, _scored=counting, _USE_BOUNDS=False)
+    assert fast == gamma_search(args, _scored=counting, _USE_BOUNDS=False)
     assert len(calls) == len(_plan.GAMMA_GRID)
 
 
 @pytest.mark.slow
-def test_equal_plan_of_huge_clients_is_the_staircase_plan(monkeypatch):
+def test_equal_plan_of_huge_clients_is_the_staircase_plan(gamma_search):
     # Eight clients announcing 10^9 rows each: the staircase over l in
     # 1..10^9 of select_qq_ranks (seconds per plan) and the shared
     # selections (a divide and conquer over the 8 ks) give the same plan.
     args = ((10**9,) * 8, 0.1, 1.0, 100, "auto")
-    fast = _plan_with(monkeypatch, args)
+    fast = gamma_search(args)
     assert dict(fast)["feasible"]
-    assert fast == _plan_with(monkeypatch, args, _SHARED_EQUAL=False)
+    assert fast == gamma_search(args, _SHARED_EQUAL=False)

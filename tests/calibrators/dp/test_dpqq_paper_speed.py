@@ -25,16 +25,6 @@ def _profiles(seed, count, clients):
         yield tuple(int(x) for x in sizes), alpha, epsilon, 100
 
 
-def _search(monkeypatch, args, **switches):
-    _plan._dpqq_gamma_search.cache_clear()
-    with monkeypatch.context() as patch:
-        for name, value in switches.items():
-            patch.setattr(_plan, name, value)
-        plan = _plan._dpqq_gamma_search(*args)
-    _plan._dpqq_gamma_search.cache_clear()
-    return plan
-
-
 def _bench_sizes(seed, m, low, high):
     # The sizes of benchmarks/bench_plans.py's dp-qq paper cells.
     rng = np.random.default_rng(seed)
@@ -42,7 +32,7 @@ def _bench_sizes(seed, m, low, high):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_bounded_search_gives_the_reference_plan(seed, monkeypatch):
+def test_bounded_search_gives_the_reference_plan(seed, gamma_search):
     # The reference: every gamma of the grid with its rank selection and
     # exact score, in grid order, no bound at all. Every plan field, bit for
     # bit (benchmarks: 320 profiles of 2-1000 clients against main too).
@@ -53,11 +43,11 @@ def test_bounded_search_gives_the_reference_plan(seed, monkeypatch):
         profiles.append((_bench_sizes(10, 100, 10, 1000), 0.1, 1.0, 100))
     for sizes, alpha, epsilon, n_bins in profiles:
         args = (sizes, alpha, epsilon, n_bins, "auto")
-        fast = _search(monkeypatch, args)
-        assert fast == _search(monkeypatch, args, _USE_BOUNDS=False)
+        fast = gamma_search(args)
+        assert fast == gamma_search(args, _USE_BOUNDS=False)
 
 
-def test_near_tie_falls_back_to_the_grid_order_search(monkeypatch):
+def test_near_tie_falls_back_to_the_grid_order_search(monkeypatch, gamma_search):
     # With a huge tie margin every profile is a near tie: the grid-order
     # search decides, and the plan is the same.
     args = (_bench_sizes(9, 40, 20, 400), 0.1, 1.0, 100, "auto")
@@ -68,10 +58,10 @@ def test_near_tie_falls_back_to_the_grid_order_search(monkeypatch):
         calls.append(a)
         return sequential(*a)
 
-    fast = _search(monkeypatch, args, _sequential_search=counting)
+    fast = gamma_search(args, _sequential_search=counting)
     assert not calls
     monkeypatch.setattr(_paper_search, "_NEAR", 1.0)
-    slow = _search(monkeypatch, args, _sequential_search=counting)
+    slow = gamma_search(args, _sequential_search=counting)
     assert len(calls) == 1
     assert fast == slow
 
