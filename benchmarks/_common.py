@@ -7,6 +7,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import json  # noqa: E402
 import platform  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 import timeit  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -41,6 +43,32 @@ def compare_times(funcs, *, repeat=15, min_time=0.05, clock=timeit.default_timer
         for name, timer in timers.items():
             best[name] = min(best[name], timer.timeit(numbers[name]) / numbers[name])
     return best
+
+
+def run_fresh(script, flag, spec, budget):
+    """Run ``script --flag <spec as JSON>`` in a fresh interpreter; its last
+    stdout line, parsed as JSON, or None if it runs over ``budget`` seconds.
+
+    The child imports the checkout ``script`` lives in, not an installed
+    copy (``PYTHONPATH`` first holds the checkout's root).
+    """
+    script = Path(script).resolve()
+    root = str(script.parent.parent)
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    cmd = [sys.executable, str(script), f"--{flag}", json.dumps(spec)]
+    try:
+        out = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=budget,
+            check=True,
+            cwd=script.parent,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def versions():

@@ -37,14 +37,9 @@ Run: ``python benchmarks/bench_dos.py [--quick] [--budget SECONDS]``.
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import _common
 
-HERE = Path(__file__).resolve().parent
 ALPHA = 0.1
 STRATEGIES = {
     "central": ("central", {}),
@@ -144,21 +139,7 @@ def run_cell(spec):
 
 def _child(spec, budget):
     """Run one cell in a fresh interpreter (this checkout); None if over budget."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--cell", json.dumps(spec)]
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
-    try:
-        out = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=budget,
-            check=True,
-            cwd=HERE,
-            env=env,
-        )
-    except subprocess.TimeoutExpired:
-        return None
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _common.run_fresh(__file__, "cell", spec, budget)
 
 
 def _shown(result, budget):

@@ -32,14 +32,9 @@ only, no grid search; ``--grid-only``: the grid-search line only).
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import _common
 
-HERE = Path(__file__).resolve().parent
 ALPHA = 0.1
 #: A cell's parameters may carry plan limits (``skfedcp.config_context``).
 LIMITS = "_limits"
@@ -345,24 +340,7 @@ def run_grid(spec):
 
 def _child(kind, spec, budget):
     """Run one measurement in a fresh interpreter; None if over budget."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), f"--{kind}", json.dumps(spec)]
-    # The checkout this script lives in, not an installed copy, is measured.
-    path = os.pathsep.join(
-        filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])
-    )
-    try:
-        out = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=budget,
-            check=True,
-            cwd=HERE,
-            env={**os.environ, "PYTHONPATH": path},
-        )
-    except subprocess.TimeoutExpired:
-        return None
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _common.run_fresh(__file__, kind, spec, budget)
 
 
 def main(argv=None):
