@@ -15,6 +15,7 @@ from .._qq._poisbin import _add_clients
 from . import _tight_prune
 from ._common import _describe
 from ._laws import _poisbin_at_most, _rank_cdf_on, _release_cdfs
+from ._tight_rows import _ROW_REL, _cut_rows
 
 # --------------------------------------------------------------------------
 # Tight corrections (rule="tight", a skfedcp extension; proof in the user
@@ -179,6 +180,7 @@ class _TightBounds:
         self.cap = self.m
         self._caps = {}  # q -> cap of each pass at q
         self._laws = {}  # q -> per size (ranks, pmf, mass at rank 0)
+        self._slacks = {}  # (q, pass) -> the rows' error bound on LB
         self.evaluations = 0
 
     def _pass(self, index):
@@ -241,22 +243,10 @@ class _TightBounds:
         first, matrix, done = self._window(
             index, n, int(ranks.min()), int(ranks.max()) + 1
         )
-        todo = ranks[~done[ranks - first]].tolist()
-        if todo:
-            r = np.asarray(todo, dtype=np.float64)
-            lo = np.searchsorted(t, special.betaincinv(r, n - r + 1.0, _ROW_CUT))
-            hi = np.searchsorted(
-                t, 1.0 - special.betaincinv(n - r + 1.0, r, _ROW_CUT), side="right"
-            )
-            for j, rank in enumerate(todo):
-                row = matrix[rank - first]
-                row[: lo[j]] = 0.0
-                row[hi[j] :] = 1.0
-                if hi[j] > lo[j]:
-                    row[lo[j] : hi[j]] = special.betainc(
-                        rank, n - rank + 1, t[lo[j] : hi[j]]
-                    )
-            done[np.asarray(todo) - first] = True
+        todo = ranks[~done[ranks - first]]
+        if todo.size:
+            matrix[todo - first] = _cut_rows(n, todo, t, _ROW_CUT)
+            done[todo - first] = True
         start = int(ranks[0]) - first
         if int(ranks[-1]) - int(ranks[0]) + 1 == ranks.size:
             return matrix[start : start + ranks.size]  # consecutive ranks: a view
@@ -330,7 +320,15 @@ class _TightBounds:
         cdf[:, binary] = np.arange(self.m)[:, None] >= ones[None, :]
         cdf[cap:] = np.nan  # (the product keeps its shape: same bits per row)
         self.evaluations += 1
+        # The rows' recurrence error (``_tight_rows``): LB moves by at most
+        # _ROW_REL sum_j int p_j, subtracted by _certified.
+        self._slacks[(q, index)] = _ROW_REL * float(self.counts @ (probs @ w))
         return cdf @ w
+
+    def _certified(self, q, index, cap):
+        """:meth:`_compute` minus the rows' error bound (``_tight_rows``)."""
+        values = self._compute(q, index, cap)
+        return values - self._slacks[(q, index)]
 
     def _passes(self, q, k):
         """The passes made at ``q``, those computed below ``k`` states
@@ -341,14 +339,14 @@ class _TightBounds:
         for i, cap in enumerate(caps):
             if cap < k:
                 caps[i] = max(k, self.cap)
-                passes[i] = self._compute(q, i, caps[i])
+                passes[i] = self._certified(q, i, caps[i])
         return passes
 
     def _append(self, q, passes, k):
         """One more pass at ``q`` (the states up to ``cap``, ``k`` at least)."""
         cap = max(self.cap, k)
         self._caps.setdefault(q, []).append(cap)
-        passes.append(self._compute(q, len(passes), cap))
+        passes.append(self._certified(q, len(passes), cap))
 
     def known(self, q, k):
         """``LB(q, k)`` if already computed (no new work), else None."""
