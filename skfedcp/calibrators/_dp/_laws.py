@@ -116,10 +116,37 @@ def _poisbin_at_most(probs, counts, k):
 
 def _release_cdfs(groups, level, epsilon, utility, counts_of):
     """Per size, the CDF over the bins of one client's release at ``level``,
-    averaged over the public data sets whose bin counts are ``counts_of``."""
-    cdfs = []
-    for (n, _), (lower, greater) in zip(groups, counts_of, strict=True):
-        logits = _logits_from_counts(lower, greater, n, level, epsilon, utility)
-        log_p = logits - special.logsumexp(logits, axis=1, keepdims=True)
-        cdfs.append(np.cumsum(np.exp(log_p).mean(axis=0)))
-    return cdfs
+    averaged over the public data sets whose bin counts are ``counts_of``.
+
+    All sizes in one pass (their data sets stacked, each row with its own
+    ``n``): every operation is row by row (the logits, their log-sum-exp)
+    or, per size, over that size's rows only (the mean), so each CDF has
+    the bits of a pass per size, at one call's overhead.
+    """
+    lower, greater, sizes = _stacked_counts(groups, counts_of)
+    logits = _logits_from_counts(lower, greater, sizes, level, epsilon, utility)
+    log_p = logits - special.logsumexp(logits, axis=1, keepdims=True)
+    probs = np.exp(log_p).reshape(len(groups), -1, logits.shape[1])
+    return list(np.cumsum(probs.mean(axis=1), axis=1))
+
+
+_STACKED = {}  # id(counts_of) -> (counts_of, stacked arrays)
+
+
+def _stacked_counts(groups, counts_of):
+    """``counts_of``'s arrays stacked over the sizes, and each row's ``n``
+    (a column); kept per ``counts_of`` object (the search asks them at every
+    level)."""
+    kept = _STACKED.get(id(counts_of))
+    if kept is not None and kept[0] is counts_of:
+        return kept[1]
+    lower = np.concatenate([low for low, _ in counts_of])
+    greater = np.concatenate([high for _, high in counts_of])
+    sizes = np.repeat(
+        np.array([n for n, _ in groups], dtype=np.float64),
+        [low.shape[0] for low, _ in counts_of],
+    )[:, None]
+    if len(_STACKED) >= 16:
+        _STACKED.clear()
+    _STACKED[id(counts_of)] = (counts_of, (lower, greater, sizes))
+    return lower, greater, sizes
