@@ -157,6 +157,11 @@ def _simulation_counts(groups, n_bins):
 # is 1 (which float rounds to anyway).
 
 _ROW_CUT = 1e-20
+#: A rank law's mass at rank 0 up to this is left out of ``p`` (and its
+#: bound subtracted from LB, see _TightBounds._client_cdf).
+_BASE_DROP = 1e-15
+#: Nodes per chunk of the count DP (:meth:`_TightBounds._count_cdf`).
+_DP_CHUNK = 256
 
 
 class _TightBounds:
@@ -266,9 +271,7 @@ class _TightBounds:
                 laws.append((ranks[keep], pmf[keep], float(pmf[ranks == 0].sum())))
             self._laws[q] = laws
         for g, (n, _) in enumerate(self.groups):
-            ranks, weights, base = laws[g]
-            p = base + weights @ self._row_block(index, n, ranks)
-            probs[g] = np.minimum(p, 1.0)
+            probs[g] = self._client_cdf(index, n, laws[g])
         # The DP on the counts reachable so far only: after clients adding up
         # to c, the states above c are exact zeros in the full (m, nodes) DP
         # and add exact zeros to the others, so the kept states carry the
@@ -280,50 +283,128 @@ class _TightBounds:
         # state if C >= m): its binomial blocks are exact 0s and 1s. Only the
         # other nodes run the DP (most nodes below the levels' quantiles
         # have p = 0 for every size).
-        binary = ((probs == 0.0) | (probs == 1.0)).all(axis=0)
+        #
+        # So does a node where ``cap`` clients or more have p = 1: there
+        # the DP's states below that count are exact zeros (a p = 1 client
+        # multiplies each state by exp(log1p(-1)) = 0 and moves it up; a
+        # binomial block of p = 1 is 0 below its count), so the kept rows
+        # 0..cap-1 of the CDF are 0, the values of the formula below.
+        ones = np.asarray(self.counts) @ (probs == 1.0)
+        binary = ((probs == 0.0) | (probs == 1.0)).all(axis=0) | (ones >= cap)
         mixed = np.flatnonzero(~binary)
-        #
-        # A single client's binomial block is exp(log1p(-p)) and exp(log p)
-        # (its log-binomial coefficients are exact zeros): computed for all
-        # single clients in two calls, then one multiply-add per client,
-        # the values _add_clients(..., single_as_block=True) gives.
-        mixed_probs = probs[:, mixed]
-        single = np.asarray(self.counts) == 1
-        stay = np.exp(special.xlog1py(1.0, -mixed_probs[single]))
-        move = np.exp(special.xlogy(1.0, mixed_probs[single]))
-        #
-        # The states live in two buffers (no array per client): a single
-        # client's row i is state[i] * stay + state[i - 1] * move, the two
-        # products and the sum of the padded arrays the DP was written with
-        # (a new top row is 0 * stay + x = x), so the same bits.
-        width = mixed.shape[0]
-        state, spare, products = (np.empty((cap, width)) for _ in range(3))
-        state[0] = 1.0
-        rows, s = 1, 0
-        for p, count in zip(mixed_probs, self.counts, strict=True):
-            grown = min(cap, rows + count)
-            if count == 1 and grown > 1:
-                np.multiply(state[:rows], stay[s], out=spare[:rows])
-                spare[rows:grown] = 0.0
-                np.multiply(state[: grown - 1], move[s], out=products[: grown - 1])
-                np.add(spare[1:grown], products[: grown - 1], out=spare[1:grown])
-                state, spare = spare, state
-            else:
-                padded = np.zeros((grown, width))
-                padded[:rows] = state[:rows]
-                state[:grown] = _add_clients(padded, p, count, single_as_block=True)
-            rows = grown
-            s += count == 1
         cdf = np.empty((self.m, t.shape[0]))
-        cdf[:rows, mixed] = np.minimum(np.cumsum(state[:rows], axis=0), 1.0)
-        ones = np.asarray(self.counts) @ (probs[:, binary] == 1.0)
-        cdf[:, binary] = np.arange(self.m)[:, None] >= ones[None, :]
+        cdf[:cap, mixed] = self._count_cdf(probs[:, mixed], cap)
+        cdf[:, binary] = np.arange(self.m)[:, None] >= ones[None, binary]
         cdf[cap:] = np.nan  # (the product keeps its shape: same bits per row)
         self.evaluations += 1
-        # The rows' recurrence error (``_tight_rows``): LB moves by at most
-        # _ROW_REL sum_j int p_j, subtracted by _certified.
-        self._slacks[(q, index)] = _ROW_REL * float(self.counts @ (probs @ w))
+        # What _certified subtracts (each a bound on how much LB rose; LB is
+        # affine in each client's p with a coefficient in [-1, 0], so it
+        # moves by at most sum_j int |p_j change|): the rows' recurrence
+        # error (``_tight_rows``, _ROW_REL p_j), the mass at rank 0 and the
+        # rows cut to 0 below 1e-20 (_client_cdf).
+        dropped = sum(
+            c * ((law[2] if law[2] <= _BASE_DROP else 0.0) + _ROW_CUT)
+            for c, law in zip(self.counts, laws, strict=True)
+        )
+        rows = _ROW_REL * float(self.counts @ (probs @ w))
+        self._slacks[(q, index)] = rows + dropped
         return cdf @ w
+
+    def _client_cdf(self, index, n, law):
+        """``p_n(t)`` of one client on the nodes of pass ``index``, made
+        0 or 1 where its rows decide it (the DP then skips it there).
+
+        ``p_n = P(D = 0) + sum_r P(D = r) T_r``. A mass at rank 0 of at
+        most ``_BASE_DROP`` (the law's mass below its window, when the
+        window does not reach rank 1) is left out: it made ``p`` positive
+        at every node; ``LB`` rises by at most that mass, which
+        ``_certified`` subtracts. Where the top rank's row is 1 (every row
+        is), ``p`` is set to 1 (``p <= 1``; a larger ``p`` only lowers
+        ``LB``, so the bound stays valid).
+        """
+        ranks, weights, base = law
+        t, _ = self._pass(index)
+        base = base if base > _BASE_DROP else 0.0
+        if not ranks.size:
+            return np.full(t.shape[0], min(base, 1.0))
+        rows = self._row_block(index, n, ranks)
+        p = weights @ rows
+        if base:
+            p = base + p
+        p[rows[-1] == 1.0] = 1.0
+        return np.minimum(p, 1.0)
+
+    def _count_cdf(self, probs, cap):
+        """``P(count <= i)``, ``i = 0..cap-1`` (rows), on the nodes of ``probs``.
+
+        A single client's binomial block is exp(log1p(-p)) and exp(log p)
+        (its log-binomial coefficients are exact zeros): computed for all
+        single clients in two calls, then one multiply-add per client, the
+        values _add_clients(..., single_as_block=True) gives.
+
+        The nodes go by chunks of ``_DP_CHUNK``. In a chunk, a client with
+        p = 0 on every node is skipped: its step multiplies each state by
+        exp(log1p(0)) = 1 and adds 0 * state, the same values. A client
+        with p = 1 on every node shifts the states up by its count (its
+        factors are exact 0s and 1s); shifts commute with the other steps
+        (each step reads states i and i - 1 with the same factors, and the
+        states dropped at the cap never come back below it), so they are
+        applied at the end, and the chunk's DP keeps ``cap - shift``
+        states: the same operations on the same values, the same bits.
+        """
+        counts = np.asarray(self.counts)
+        single = counts == 1
+        stay = np.exp(special.xlog1py(1.0, -probs[single]))
+        move = np.exp(special.xlogy(1.0, probs[single]))
+        out = np.empty((cap, probs.shape[1]))
+        for lo in range(0, probs.shape[1], _DP_CHUNK):
+            hi = min(lo + _DP_CHUNK, probs.shape[1])
+            chunk = probs[:, lo:hi]
+            zero = (chunk == 0.0).all(axis=1)
+            one = (chunk == 1.0).all(axis=1) & ~zero
+            shift = int(counts[one].sum())
+            # (shift < cap: the nodes where cap clients have p = 1 are not here)
+            kept = cap - shift
+            width = hi - lo
+            # The states live in two buffers (no array per client): a single
+            # client's row i is state[i] * stay + state[i - 1] * move, the
+            # two products and the sum of the padded arrays the DP was
+            # written with (a new top row is 0 * stay + x = x), so the same
+            # bits.
+            state, spare, products = (np.empty((kept, width)) for _ in range(3))
+            state[0] = 1.0
+            rows = 1
+            singles = np.cumsum(single) - 1  # client -> its row of stay, move
+            for g in np.flatnonzero(~(zero | one)):
+                count = int(counts[g])
+                grown = min(kept, rows + count)
+                if count == 1 and grown > 1:
+                    s = singles[g]
+                    np.multiply(state[:rows], stay[s, lo:hi], out=spare[:rows])
+                    spare[rows:grown] = 0.0
+                    np.multiply(
+                        state[: grown - 1], move[s, lo:hi], out=products[: grown - 1]
+                    )
+                    np.add(spare[1:grown], products[: grown - 1], out=spare[1:grown])
+                    state, spare = spare, state
+                elif grown > 1:
+                    padded = np.zeros((grown, width))
+                    padded[:rows] = state[:rows]
+                    state[:grown] = _add_clients(
+                        padded, chunk[g], count, single_as_block=True
+                    )
+                else:  # one state kept: only P(count = 0) = prod (1 - p)
+                    state[:1] = _add_clients(
+                        state[:1], chunk[g], count, single_as_block=True
+                    )
+                rows = grown
+            # States above the reachable ones and below the shift are exact
+            # zeros: the CDF is 0 below the shift, flat above.
+            cum = np.minimum(np.cumsum(state[:rows], axis=0), 1.0)
+            out[:shift, lo:hi] = 0.0
+            out[shift : shift + rows, lo:hi] = cum
+            out[shift + rows :, lo:hi] = cum[-1]
+        return out
 
     def _certified(self, q, index, cap):
         """:meth:`_compute` minus the rows' error bound (``_tight_rows``)."""
