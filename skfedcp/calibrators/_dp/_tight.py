@@ -328,10 +328,16 @@ class _TightBounds:
         if not ranks.size:
             return np.full(t.shape[0], min(base, 1.0))
         rows = self._row_block(index, n, ranks)
-        p = weights @ rows
-        if base:
-            p = base + p
-        p[rows[-1] == 1.0] = 1.0
+        # Rows increase in t and decrease in the rank: left of the first
+        # node where the lowest rank's row is positive every row is 0 (p is
+        # the base), from the first node where the top rank's row is 1
+        # every row is 1 (p = 1); the product runs in between only.
+        left = int(np.argmax(rows[0] > 0.0)) if rows[0, -1] > 0.0 else t.shape[0]
+        right = int(np.argmax(rows[-1] == 1.0)) if rows[-1, -1] == 1.0 else t.shape[0]
+        p = np.full(t.shape[0], base)
+        p[right:] = 1.0
+        if right > left:
+            p[left:right] += weights @ rows[:, left:right]
         return np.minimum(p, 1.0)
 
     def _count_cdf(self, probs, cap):

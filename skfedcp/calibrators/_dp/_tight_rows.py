@@ -42,6 +42,8 @@ from scipy import special
 
 #: Ranks between two ``betainc`` anchors.
 _STEP = 8
+#: Ranks per piece of a run computed on its own nodes (a multiple of _STEP).
+_PIECE = 32
 #: Relative error the recurrence may add to a row (see the module docstring).
 _ROW_REL = 11 * _STEP * 2.0**-53
 
@@ -103,12 +105,17 @@ def _cut_rows(n, ranks, t, cut):
     out = np.zeros((ranks.shape[0], t.shape[0]))
     breaks = np.flatnonzero(np.diff(ranks) != 1) + 1
     for run in np.split(np.arange(ranks.shape[0]), breaks):
-        first, last = run[0], run[-1]
-        left, right = lo[first], hi[last]  # lo, hi increase with the rank
-        if right > left:
-            pair = (int(ranks[first]), int(ranks[last]))
-            out[first : last + 1, left:right] = _tails(n, pair, t[left:right])
-        for i in run:  # each row's own cuts
-            out[i, : lo[i]] = 0.0
-            out[i, hi[i] :] = 1.0
+        # Pieces of the run that end on a multiple of _PIECE ranks, each on
+        # its own nodes (the rows of a long run span more nodes than any
+        # one of them needs).
+        cuts = np.flatnonzero(np.diff(ranks[run] // _PIECE) != 0) + 1
+        for piece in np.split(run, cuts):
+            first, last = piece[0], piece[-1]
+            left, right = lo[first], hi[last]  # lo, hi increase with the rank
+            if right > left:
+                pair = (int(ranks[first]), int(ranks[last]))
+                out[first : last + 1, left:right] = _tails(n, pair, t[left:right])
+            for i in piece:  # each row's own cuts
+                out[i, : lo[i]] = 0.0
+                out[i, hi[i] :] = 1.0
     return out
