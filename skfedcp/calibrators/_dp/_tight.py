@@ -186,6 +186,7 @@ class _TightBounds:
         self._caps = {}  # q -> cap of each pass at q
         self._laws = {}  # q -> per size (ranks, pmf, mass at rank 0)
         self._slacks = {}  # (q, pass) -> the rows' error bound on LB
+        self._narrow = {}  # q -> narrow windows (_TightBounds._refined)
         self.evaluations = 0
 
     def _pass(self, index):
@@ -272,6 +273,8 @@ class _TightBounds:
             self._laws[q] = laws
         for g, (n, _) in enumerate(self.groups):
             probs[g] = self._client_cdf(index, n, laws[g])
+        if not self.exact:
+            t, w, probs = self._refined(q, index, laws, probs)
         # The DP on the counts reachable so far only: after clients adding up
         # to c, the states above c are exact zeros in the full (m, nodes) DP
         # and add exact zeros to the others, so the kept states carry the
@@ -292,7 +295,7 @@ class _TightBounds:
         ones = np.asarray(self.counts) @ (probs == 1.0)
         binary = ((probs == 0.0) | (probs == 1.0)).all(axis=0) | (ones >= cap)
         mixed = np.flatnonzero(~binary)
-        cdf = np.empty((self.m, t.shape[0]))
+        cdf = np.empty((self.m, probs.shape[1]))
         cdf[:cap, mixed] = self._count_cdf(probs[:, mixed], cap)
         cdf[:, binary] = np.arange(self.m)[:, None] >= ones[None, binary]
         cdf[cap:] = np.nan  # (the product keeps its shape: same bits per row)
@@ -303,14 +306,80 @@ class _TightBounds:
         # error (``_tight_rows``, _ROW_REL p_j), the mass at rank 0 and the
         # rows cut to 0 below 1e-20 (_client_cdf).
         dropped = sum(
-            c * ((law[2] if law[2] <= _BASE_DROP else 0.0) + _ROW_CUT)
+            c * ((law[2] if law[2] <= _BASE_DROP else 0.0) + 2.0 * _ROW_CUT)
             for c, law in zip(self.counts, laws, strict=True)
         )
         rows = _ROW_REL * float(self.counts @ (probs @ w))
         self._slacks[(q, index)] = rows + dropped
         return cdf @ w
 
+    def _refined(self, q, index, laws, probs):
+        """The composite rule at ``q`` with the narrow windows refined.
+
+        A client whose ``p`` goes from 0 to 1 inside a window narrower than
+        two panels of the first pass (a client of 10^9 scores: a near-step
+        at ``q``) made the uniform panels refine to 8192 without settling.
+        Its window ``[L, R]`` (where its lowest rank's row turns positive and
+        its top rank's row reaches 1) is cut into ``16 * 2**index`` panels
+        of its own, and the panels holding ``L`` or ``R`` are split there
+        (16 Gauss nodes on each piece, as on every panel), so both passes
+        resolve the step and settle. The new nodes' rows are computed at
+        this level (not kept); the other nodes keep their cached rows.
+        Returns ``(t, w, probs)`` on the nodes of this level.
+        """
+        t, w = self._pass(index)
+        windows = self._narrow_windows(q, laws)
+        if not windows:
+            return t, w, probs
+        panels = 64 << index
+        split = np.zeros(panels, dtype=bool)  # panels that meet a window
+        for low, high in windows:
+            split[int(low * panels) : min(int(high * panels), panels - 1) + 1] = True
+        keep = ~np.repeat(split, 16)
+        base_edges = np.linspace(0.0, 1.0, panels + 1)
+        ids = np.flatnonzero(split)
+        edges = np.union1d(base_edges[ids], base_edges[ids + 1])
+        for low, high in windows:
+            edges = np.union1d(edges, np.linspace(low, high, 16 * 2**index + 1))
+        lows, highs = edges[:-1], edges[1:]
+        inside = split[
+            np.minimum((0.5 * (lows + highs) * panels).astype(int), panels - 1)
+        ]
+        lows, highs = lows[inside], highs[inside]
+        x, w16 = np.polynomial.legendre.leggauss(16)
+        width = (highs - lows)[:, None]
+        extra = (lows[:, None] + width * (x + 1.0) / 2.0).ravel()
+        extra_w = (width * w16 / 2.0).ravel()
+        fresh = np.empty((len(self.groups), extra.shape[0]))
+        for g, (n, _) in enumerate(self.groups):
+            fresh[g] = self._client_cdf_on(extra, n, laws[g], None)
+        nodes = np.concatenate([t[keep], extra])
+        weights = np.concatenate([w[keep], extra_w])
+        return nodes, weights, np.concatenate([probs[:, keep], fresh], axis=1)
+
+    def _narrow_windows(self, q, laws):
+        """``[L, R]`` of each client whose ``p`` moves inside less than two
+        panels of the first pass (see :meth:`_refined`), at ``q``."""
+        found = self._narrow.get(q)
+        if found is None:
+            found = []
+            for (n, _), (ranks, _, base) in zip(self.groups, laws, strict=True):
+                if not ranks.size or base > _BASE_DROP:
+                    continue
+                low, high = float(ranks[0]), float(ranks[-1])
+                left = float(special.betaincinv(low, n - low + 1.0, _ROW_CUT))
+                right = 1.0 - float(special.betaincinv(n - high + 1.0, high, _ROW_CUT))
+                if 0.0 < left < right < 1.0 and right - left < 2.0 / 64:
+                    found.append((left, right))
+            self._narrow[q] = found
+        return found
+
     def _client_cdf(self, index, n, law):
+        """:meth:`_client_cdf_on` the nodes of pass ``index`` (cached rows)."""
+        t, _ = self._pass(index)
+        return self._client_cdf_on(t, n, law, index)
+
+    def _client_cdf_on(self, t, n, law, index):
         """``p_n(t)`` of one client on the nodes of pass ``index``, made
         0 or 1 where its rows decide it (the DP then skips it there).
 
@@ -323,11 +392,13 @@ class _TightBounds:
         ``LB``, so the bound stays valid).
         """
         ranks, weights, base = law
-        t, _ = self._pass(index)
         base = base if base > _BASE_DROP else 0.0
         if not ranks.size:
             return np.full(t.shape[0], min(base, 1.0))
-        rows = self._row_block(index, n, ranks)
+        if index is None:  # nodes of one level only: rows not kept
+            rows = _cut_rows(n, ranks, t, _ROW_CUT)
+        else:
+            rows = self._row_block(index, n, ranks)
         # Rows increase in t and decrease in the rank: left of the first
         # node where the lowest rank's row is positive every row is 0 (p is
         # the base), from the first node where the top rank's row is 1

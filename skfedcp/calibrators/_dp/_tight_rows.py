@@ -97,25 +97,30 @@ def _cut_rows(n, ranks, t, cut):
     """``T_r`` for the increasing ranks ``ranks`` (rows) on the sorted nodes
     ``t``: 0 where ``T_r < cut``, 1 where ``T_r > 1 - cut`` (as the
     ``betainc`` rows were cut), by runs of consecutive ranks (:func:`_tails`)
-    in between."""
+    in between.
+
+    A run goes by pieces of ranks that end on a multiple of ``_PIECE``, each
+    computed on its own nodes: from the node where its lowest rank's ``T``
+    reaches ``cut`` to the one where its top rank's reaches ``1 - cut``
+    (two ``betaincinv`` per piece); the cut is then applied to the values.
+    """
     ranks = np.asarray(ranks, dtype=np.int64)
-    r = ranks.astype(np.float64)
-    lo = np.searchsorted(t, special.betaincinv(r, n - r + 1.0, cut))
-    hi = np.searchsorted(t, 1.0 - special.betaincinv(n - r + 1.0, r, cut), side="right")
     out = np.zeros((ranks.shape[0], t.shape[0]))
     breaks = np.flatnonzero(np.diff(ranks) != 1) + 1
     for run in np.split(np.arange(ranks.shape[0]), breaks):
-        # Pieces of the run that end on a multiple of _PIECE ranks, each on
-        # its own nodes (the rows of a long run span more nodes than any
-        # one of them needs).
         cuts = np.flatnonzero(np.diff(ranks[run] // _PIECE) != 0) + 1
         for piece in np.split(run, cuts):
             first, last = piece[0], piece[-1]
-            left, right = lo[first], hi[last]  # lo, hi increase with the rank
+            a, b = float(ranks[first]), float(ranks[last])
+            left = np.searchsorted(t, special.betaincinv(a, n - a + 1.0, cut))
+            right = np.searchsorted(
+                t, 1.0 - special.betaincinv(n - b + 1.0, b, cut), side="right"
+            )
+            rows = slice(first, last + 1)
+            out[rows, right:] = 1.0
             if right > left:
-                pair = (int(ranks[first]), int(ranks[last]))
-                out[first : last + 1, left:right] = _tails(n, pair, t[left:right])
-            for i in piece:  # each row's own cuts
-                out[i, : lo[i]] = 0.0
-                out[i, hi[i] :] = 1.0
+                block = _tails(n, (int(a), int(b)), t[left:right])
+                block[block < cut] = 0.0
+                block[block > 1.0 - cut] = 1.0
+                out[rows, left:right] = block
     return out
