@@ -159,8 +159,10 @@ def _release_cdfs(groups, level, epsilon, utility, counts_of):
         rows = slice(at, at + step)
         weights = np.minimum(table_low[low_at[rows]], table_high[high_at[rows]])
         total = weights.sum(axis=1)
-        scale = (1.0 / total).reshape(-1, 1, per_size)
-        mean = np.matmul(scale, weights.reshape(-1, per_size, weights.shape[1]))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # (a total of 0 makes NaNs here: that size is redone below)
+            scale = (1.0 / total).reshape(-1, 1, per_size)
+            mean = np.matmul(scale, weights.reshape(-1, per_size, weights.shape[1]))
         cdfs.extend(np.cumsum(mean[:, 0] / per_size, axis=1))
         bad = ~(total >= _LEAST_TOTAL).reshape(-1, per_size).all(axis=1)
         for i in np.flatnonzero(bad):
