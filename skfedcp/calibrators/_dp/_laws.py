@@ -137,6 +137,11 @@ def _release_cdfs(groups, level, epsilon, utility, counts_of):
     per_size = lower.shape[0] // max(len(groups), 1)
     tables_low, tables_high, fast = [], [], []
     for n, _ in groups:
+        if n > _TABLE_MAX_N:  # the log-sum-exp path (tables of n + 1 values)
+            tables_low.append(np.ones(1))
+            tables_high.append(np.ones(1))
+            fast.append(False)
+            continue
         j = np.arange(n + 1, dtype=np.float64)
         if utility == "rank":
             half, t = 0.5 * epsilon, level * n
@@ -175,6 +180,8 @@ def _release_cdfs(groups, level, epsilon, utility, counts_of):
     return cdfs
 
 
+#: Sizes above this take the log-sum-exp path (no tables of n + 1 values).
+_TABLE_MAX_N = 4096
 #: Data sets whose total weight is below this take the log-sum-exp path
 #: (their largest weight would be near the float range's end).
 _LEAST_TOTAL = 1e-250
@@ -194,9 +201,12 @@ def _stacked_indices(groups, counts_of):
     if kept is not None and kept[0] is counts_of:
         return kept[1]
     lower, greater, _ = _stacked_counts(groups, counts_of)
-    starts = np.concatenate(([0], np.cumsum([n + 1 for n, _ in groups])[:-1]))
-    offset = np.repeat(starts, [low.shape[0] for low, _ in counts_of])[:, None]
-    found = (lower + offset, greater + offset, starts)
+    lengths = [n + 1 if n <= _TABLE_MAX_N else 1 for n, _ in groups]
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    rows = [low.shape[0] for low, _ in counts_of]
+    offset = np.repeat(starts, rows)[:, None]
+    small = np.repeat([n <= _TABLE_MAX_N for n, _ in groups], rows)[:, None]
+    found = (lower * small + offset, greater * small + offset, starts)
     if len(_INDICES) >= 16:
         _INDICES.clear()
     _INDICES[id(counts_of)] = (counts_of, found)

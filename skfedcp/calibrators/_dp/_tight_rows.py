@@ -65,44 +65,45 @@ def _tails(n, ranks, t):
     ends[inside] = special.betainc(fa[inside], n - fa[inside] + 1.0, t)
     out = np.empty((blocks * _STEP + 1, t.shape[0]))
     out[::_STEP] = ends
-    if _STEP > 1:
-        # pi_j / pi_{a_i} for j = a_i .. a_i + STEP - 1 in block i (upwards:
-        # the factor at j = n is 0, so the ranks above n get no mass).
-        j = anchors[:-1, None] + np.arange(_STEP - 1)[None, :]
-        ratio = np.maximum(n - j, 0) / (j + 1.0)
-        odds = t / (1.0 - t)
-        pi = np.ones((blocks, _STEP, t.shape[0]))
-        np.cumprod(ratio[:, :, None] * odds[None, None, :], axis=1, out=pi[:, 1:])
-        # pi_{a_i + s} + ... + pi_{a_i + STEP - 1}, s = 0 .. STEP - 1.
-        sums = np.cumsum(pi[:, ::-1], axis=1)[:, ::-1]
-        total = sums[:, :1]
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            frac = sums[:, 1:] / total  # rows a_i + 1 .. a_i + STEP - 1
-        low, high = ends[:-1, None], ends[1:, None]
-        values = high + (low - high) * frac
-        out[: blocks * _STEP].reshape(blocks, _STEP, t.shape[0])[:, 1:] = values
-        bad = ~np.isfinite(values).all(axis=1) | (
-            (total[:, 0] <= 0) & (low[:, 0] > high[:, 0])
-        )
-        for i, col in zip(*np.nonzero(bad), strict=True):
-            r = anchors[i] + np.arange(1, _STEP, dtype=np.float64)
-            got = np.zeros(_STEP - 1)
-            ok = (r >= 1) & (r <= n)
-            got[ok] = special.betainc(r[ok], n - r[ok] + 1.0, t[col])
-            out[i * _STEP + 1 : (i + 1) * _STEP, col] = got
+    # pi_j / pi_{a_i} for j = a_i .. a_i + STEP - 1 in block i (upwards:
+    # the factor at j = n is 0, so the ranks above n get no mass).
+    j = anchors[:-1, None] + np.arange(_STEP - 1)[None, :]
+    ratio = np.maximum(n - j, 0) / (j + 1.0)
+    odds = t / (1.0 - t)
+    pi = np.empty((blocks, _STEP, t.shape[0]))
+    pi[:, 0] = 1.0
+    np.multiply(ratio[:, :, None], odds[None, None, :], out=pi[:, 1:])
+    np.cumprod(pi[:, 1:], axis=1, out=pi[:, 1:])
+    # sums[:, s] = pi_{a_i + STEP - 1 - s} + ... + pi_{a_i + STEP - 1}.
+    sums = np.cumsum(pi[:, ::-1], axis=1)
+    total = sums[:, -1:]  # >= pi_{a_i} = 1 (inf or NaN: overflow)
+    # Row a_i + s (s = 1 .. STEP - 1): T_b + (T_a - T_b) * sums[:, STEP-1-s] / total.
+    rows = out[: blocks * _STEP].reshape(blocks, _STEP, t.shape[0])[:, 1:]
+    low, high = ends[:-1, None], ends[1:, None]
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.divide(sums[:, -2::-1], total, out=rows)
+        rows *= low - high
+        rows += high
+    for i, col in zip(*np.nonzero(~np.isfinite(total[:, 0])), strict=True):
+        r = anchors[i] + np.arange(1, _STEP, dtype=np.float64)
+        got = np.zeros(_STEP - 1)
+        ok = (r >= 1) & (r <= n)
+        got[ok] = special.betainc(r[ok], n - r[ok] + 1.0, t[col])
+        out[i * _STEP + 1 : (i + 1) * _STEP, col] = got
     return out[a - start : b - start + 1]
 
 
 def _cut_rows(n, ranks, t, cut):
     """``T_r`` for the increasing ranks ``ranks`` (rows) on the sorted nodes
-    ``t``: 0 where ``T_r < cut``, 1 where ``T_r > 1 - cut`` (as the
-    ``betainc`` rows were cut), by runs of consecutive ranks (:func:`_tails`)
-    in between.
+    ``t``: 0 where every ``T`` of the rank's piece is below ``cut``, 1 where
+    every one is above ``1 - cut``, by runs of consecutive ranks
+    (:func:`_tails`) in between.
 
     A run goes by pieces of ranks that end on a multiple of ``_PIECE``, each
     computed on its own nodes: from the node where its lowest rank's ``T``
     reaches ``cut`` to the one where its top rank's reaches ``1 - cut``
-    (two ``betaincinv`` per piece); the cut is then applied to the values.
+    (two ``betaincinv`` per piece); 0 left of them, 1 right of them (the
+    rows between keep their values, below ``cut`` or not).
     """
     ranks = np.asarray(ranks, dtype=np.int64)
     out = np.zeros((ranks.shape[0], t.shape[0]))
@@ -119,8 +120,5 @@ def _cut_rows(n, ranks, t, cut):
             rows = slice(first, last + 1)
             out[rows, right:] = 1.0
             if right > left:
-                block = _tails(n, (int(a), int(b)), t[left:right])
-                block[block < cut] = 0.0
-                block[block > 1.0 - cut] = 1.0
-                out[rows, left:right] = block
+                out[rows, left:right] = _tails(n, (int(a), int(b)), t[left:right])
     return out
