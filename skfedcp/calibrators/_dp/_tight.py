@@ -246,16 +246,20 @@ class _TightBounds:
         t, _ = self._pass(index)
         if not ranks.size:
             return np.empty((0, t.shape[0]))
-        first, matrix, done = self._window(
-            index, n, int(ranks.min()), int(ranks.max()) + 1
-        )
+        low, high = int(ranks[0]), int(ranks[-1])  # (increasing ranks)
+        first, matrix, done = self._window(index, n, low, high + 1)
+        start = low - first
+        if high - low + 1 == ranks.size:  # consecutive ranks: a view
+            seen = done[start : start + ranks.size]
+            if not seen.all():
+                todo = ranks[~seen]
+                matrix[todo - first] = _cut_rows(n, todo, t, _ROW_CUT)
+                done[todo - first] = True
+            return matrix[start : start + ranks.size]
         todo = ranks[~done[ranks - first]]
         if todo.size:
             matrix[todo - first] = _cut_rows(n, todo, t, _ROW_CUT)
             done[todo - first] = True
-        start = int(ranks[0]) - first
-        if int(ranks[-1]) - int(ranks[0]) + 1 == ranks.size:
-            return matrix[start : start + ranks.size]  # consecutive ranks: a view
         return matrix[ranks - first]  # one gather: the rows, as np.array(list) stacked
 
     def _compute(self, q, index, cap=None):

@@ -99,11 +99,12 @@ def _cut_rows(n, ranks, t, cut):
     every one is above ``1 - cut``, by runs of consecutive ranks
     (:func:`_tails`) in between.
 
-    A run goes by pieces of ranks that end on a multiple of ``_PIECE``, each
-    computed on its own nodes: from the node where its lowest rank's ``T``
+    A run goes by pieces of ranks ``[32 i, 32 i + 31]``, each computed on
+    its own nodes: from the node where the piece's lowest rank's ``T``
     reaches ``cut`` to the one where its top rank's reaches ``1 - cut``
-    (two ``betaincinv`` per piece); 0 left of them, 1 right of them (the
-    rows between keep their values, below ``cut`` or not).
+    (two ``betaincinv`` per piece, whichever of its ranks are asked); 0 left
+    of them, 1 right of them (the rows between keep their values, below
+    ``cut`` or not).
     """
     ranks = np.asarray(ranks, dtype=np.int64)
     out = np.zeros((ranks.shape[0], t.shape[0]))
@@ -112,7 +113,10 @@ def _cut_rows(n, ranks, t, cut):
         cuts = np.flatnonzero(np.diff(ranks[run] // _PIECE) != 0) + 1
         for piece in np.split(run, cuts):
             first, last = piece[0], piece[-1]
-            a, b = float(ranks[first]), float(ranks[last])
+            # The nodes of the whole aligned piece, whichever of its ranks
+            # are asked: each value is a function of (n, r, t) alone.
+            a = float(max((int(ranks[first]) // _PIECE) * _PIECE, 1))
+            b = float(min((int(ranks[first]) // _PIECE + 1) * _PIECE - 1, n))
             left = np.searchsorted(t, special.betaincinv(a, n - a + 1.0, cut))
             right = np.searchsorted(
                 t, 1.0 - special.betaincinv(n - b + 1.0, b, cut), side="right"
@@ -120,5 +124,6 @@ def _cut_rows(n, ranks, t, cut):
             rows = slice(first, last + 1)
             out[rows, right:] = 1.0
             if right > left:
-                out[rows, left:right] = _tails(n, (int(a), int(b)), t[left:right])
+                pair = (int(ranks[first]), int(ranks[last]))
+                out[rows, left:right] = _tails(n, pair, t[left:right])
     return out
