@@ -9,7 +9,6 @@ from functools import lru_cache, partial
 import numpy as np
 from scipy import special
 
-from ...privacy._quantile import _release_counts
 from ...privacy._tight import _rank_law
 from .._qq._poisbin import _add_clients
 from . import _tight_prune
@@ -126,7 +125,7 @@ def _simulation_counts(groups, n_bins):
     for n, _ in groups:
         if n <= _SIMULATED_SCORES_MAX_N:
             scores = rng.uniform(size=(_TIGHT_SIMULATIONS, n))
-            out.append(_release_counts(scores, edges))
+            out.append(_uniform_counts(scores, edges))
             continue
         # Above, the bin counts of n uniform scores are drawn directly: the
         # same multinomial law, O(n_bins) per data set instead of O(n)
@@ -136,6 +135,28 @@ def _simulation_counts(groups, n_bins):
         lower = np.cumsum(counts, axis=1) - counts
         out.append((lower, n - lower - counts))
     return tuple(out)
+
+
+def _uniform_counts(scores, edges):
+    """:func:`~skfedcp.privacy._quantile._release_counts` of scores in ``[0,
+    1)`` on ``edges = linspace(0, 1, B + 1)``, without its binary search.
+
+    The bin index is ``#{edges < s}`` (``searchsorted``, side "left"),
+    clipped to ``1..B``; ``ceil(s B)`` is within one of it (``s B`` and the
+    edges are within a few ulps of the exact values), and one comparison
+    with each neighbouring edge makes it exact: the same indices, the same
+    integer counts.
+    """
+    m, n = scores.shape
+    n_bins = edges.shape[0] - 1
+    index = np.ceil(scores * n_bins).astype(np.intp)
+    index -= (index > 0) & (edges[np.maximum(index - 1, 0)] >= scores)
+    index += edges[index] < scores
+    np.clip(index, 1, n_bins, out=index)
+    flat = (index + (n_bins + 1) * np.arange(m)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=m * (n_bins + 1)).reshape(m, -1)[:, 1:]
+    lower = counts.cumsum(axis=1) - counts
+    return lower, n - lower - counts
 
 
 # --------------------------------------------------------------------------

@@ -126,3 +126,20 @@ def test_release_tables_match_the_log_sum_exp(utility, epsilon):
         for (n, _), (lower, greater), cdf in zip(groups, counts_of, fast, strict=True):
             exact = _laws._exact_cdf(lower, greater, n, level, epsilon, utility)
             np.testing.assert_allclose(cdf, exact, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("n_bins", [2, 7, 100, 101, 1000])
+def test_uniform_counts_are_the_release_counts(n_bins):
+    from skfedcp.privacy._quantile import _release_counts
+
+    rng = np.random.default_rng(n_bins)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    scores = rng.uniform(size=(30, 300))
+    # Scores on the edges and next to them (a float away on either side).
+    near = np.concatenate(
+        [edges[:-1], np.nextafter(edges[1:-1], 0.0), np.nextafter(edges[:-1], 1.0)]
+    )
+    scores[0, : min(300, near.size)] = near[:300]
+    got = _tight._uniform_counts(scores, edges)
+    want = _release_counts(scores, edges)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
