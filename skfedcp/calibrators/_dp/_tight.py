@@ -181,6 +181,8 @@ _ROW_CUT = 1e-20
 #: A rank law's mass at rank 0 up to this is left out of ``p`` (and its
 #: bound subtracted from LB, see _TightBounds._client_cdf).
 _BASE_DROP = 1e-15
+#: Bytes of kept rows past which new rows are computed where asked, not kept.
+_ROW_CACHE_BYTES = 2 << 30
 #: Nodes per chunk of the count DP (:meth:`_TightBounds._count_cdf`).
 _DP_CHUNK = 256
 
@@ -208,6 +210,7 @@ class _TightBounds:
         self._laws = {}  # q -> per size (ranks, pmf, mass at rank 0)
         self._slacks = {}  # (q, pass) -> the rows' error bound on LB
         self._narrow = {}  # q -> narrow windows (_TightBounds._refined)
+        self._kept_bytes = 0  # the rows' windows (see _row_block)
         self.evaluations = 0
 
     def _pass(self, index):
@@ -232,12 +235,19 @@ class _TightBounds:
             self._rows.append({n: [] for n, _ in self.groups})
         return self._nodes[index]
 
+    def _find_window(self, index, n, low, high):
+        """The kept window of size ``n`` covering ranks ``[low, high)``, or None."""
+        for first, matrix, done in self._rows[index][n]:
+            if first <= low and high <= first + matrix.shape[0]:
+                return first, matrix, done
+        return None
+
     def _window(self, index, n, low, high):
         """The rows of size ``n`` as a window covering ranks ``[low, high)``."""
         windows = self._rows[index][n]
-        for first, matrix, done in windows:
-            if first <= low and high <= first + matrix.shape[0]:
-                return first, matrix, done
+        found = self._find_window(index, n, low, high)
+        if found is not None:
+            return found
         width = self._nodes[index][0].shape[0]
         touching = [w for w in windows if w[0] <= high and low <= w[0] + w[1].shape[0]]
         if touching:
@@ -260,6 +270,7 @@ class _TightBounds:
             known[at : at + matrix.shape[0]] = done
         kept = [w for w in windows if all(w is not t for t in touching)]
         self._rows[index][n] = [*kept, (low, grown, known)]
+        self._kept_bytes += grown.nbytes - sum(w[1].nbytes for w in touching)
         return low, grown, known
 
     def _row_block(self, index, n, ranks):
@@ -268,6 +279,14 @@ class _TightBounds:
         if not ranks.size:
             return np.empty((0, t.shape[0]))
         low, high = int(ranks[0]), int(ranks[-1])  # (increasing ranks)
+        if index >= 2 or self._kept_bytes > _ROW_CACHE_BYTES:
+            # Rows of the rarely asked passes (8,192 nodes and more: 1,000
+            # clients filled 17 GB) or past the budget are not kept, unless
+            # a kept window has them: a row's values are a function of (n,
+            # r, t) alone, so this changes no bit.
+            kept = self._find_window(index, n, low, high + 1)
+            if kept is None or not kept[2][low - kept[0] : high + 1 - kept[0]].all():
+                return _cut_rows(n, ranks, t, _ROW_CUT)
         first, matrix, done = self._window(index, n, low, high + 1)
         start = low - first
         if high - low + 1 == ranks.size:  # consecutive ranks: a view
