@@ -183,6 +183,11 @@ _ROW_CUT = 1e-20
 _BASE_DROP = 1e-15
 #: Bytes of kept rows past which new rows are computed where asked, not kept.
 _ROW_CACHE_BYTES = 2 << 30
+#: Panels of the composite rule's first pass (doubled at each pass): 32 when
+#: every size is at most _FEW_PANELS_MAX_N (its p is smooth at that scale:
+#: the passes of 32 and 64 panels agree, at half the nodes), else 64.
+_FIRST_PANELS = (32, 64)
+_FEW_PANELS_MAX_N = 500
 #: Nodes per chunk of the count DP (:meth:`_TightBounds._count_cdf`).
 _DP_CHUNK = 256
 
@@ -198,6 +203,8 @@ class _TightBounds:
         self.law_args = (epsilon, n_bins)
         self.utility = utility
         self.exact = self.N <= _GAUSS_EXACT_MAX_N
+        few = max(n for n, _ in groups) <= _FEW_PANELS_MAX_N
+        self.first_panels = _FIRST_PANELS[0] if few else _FIRST_PANELS[1]
         self._nodes = []  # (t, w) of each pass
         self._rows = []  # per pass: {n: {r: row}}
         self._values = {}  # q -> list of per-pass arrays over k = 1..m
@@ -218,7 +225,7 @@ class _TightBounds:
             if self.exact:
                 t, w = _gauss_nodes01(-(-(self.N + 1) // 2))
             else:
-                panels = 64 << len(self._nodes)
+                panels = self.first_panels << len(self._nodes)
                 x, w16 = np.polynomial.legendre.leggauss(16)
                 edges = np.linspace(0.0, 1.0, panels + 1)
                 width = edges[1] - edges[0]
@@ -375,7 +382,7 @@ class _TightBounds:
         windows = self._narrow_windows(q, laws)
         if not windows:
             return t, w, probs
-        panels = 64 << index
+        panels = self.first_panels << index
         split = np.zeros(panels, dtype=bool)  # panels that meet a window
         for low, high in windows:
             split[int(low * panels) : min(int(high * panels), panels - 1) + 1] = True
@@ -565,7 +572,7 @@ class _TightBounds:
             value, previous = passes[i][k - 1], passes[i - 1][k - 1]
             if abs(value - previous) < 1e-13:
                 return float(value) - _QUADRATURE_SLACK
-            if (64 << i) >= 8192:
+            if (self.first_panels << i) >= 8192:
                 return float(min(value, previous)) - 1e-8
         return None
 
