@@ -176,6 +176,14 @@ def _uniform_counts(scores, edges):
 # changes by at most m x 1e-20, below the rounding of a value near
 # 1 - alpha and far below _BOUND_MARGIN), right of the level 1 - 1e-20 it
 # is 1 (which float rounds to anyway).
+#
+# Session 10 (issue 21; the user guide's "Tight corrections" has the proof):
+# the rows come from a ratio recurrence between betainc anchors
+# (``_tight_rows``), the DP skips the clients that are 0 or 1 on a chunk of
+# nodes (same bits), a client whose p is a near-step gets panels of its own
+# (``_TightBounds._refined``), and every value the search compares is the
+# computed one minus a bound on what these changes can add
+# (``_TightBounds._certified``).
 
 _ROW_CUT = 1e-20
 #: A rank law's mass at rank 0 up to this is left out of ``p`` (and its
@@ -368,13 +376,14 @@ class _TightBounds:
         """The composite rule at ``q`` with the narrow windows refined.
 
         A client whose ``p`` goes from 0 to 1 inside a window narrower than
-        two panels of the first pass (a client of 10^9 scores: a near-step
-        at ``q``) made the uniform panels refine to 8192 without settling.
-        Its window ``[L, R]`` (where its lowest rank's row turns positive and
-        its top rank's row reaches 1) is cut into ``16 * 2**index`` panels
-        of its own, and the panels holding ``L`` or ``R`` are split there
-        (16 Gauss nodes on each piece, as on every panel), so both passes
-        resolve the step and settle. The new nodes' rows are computed at
+        1/32 (two panels of 64; a client of 10^9 scores: a near-step at
+        ``q``) made the uniform panels refine to 8192 without settling. The
+        base panels that meet its window ``[L, R]`` (where its lowest rank's
+        row turns positive and its top rank's row reaches 1) are replaced by
+        pieces: the window cut into ``16 * 2**index`` panels of its own and
+        the rest of those base panels on either side (16 Gauss nodes on each
+        piece, as on every panel), so both passes resolve the step and
+        settle. The new nodes' rows are computed at
         this level (not kept); the other nodes keep their cached rows.
         Returns ``(t, w, probs)`` on the nodes of this level.
         """
