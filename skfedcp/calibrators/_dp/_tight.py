@@ -294,11 +294,11 @@ class _TightBounds:
         if not ranks.size:
             return np.empty((0, t.shape[0]))
         low, high = int(ranks[0]), int(ranks[-1])  # (increasing ranks)
-        if index >= 2 or self._kept_bytes > _ROW_CACHE_BYTES:
-            # Rows of the rarely asked passes (8,192 nodes and more: 1,000
-            # clients filled 17 GB) or past the budget are not kept, unless
-            # a kept window has them: a row's values are a function of (n,
-            # r, t) alone, so this changes no bit.
+        if self._kept_bytes > _ROW_CACHE_BYTES:
+            # Rows past the budget (1,000 clients, whose composite rule asks
+            # passes of 8,192 nodes, filled 17 GB) are not kept, unless a
+            # kept window has them: a row's values are a function of (n, r,
+            # t) alone, so this changes no bit.
             kept = self._find_window(index, n, low, high + 1)
             if kept is None or not kept[2][low - kept[0] : high + 1 - kept[0]].all():
                 return _cut_rows(n, ranks, t, _ROW_CUT)

@@ -57,6 +57,11 @@ that only choose where to evaluate) until every contender is resolved
 (its ``a_k``, ``b_k`` adjacent floats, or ``q(k) = 1/2``), then applies
 the rule to their exact ``S(k)``.
 Every decision (pass, fail, exclusion) is that of a fully evaluated level.
+(Since session 10 a fully evaluated ``LB`` is the engine's certified value:
+the computed one minus a bound on what its row recurrence, dropped rank-0
+mass and row cut can add, ``_tight._TightBounds._certified``; the argument
+above holds for it unchanged, and the user guide's "The engine of session
+10" shows the plan is never further from ``1 - alpha`` than before.)
 
 The plan depends on no path of the search: ``q(k)`` is a function of ``k``
 (the smallest passing float, under the monotonicity above) and ``LB(q, k)``
