@@ -159,7 +159,7 @@ def _release_cdfs(groups, level, epsilon, utility, counts_of):
     table_low = np.concatenate(tables_low)
     table_high = np.concatenate(tables_high)
     step = max(_STACK_ROWS // max(per_size, 1), 1) * per_size  # whole sizes
-    cdfs = []
+    cdfs: list = []
     for at in range(0, lower.shape[0], step):
         rows = slice(at, at + step)
         weights = np.minimum(table_low[low_at[rows]], table_high[high_at[rows]])
@@ -213,13 +213,13 @@ def _stacked_indices(groups, counts_of):
     return found
 
 
-_INDICES = {}  # id(counts_of) -> (counts_of, indices)
+_INDICES: dict = {}  # id(counts_of) -> (counts_of, indices)
 
 
 #: Data sets per stacked pass of :func:`_release_cdfs` (arrays that stay in
 #: the cache: one pass over every size was slower at 100 sizes).
 _STACK_ROWS = 2048
-_STACKED = {}  # id(counts_of) -> (counts_of, stacked arrays)
+_STACKED: dict = {}  # id(counts_of) -> (counts_of, stacked arrays)
 
 
 def _stacked_counts(groups, counts_of):
