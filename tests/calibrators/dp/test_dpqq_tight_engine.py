@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from skfedcp.calibrators._dp import _laws, _tight, _tight_rows
+from skfedcp.calibrators._dp import _laws, _tight, _tight_bounds, _tight_rows
 
 
 def _exact_tail(n, r, t):
@@ -75,7 +75,7 @@ def test_chunked_dp_gives_the_bits_of_one_chunk(monkeypatch, utility):
     groups = ((20, 3), (45, 1), (90, 1), (200, 2), (600, 1), (1500, 1))
     values = {}
     for chunk in (16, 256, 10**6):
-        monkeypatch.setattr(_tight, "_DP_CHUNK", chunk)
+        monkeypatch.setattr(_tight_bounds, "_DP_CHUNK", chunk)
         bounds = _tight._TightBounds(groups, 1.0, 50, utility)
         values[chunk] = [
             bounds._compute(q, 1, cap) for q in (0.8, 0.95) for cap in (3, 9)
