@@ -9,20 +9,22 @@ from functools import lru_cache, partial
 import numpy as np
 from scipy import special
 
-from ...privacy._quantile import _release_counts
 from ...privacy._tight import _rank_law
-from .._qq._poisbin import _add_clients
 from . import _tight_prune
 from ._common import _describe
 from ._laws import _poisbin_at_most, _rank_cdf_on, _release_cdfs
+from ._tight_bounds import (  # noqa: F401  (the engine's names, re-exported)
+    _GAUSS_EXACT_MAX_N,
+    _QUADRATURE_SLACK,
+    _ROW_CUT,
+    _gauss_nodes01,
+    _TightBounds,
+)
 
 # --------------------------------------------------------------------------
 # Tight corrections (rule="tight", a skfedcp extension; proof in the user
 # guide, "Tight corrections")
 
-_GAUSS_EXACT_MAX_N = 4000
-# Slack on the numerical bound when the quadrature is not exact.
-_QUADRATURE_SLACK = 1e-10
 # A bound must exceed 1 - alpha by this much (float rounding of the sums).
 _BOUND_MARGIN = 1e-12
 
@@ -71,17 +73,6 @@ def _tight_lower_bound(groups, level, k, epsilon, n_bins, utility="quantile"):
         previous, panels = value, panels * 2
 
 
-@lru_cache(maxsize=16)
-def _gauss_nodes01(n_nodes):
-    """Gauss-Legendre nodes and weights on [0, 1] (cached: the search
-    evaluates the bound at many levels with the same degree)."""
-    x, w = special.roots_legendre(n_nodes)
-    x, w = (x + 1.0) / 2.0, w / 2.0
-    x.setflags(write=False)
-    w.setflags(write=False)
-    return x, w
-
-
 # Bisection steps on the level (precision 2**-31 on [1/2, 1]).
 _TIGHT_LEVEL_STEPS = 30
 # Public uniform client data sets (per size) that rank the feasible plans.
@@ -125,7 +116,7 @@ def _simulation_counts(groups, n_bins):
     for n, _ in groups:
         if n <= _SIMULATED_SCORES_MAX_N:
             scores = rng.uniform(size=(_TIGHT_SIMULATIONS, n))
-            out.append(_release_counts(scores, edges))
+            out.append(_uniform_counts(scores, edges))
             continue
         # Above, the bin counts of n uniform scores are drawn directly: the
         # same multinomial law, O(n_bins) per data set instead of O(n)
@@ -137,270 +128,26 @@ def _simulation_counts(groups, n_bins):
     return tuple(out)
 
 
-# --------------------------------------------------------------------------
-# The search's engine: LB(q, k) for every k at once, cached per level
-#
-# The old search called _tight_lower_bound once per (q, k): every call
-# recomputed P(U_(D) <= t) = sum_r P(D = r) I_t(r, n - r + 1) for every rank
-# r of the support of D and every quadrature node, ~100 incomplete beta
-# functions per node and size.  Here the nodes are fixed (they depend on N
-# only), so each row I_t(r, n - r + 1) is computed once per (size, rank) and
-# reused by every level; a level then costs one matrix-vector product per
-# size and one Poisson-binomial DP over the sizes that gives every k at once
-# (the states 0..k-1 of the DP do not depend on the larger states, so the
-# value for k is the one the single-k DP computes, up to the order of the
-# final sum).  Rows are only computed where I_t is not 0 or 1: left of
-# t_lo(r) = I^{-1}(r, n - r + 1; 1e-20) the row is set to 0 (the bound
-# changes by at most m x 1e-20, below the rounding of a value near
-# 1 - alpha and far below _BOUND_MARGIN), right of the level 1 - 1e-20 it
-# is 1 (which float rounds to anyway).
+def _uniform_counts(scores, edges):
+    """:func:`~skfedcp.privacy._quantile._release_counts` of scores in ``[0,
+    1)`` on ``edges = linspace(0, 1, B + 1)``, without its binary search.
 
-_ROW_CUT = 1e-20
-
-
-class _TightBounds:
-    """``LB(q, k)`` for every ``k``, cached per level ``q`` (see above)."""
-
-    def __init__(self, groups, epsilon, n_bins, utility):
-        self.groups = groups
-        self.counts = [c for _, c in groups]
-        self.m = sum(self.counts)
-        self.N = sum(n * c for n, c in groups)
-        self.law_args = (epsilon, n_bins)
-        self.utility = utility
-        self.exact = self.N <= _GAUSS_EXACT_MAX_N
-        self._nodes = []  # (t, w) of each pass
-        self._rows = []  # per pass: {n: {r: row}}
-        self._values = {}  # q -> list of per-pass arrays over k = 1..m
-        # The DP keeps the states 0..cap-1 only (LB for k <= cap; NaN above):
-        # a search lowers it to the largest k it can still choose. The states
-        # below cap do not depend on the ones above (each row i of a step
-        # reads rows i - r, r >= 0), so LB(q, k <= cap) has the same bits.
-        self.cap = self.m
-        self._caps = {}  # q -> cap of each pass at q
-        self._laws = {}  # q -> per size (ranks, pmf, mass at rank 0)
-        self.evaluations = 0
-
-    def _pass(self, index):
-        while len(self._nodes) <= index:
-            if self.exact:
-                t, w = _gauss_nodes01(-(-(self.N + 1) // 2))
-            else:
-                panels = 64 << len(self._nodes)
-                x, w16 = np.polynomial.legendre.leggauss(16)
-                edges = np.linspace(0.0, 1.0, panels + 1)
-                width = edges[1] - edges[0]
-                t = (edges[:-1, None] + width * (x + 1.0) / 2.0).ravel()
-                w = np.tile(w16 * width / 2.0, panels)
-            self._nodes.append((t, w))
-            # Per size: windows of rows ``[first, first + len)`` filled on
-            # demand, and which of their rows are computed. A window covers
-            # the ranks a level asks for (the support of the rank law, near
-            # q n); windows that do not overlap stay apart, so memory follows
-            # the ranks used, never a client's announced n (one window from
-            # the ranks at q = 1/2 to those at q = 1 of a client announcing
-            # 10^9 would be 500 million rows).
-            self._rows.append({n: [] for n, _ in self.groups})
-        return self._nodes[index]
-
-    def _window(self, index, n, low, high):
-        """The rows of size ``n`` as a window covering ranks ``[low, high)``."""
-        windows = self._rows[index][n]
-        for first, matrix, done in windows:
-            if first <= low and high <= first + matrix.shape[0]:
-                return first, matrix, done
-        width = self._nodes[index][0].shape[0]
-        touching = [w for w in windows if w[0] <= high and low <= w[0] + w[1].shape[0]]
-        if touching:
-            # A window that grows (the levels of a search drift) grows by half
-            # its span on the side asked for: O(log) copies, not one per level.
-            start = min(first for first, _, _ in touching)
-            end = max(first + matrix.shape[0] for first, matrix, _ in touching)
-            pad = (max(high, end) - min(low, start)) // 2
-            if low < start:
-                low = max(low - pad, 1)
-            if high > end:
-                high = min(high + pad, n + 1)
-        for first, matrix, _ in touching:
-            low, high = min(low, first), max(high, first + matrix.shape[0])
-        grown = np.empty((high - low, width))
-        known = np.zeros(high - low, dtype=bool)
-        for first, matrix, done in touching:
-            at = first - low
-            grown[at : at + matrix.shape[0]] = matrix
-            known[at : at + matrix.shape[0]] = done
-        kept = [w for w in windows if all(w is not t for t in touching)]
-        self._rows[index][n] = [*kept, (low, grown, known)]
-        return low, grown, known
-
-    def _row_block(self, index, n, ranks):
-        """``I_t(r, n - r + 1)`` on the nodes of pass ``index``, rows ``ranks``."""
-        t, _ = self._pass(index)
-        if not ranks.size:
-            return np.empty((0, t.shape[0]))
-        first, matrix, done = self._window(
-            index, n, int(ranks.min()), int(ranks.max()) + 1
-        )
-        todo = ranks[~done[ranks - first]].tolist()
-        if todo:
-            r = np.asarray(todo, dtype=np.float64)
-            lo = np.searchsorted(t, special.betaincinv(r, n - r + 1.0, _ROW_CUT))
-            hi = np.searchsorted(
-                t, 1.0 - special.betaincinv(n - r + 1.0, r, _ROW_CUT), side="right"
-            )
-            for j, rank in enumerate(todo):
-                row = matrix[rank - first]
-                row[: lo[j]] = 0.0
-                row[hi[j] :] = 1.0
-                if hi[j] > lo[j]:
-                    row[lo[j] : hi[j]] = special.betainc(
-                        rank, n - rank + 1, t[lo[j] : hi[j]]
-                    )
-            done[np.asarray(todo) - first] = True
-        start = int(ranks[0]) - first
-        if int(ranks[-1]) - int(ranks[0]) + 1 == ranks.size:
-            return matrix[start : start + ranks.size]  # consecutive ranks: a view
-        return matrix[ranks - first]  # one gather: the rows, as np.array(list) stacked
-
-    def _compute(self, q, index, cap=None):
-        cap = self.cap if cap is None else cap
-        t, w = self._pass(index)
-        epsilon, n_bins = self.law_args
-        probs = np.empty((len(self.groups), t.shape[0]))
-        laws = self._laws.get(q)
-        if laws is None:  # the same for every pass at this level
-            laws = []
-            for n, _ in self.groups:
-                ranks, pmf = _rank_law(n, q, epsilon, n_bins, utility=self.utility)
-                keep = (pmf != 0.0) & (ranks > 0)
-                laws.append((ranks[keep], pmf[keep], float(pmf[ranks == 0].sum())))
-            self._laws[q] = laws
-        for g, (n, _) in enumerate(self.groups):
-            ranks, weights, base = laws[g]
-            p = base + weights @ self._row_block(index, n, ranks)
-            probs[g] = np.minimum(p, 1.0)
-        # The DP on the counts reachable so far only: after clients adding up
-        # to c, the states above c are exact zeros in the full (m, nodes) DP
-        # and add exact zeros to the others, so the kept states carry the
-        # same operations on the same values (the same bits) at about half
-        # the cost.
-        #
-        # The DP is elementwise in the nodes, and a node where every p is 0 or
-        # 1 ends, exactly, in the state e_C (C = the clients with p = 1; no
-        # state if C >= m): its binomial blocks are exact 0s and 1s. Only the
-        # other nodes run the DP (most nodes below the levels' quantiles
-        # have p = 0 for every size).
-        binary = ((probs == 0.0) | (probs == 1.0)).all(axis=0)
-        mixed = np.flatnonzero(~binary)
-        #
-        # A single client's binomial block is exp(log1p(-p)) and exp(log p)
-        # (its log-binomial coefficients are exact zeros): computed for all
-        # single clients in two calls, then one multiply-add per client,
-        # the values _add_clients(..., single_as_block=True) gives.
-        mixed_probs = probs[:, mixed]
-        single = np.asarray(self.counts) == 1
-        stay = np.exp(special.xlog1py(1.0, -mixed_probs[single]))
-        move = np.exp(special.xlogy(1.0, mixed_probs[single]))
-        #
-        # The states live in two buffers (no array per client): a single
-        # client's row i is state[i] * stay + state[i - 1] * move, the two
-        # products and the sum of the padded arrays the DP was written with
-        # (a new top row is 0 * stay + x = x), so the same bits.
-        width = mixed.shape[0]
-        state, spare, products = (np.empty((cap, width)) for _ in range(3))
-        state[0] = 1.0
-        rows, s = 1, 0
-        for p, count in zip(mixed_probs, self.counts, strict=True):
-            grown = min(cap, rows + count)
-            if count == 1 and grown > 1:
-                np.multiply(state[:rows], stay[s], out=spare[:rows])
-                spare[rows:grown] = 0.0
-                np.multiply(state[: grown - 1], move[s], out=products[: grown - 1])
-                np.add(spare[1:grown], products[: grown - 1], out=spare[1:grown])
-                state, spare = spare, state
-            else:
-                padded = np.zeros((grown, width))
-                padded[:rows] = state[:rows]
-                state[:grown] = _add_clients(padded, p, count, single_as_block=True)
-            rows = grown
-            s += count == 1
-        cdf = np.empty((self.m, t.shape[0]))
-        cdf[:rows, mixed] = np.minimum(np.cumsum(state[:rows], axis=0), 1.0)
-        ones = np.asarray(self.counts) @ (probs[:, binary] == 1.0)
-        cdf[:, binary] = np.arange(self.m)[:, None] >= ones[None, :]
-        cdf[cap:] = np.nan  # (the product keeps its shape: same bits per row)
-        self.evaluations += 1
-        return cdf @ w
-
-    def _passes(self, q, k):
-        """The passes made at ``q``, those computed below ``k`` states
-        computed again with ``k`` (the same bits for the smaller ``k``)."""
-        passes = self._values.setdefault(q, [])
-        caps = self._caps.setdefault(q, [])
-        caps.extend([self.m] * (len(passes) - len(caps)))  # set from outside
-        for i, cap in enumerate(caps):
-            if cap < k:
-                caps[i] = max(k, self.cap)
-                passes[i] = self._compute(q, i, caps[i])
-        return passes
-
-    def _append(self, q, passes, k):
-        """One more pass at ``q`` (the states up to ``cap``, ``k`` at least)."""
-        cap = max(self.cap, k)
-        self._caps.setdefault(q, []).append(cap)
-        passes.append(self._compute(q, len(passes), cap))
-
-    def known(self, q, k):
-        """``LB(q, k)`` if already computed (no new work), else None."""
-        if q not in self._values:
-            return None
-        return self._settle(self._passes(q, k), k)
-
-    def _settle(self, passes, k):
-        if not passes:
-            return None
-        if self.exact:
-            return float(passes[0][k - 1])
-        for i in range(1, len(passes)):
-            value, previous = passes[i][k - 1], passes[i - 1][k - 1]
-            if abs(value - previous) < 1e-13:
-                return float(value) - _QUADRATURE_SLACK
-            if (64 << i) >= 8192:
-                return float(min(value, previous)) - 1e-8
-        return None
-
-    def __call__(self, q, k):
-        passes = self._passes(q, k)
-        while True:
-            value = self._settle(passes, k)
-            if value is not None:
-                return value
-            self._append(q, passes, k)
-
-    def within(self, q, k, passes=2):
-        """``LB(q, k)`` if it settles within ``passes`` passes, else None
-        (the passes made are kept: a later call settles from them)."""
-        made = self._passes(q, k)
-        if self.exact:
-            passes = 1  # exact nodes: one pass is the bound
-        while len(made) < passes:
-            self._append(q, made, k)
-        return self._settle(made[:passes], k)
-
-    def estimate(self, q, k):
-        """``LB(q, k)`` from the passes made at ``q`` (one at least): a guess.
-
-        Exact nodes: the bound itself. Composite rule: the last pass minus
-        the slack (the settled value when that pass agrees with the next, as
-        it nearly always does to ~1e-13). Never used to decide a midpoint,
-        only to aim the levels that will (see :func:`_replayed_bisection`).
-        """
-        passes = self._passes(q, k)
-        if not passes:
-            self._append(q, passes, k)
-        if self.exact:
-            return float(passes[0][k - 1])
-        return float(passes[-1][k - 1]) - _QUADRATURE_SLACK
+    The bin index is ``#{edges < s}`` (``searchsorted``, side "left"),
+    clipped to ``1..B``; ``ceil(s B)`` is within one of it (``s B`` and the
+    edges are within a few ulps of the exact values), and one comparison
+    with each neighbouring edge makes it exact: the same indices, the same
+    integer counts.
+    """
+    m, n = scores.shape
+    n_bins = edges.shape[0] - 1
+    index = np.ceil(scores * n_bins).astype(np.intp)
+    index -= (index > 0) & (edges[np.maximum(index - 1, 0)] >= scores)
+    index += edges[index] < scores
+    np.clip(index, 1, n_bins, out=index)
+    flat = (index + (n_bins + 1) * np.arange(m)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=m * (n_bins + 1)).reshape(m, -1)[:, 1:]
+    lower = counts.cumsum(axis=1) - counts
+    return lower, n - lower - counts
 
 
 def _replayed_bisection(bounds, k, q_top, target):

@@ -43,7 +43,7 @@ alpha`` in the rule's criterion ``S`` (``q_old(k)`` the chained level):
 
 How ``k*`` is found without resolving every ``k``. One fully evaluated level
 ``x`` gives ``LB(x, k)`` and ``S(x, k)`` for every ``k`` at once
-(``_tight._TightBounds``, ``_tight_prune._simulated_coverage_all_k``). For
+(``_tight_bounds._TightBounds``, ``_tight_prune._simulated_coverage_all_k``). For
 each ``k``, let ``b_k`` be the smallest evaluated level that passes ``k``
 and ``a_k`` the largest below it that fails (``1/2`` if none: ``q(k) >=
 1/2``).
@@ -57,6 +57,11 @@ that only choose where to evaluate) until every contender is resolved
 (its ``a_k``, ``b_k`` adjacent floats, or ``q(k) = 1/2``), then applies
 the rule to their exact ``S(k)``.
 Every decision (pass, fail, exclusion) is that of a fully evaluated level.
+(Since session 10 a fully evaluated ``LB`` is the engine's certified value:
+the computed one minus a bound on what its row recurrence, dropped rank-0
+mass and row cut can add, ``_tight_bounds._TightBounds._certified``; the argument
+above holds for it unchanged, and the user guide's "The engine of session
+10" shows the plan is never further from ``1 - alpha`` than before.)
 
 The plan depends on no path of the search: ``q(k)`` is a function of ``k``
 (the smallest passing float, under the monotonicity above) and ``LB(q, k)``
@@ -64,7 +69,7 @@ of ``(q, k)``, and the rule gives the same ``k*`` over any set of contenders
 holding every ``k`` not certified out. So the search may ask less: the ``k``
 above the largest contender are out for good (their lower ends only rise),
 and a level probed next to another one (a crossing being refined) is
-evaluated for the ``k`` up to the aimed one only; ``_tight._TightBounds``
+evaluated for the ``k`` up to the aimed one only; ``_tight_bounds._TightBounds``
 then keeps the DP's states ``0..cap - 1``, whose bits do not depend on the
 states above (``LB(q, k)`` for ``k <= cap`` is the full DP's).
 """

@@ -74,10 +74,10 @@ def test_triangular_count_dp_is_the_full_dp(utility):
     t, w = bounds._pass(0)
     state = np.zeros((bounds.m, t.shape[0]))
     state[0] = 1.0
-    for (n, count), (ranks, weights, base) in zip(
-        bounds.groups, bounds._laws[0.9], strict=True
-    ):
-        p = np.minimum(base + weights @ bounds._row_block(0, n, ranks), 1.0)
+    # (p as the engine builds it since session 10: without the rank-0 mass,
+    # 1 where every row is 1; the DP's bits are what this test pins.)
+    for (n, count), law in zip(bounds.groups, bounds._laws[0.9], strict=True):
+        p = bounds._client_cdf(0, n, law)
         state = _add_clients(state, p, count, single_as_block=True)
     full = np.minimum(np.cumsum(state, axis=0), 1.0) @ w
     np.testing.assert_array_equal(values, full)
