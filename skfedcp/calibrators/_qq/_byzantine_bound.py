@@ -42,16 +42,14 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import betainc, betaincinv
 
 from ._poisbin import _TREE_CHUNK, _poisbin_window_tree, _uses_tree, _window_cdf
 
 # Below / above the window every active p_j is within this of 0 / 1.
 _EDGE = 1e-18
-# Gauss-Legendre nodes per panel; panels halved until a panel and its
-# halves agree (at most _MAX_LEVELS times).
-_GL_NODES = 8
+# Panels halved until their Gauss and Kronrod values agree (at most
+# _MAX_LEVELS times), within budgets adding up to 2 _AGREE.
 _AGREE = 1e-13
 _MAX_LEVELS = 12
 # Nodes of the bracketing Riemann pass and of the crossing grid.
@@ -308,7 +306,7 @@ def _crossings(ext, grid):
     take = ext.take(p)
     changed = np.flatnonzero(np.any(take[1:] != take[:-1], axis=1))
     sign = 1.0 if ext.largest else -1.0
-    out = []
+    xs, ys, lefts = [], [], []
     for s in changed.tolist():
         pa, pb = sign * p[s], sign * p[s + 1]
         ahead = (pa[None, :] > pa[:, None]) & (pb[None, :] > pb[:, None])
@@ -319,16 +317,30 @@ def _crossings(ext, grid):
         )
         da = np.sign(p[s, near][:, None] - p[s, near][None, :])
         db = np.sign(p[s + 1, near][:, None] - p[s + 1, near][None, :])
-        for i, j in zip(*np.nonzero(np.triu(da * db < 0, 1)), strict=True):
-            x, y = int(near[i]), int(near[j])
+        i, j = np.nonzero(np.triu(da * db < 0, 1))
+        xs.append(near[i])
+        ys.append(near[j])
+        lefts.append(np.full(i.size, s))
+    if not xs:
+        return np.empty(0)
+    x, y, left = np.concatenate(xs), np.concatenate(ys), np.concatenate(lefts)
+    return _roots(ext.a[x], ext.b[x], ext.a[y], ext.b[y], grid[left], grid[left + 1])
 
-            def f(t, x=x, y=y):
-                return float(
-                    betainc(ext.a[x], ext.b[x], t) - betainc(ext.a[y], ext.b[y], t)
-                )
 
-            out.append(brentq(f, grid[s], grid[s + 1], xtol=1e-15))
-    return out
+def _roots(ax, bx, ay, by, lo, hi):
+    """Where ``I_t(ax, bx) = I_t(ay, by)`` in each ``[lo, hi]`` (one sign
+    change each): bisection, all at once, to ``1e-15`` (brentq's ``xtol``)."""
+    lo, hi = lo.astype(np.float64), hi.astype(np.float64)
+    f_lo = betainc(ax, bx, lo) - betainc(ay, by, lo)
+    for _ in range(64):
+        if not np.any(hi - lo > 1e-15):
+            break
+        mid = 0.5 * (lo + hi)
+        f_mid = betainc(ax, bx, mid) - betainc(ay, by, mid)
+        same = np.sign(f_mid) == np.sign(f_lo)
+        lo, f_lo = np.where(same, mid, lo), np.where(same, f_mid, f_lo)
+        hi = np.where(same, hi, mid)
+    return 0.5 * (lo + hi)
 
 
 def _pieces(ext, lo, hi):
@@ -343,46 +355,95 @@ def _pieces(ext, lo, hi):
     return kept[:-1], kept[1:]
 
 
-@functools.lru_cache(maxsize=1)
-def _gl(n_nodes):
-    x, w = np.polynomial.legendre.leggauss(n_nodes)
-    return (x + 1.0) / 2.0, w / 2.0
+# Gauss-Kronrod 7-15 (QUADPACK's qk15): the 15 Kronrod nodes on [0, 1]
+# (ascending), their weights, and the 7-point Gauss weights on the odd ones.
+_XGK = np.array(
+    [
+        0.991455371120812639206854697526329,
+        0.949107912342758524526189684047851,
+        0.864864423359769072789712788640926,
+        0.741531185599394439863864773280788,
+        0.586087235467691130294144845693013,
+        0.405845151377397166906606412076961,
+        0.207784955007898467600689403773245,
+    ]
+)
+_WGK = np.array(
+    [
+        0.022935322010529224963732008058970,
+        0.063092092629978553290700663189204,
+        0.104790010322250183839876322541518,
+        0.140653259715525918745189590510238,
+        0.169004726639267902826583426598550,
+        0.190350578064785409913256402421014,
+        0.204432940075298892414161999234649,
+    ]
+)
+_WGK_MID = 0.209482141084727828012999174891714
+_WG = np.array(
+    [
+        0.129484966168869693270611432679082,
+        0.279705391489276667901467771423780,
+        0.381830050505118944950369775488975,
+    ]
+)
+_WG_MID = 0.417959183673469387755102040816327
+_GK_X = (np.r_[-_XGK, 0.0, _XGK[::-1]] + 1.0) / 2.0
+_GK_WK = np.r_[_WGK, _WGK_MID, _WGK[::-1]] / 2.0
+_GK_WG = np.zeros(15)
+_GK_WG[[1, 3, 5]] = _WG / 2.0
+_GK_WG[[13, 11, 9]] = _WG / 2.0
+_GK_WG[7] = _WG_MID / 2.0
+
+
+#: Panels the part where the integrands drop is cut into first.
+_PRESPLIT = 8
+
+
+def _presplit(lows, highs, grid, first, last, a, b):
+    """The pieces cut further where the integrands drop: ``_PRESPLIT`` equal
+    panels between the last grid node where the first ``k``'s integrand is
+    ``>= 0.999`` and the first where the last one's is ``<= 0.001``."""
+    high = np.flatnonzero(first >= 0.999)
+    low = np.flatnonzero(last <= 0.001)
+    d_lo = grid[high[-1]] if high.size else a
+    d_hi = grid[low[0]] if low.size else b
+    cuts = np.linspace(max(d_lo, a), min(d_hi, b), _PRESPLIT + 1)
+    edges = np.unique(np.r_[lows, highs[-1], cuts[(cuts > a) & (cuts < b)]])
+    return edges[:-1], edges[1:]
 
 
 def _integral(ext, ks, lows, highs):
-    """``int f_k`` over the pieces: adaptive Gauss-Legendre, panel by panel.
+    """``int f_k`` over the pieces: adaptive Gauss-Kronrod, panel by panel.
 
-    Each piece starts as one panel; a panel is kept when its 16-node value
-    and the sum of its two halves' agree to ``_AGREE`` times its share of
-    the width (so the total agrees to ``_AGREE``), else its halves are
-    split again, at most ``_MAX_LEVELS`` times. The halves' sum is kept.
+    Each initial panel gets the budget ``_AGREE (width / total + 1 /
+    panels)``, shared by width among its halves; a panel is kept when its
+    Kronrod and Gauss values agree within its budget (the Gauss value's
+    error: the Kronrod value kept is far closer), else it is halved, at
+    most ``_MAX_LEVELS`` times. The budgets add up to ``2 _AGREE``.
     """
-    x, w = _gl(_GL_NODES)
+    x, wk, wg = _GK_X, _GK_WK, _GK_WG
     n_ks = len(ks)
-
-    def rule(a, b):
-        t = (a[:, None] + (b - a)[:, None] * x).ravel()
-        f = ext.cdf(t, ks).reshape(n_ks, a.size, x.size)
-        return (f @ w) * (b - a)
-
     a, b = lows, highs
-    tol = _AGREE / max(float(np.sum(highs - lows)), 1e-300)
-    whole = rule(a, b)
+    per_width = _AGREE * (
+        1.0 / max(float(np.sum(b - a)), 1e-300)
+        + 1.0 / (a.size * np.maximum(b - a, 1e-300))
+    )
     total = np.zeros(n_ks)
     for level in range(_MAX_LEVELS + 1):
-        mid = (a + b) / 2.0
-        halves = rule(np.r_[a, mid], np.r_[mid, b])
-        left, right = halves[:, : a.size], halves[:, a.size :]
-        refined = left + right
-        done = np.max(np.abs(refined - whole), axis=0) <= tol * (b - a)
+        t = (a[:, None] + (b - a)[:, None] * x).ravel()
+        f = ext.cdf(t, ks).reshape(n_ks, a.size, x.size)
+        kron, gauss = (f @ wk) * (b - a), (f @ wg) * (b - a)
+        done = np.max(np.abs(kron - gauss), axis=0) <= per_width * (b - a)
         if level == _MAX_LEVELS:
             done[:] = True
-        total += refined[:, done].sum(axis=1)
+        total += kron[:, done].sum(axis=1)
         if done.all():
             return total
         keep = ~done
+        mid = (a + b) / 2.0
         a, b = np.r_[a[keep], mid[keep]], np.r_[mid[keep], b[keep]]
-        whole = np.c_[left[:, keep], right[:, keep]]
+        per_width = np.r_[per_width[keep], per_width[keep]]
     return total  # pragma: no cover (the last level keeps every panel)
 
 
@@ -413,5 +474,6 @@ def _extreme_coverages(sizes, ranks, n_keep, largest, ks):
     middle = np.zeros(ks_arr.size)
     if b > a:
         lows, highs = _pieces(ext, a, b)
+        lows, highs = _presplit(lows, highs, t[1:-1], first, last, a, b)
         middle = _integral(ext, ks_arr, lows, highs)
     return np.clip(a + middle + (1.0 - b) * at1, 0.0, 1.0)
