@@ -68,18 +68,9 @@ from .._qq._byzantine import (
 )
 from .._qq._coverage import _FEASIBILITY_TOL
 from .._qq._selection import select_qq_ranks
+from ._byzantine_bounds import CoarseBounds
 from ._common import _describe
-from ._paper_bounds import certified_kappas, fixed_ranks, shifted_bounds
-from ._plan import (
-    _BOUND_DP_MAX_CLIENTS,
-    _FINE_MARGIN,
-    _FINE_NODES,
-    _TIE,
-    GAMMA_GRID,
-    _beats,
-    _dpqq_auto_bins,
-    _qq_score,
-)
+from ._plan import _TIE, GAMMA_GRID, _beats, _dpqq_auto_bins, _qq_score
 from ._tight import (
     _BOUND_MARGIN,
     _best_simulated,
@@ -174,8 +165,10 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
     n_total = sum(sizes)
     best = None  # (score, gamma, _Pair, correction, corrected ranks)
     planned = set()  # the corrections of the gammas planned (equal sizes)
-    for g in grid:
-        correction = dp_qq_local_correction(epsilon, n_bins, g, alpha, m)
+    corrections = [dp_qq_local_correction(epsilon, n_bins, g, alpha, m) for g in grid]
+    coarse = None if equal or not _USE_BOUNDS else CoarseBounds(sizes, c)
+    for index, g in enumerate(grid):
+        correction = corrections[index]
         if correction >= max(sizes):
             continue
         tau = (1.0 - alpha) / (1.0 - g * alpha)
@@ -194,7 +187,8 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
             # Riemann bounds first (coarse, then fine when close), the
             # selection of one honest set last: each is a lower bound on the
             # score, the cheaper ones usually enough.
-            if _packed_bound(sizes, tau, correction, c, best[0]) - 3e-10 >= best[0]:
+            taus = [(1.0 - alpha) / (1.0 - h * alpha) for h in grid]
+            if coarse.bound(index, taus, corrections, best[0]) - 3e-10 >= best[0]:
                 continue
             bound = _unequal_score_bound(sizes, tau, correction, c)
             if bound - 3e-10 >= best[0]:
@@ -274,61 +268,6 @@ def _unequal_score_bound(sizes, tau, correction, c):
         clipped = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
         bound = min(bound, _score_bound_at(sizes, clipped, tau, correction, c, True))
     return bound
-
-
-def _packed_bound(sizes, tau, correction, c, best):
-    """A lower bound on the score of a gamma (unequal sizes) from Riemann sums.
-
-    The argument of :func:`_unequal_score_bound`, with the honest set's
-    ``c = 0`` rank replaced by ``kappa``, certified by upper Riemann sums
-    (:func:`._paper_bounds.certified_kappas`: every ``r < kappa`` has
-    ``M_H0(l, r) < tau - 1e-10``, so the pair's ``r >= kappa``), and the
-    score ``M(l + l_cor, r + c) >= M(l + l_cor, kappa + c)`` by its lower
-    Riemann sum (:func:`._paper_bounds.shifted_bounds`), on 16 nodes where
-    the ``kappa``-th value lives, then on 64 when that misses ``best`` by
-    less than ``_plan._FINE_MARGIN``. ``-inf`` when the nodes certify no
-    ``kappa``; the smaller bound of both rank choices when some A.1 rank
-    exceeds its size.
-    """
-    size_counts = sorted(Counter(sizes).items())
-    ns = np.array([n for n, _ in size_counts], dtype=np.float64)
-    counts = np.array([k for _, k in size_counts], dtype=np.float64)
-    ranks = fixed_ranks(ns, 1.0 - tau)
-    choices = [ranks]
-    if (ranks > ns).any():
-        choices.append(np.minimum(ranks, ns))
-    batched = len(sizes) <= _BOUND_DP_MAX_CLIENTS
-    bound = -math.inf
-    for n_nodes in (16, _FINE_NODES):
-        bound = min(
-            _packed_bound_at(ns, counts, l, tau, correction, c, n_nodes, batched)
-            for l in choices
-        )
-        if bound - 3e-10 >= best or bound < best - _FINE_MARGIN:
-            break
-    return bound
-
-
-def _packed_bound_at(ns, counts, ranks, tau, correction, c, n_nodes, batched):
-    """:func:`_packed_bound` for one choice of the pair's ranks (per size)."""
-    # H0: without the c clients least likely below tau (any H0 is valid).
-    active = ranks <= ns
-    p = np.where(active, special.betainc(ranks, ns - ranks + 1.0, tau), 0.0)
-    honest = counts.copy()
-    left = c
-    for j in np.argsort(p, kind="stable"):
-        drop = min(left, int(honest[j]))
-        honest[j] -= drop
-        left -= drop
-        if left == 0:
-            break
-    keep = honest > 0
-    out, kappa, center = certified_kappas(
-        ns[keep], honest[keep], ranks[None, keep], [tau], n_nodes, batched
-    )
-    shifted = (ranks + correction)[None, :]
-    out = shifted_bounds(ns, counts, shifted, kappa + c, center, out, n_nodes, batched)
-    return float(out[0])
 
 
 def _score_bound_at(sizes, ranks, tau, correction, c, clip):

@@ -54,6 +54,8 @@ _AGREE = 1e-13
 _MAX_LEVELS = 12
 # Nodes of the bracketing Riemann pass and of the crossing grid.
 _GRID = 257
+# Bracketing passes of certified_band (the window's grid, then crowded nodes).
+_BAND_PASSES = 3
 # Rounding of the count law (DP or product tree), on the Riemann brackets.
 _ROUNDING = 1e-12
 
@@ -119,12 +121,15 @@ class _Extreme:
         window's grid ``t`` (with 0 and 1), shared (see :func:`_grid_cdf`)."""
         return _grid_cdf(self.sizes, self.ranks, self.n_keep, self.largest)
 
-    def take(self, p):
-        """How many clients of each type ``H`` holds at each node."""
+    def take(self, p, types=None, room=None):
+        """How many clients of each type ``H`` holds at each node (of the
+        ``types`` given, sharing ``room`` places: every type, all places)."""
+        counts = self.counts if types is None else self.counts[types]
+        room = self.room if room is None else room
         order = np.argsort(-p if self.largest else p, axis=1, kind="stable")
-        sorted_counts = self.counts[order]
+        sorted_counts = counts[order]
         before = np.cumsum(sorted_counts, axis=1) - sorted_counts
-        take_sorted = np.clip(self.room - before, 0, sorted_counts)
+        take_sorted = np.clip(room - before, 0, sorted_counts)
         take = np.empty_like(take_sorted)
         np.put_along_axis(take, order, take_sorted, axis=1)
         return take
@@ -230,15 +235,25 @@ def riemann_brackets(sizes, ranks, n_keep, k):
     _, t, f = ext.grid_cdf()
     row = f[k - 1]
     yield _riemann_sums(t, row)
-    below = row <= 0.02
+    nodes = _crowded(t, row, row)
+    yield _riemann_sums(nodes, ext.cdf(nodes, np.array([k]))[0])
+
+
+def _crowded(t, first, last):
+    """``_GRID`` nodes from 0 to 1, ``t_c + s sinh(u)`` (``u`` uniform),
+    crowded where the integrands drop: from the last node of ``t`` before
+    ``first`` (the earliest to drop) falls below 0.98 to the first where
+    ``last`` is at most 0.02 (``t_c`` the middle, ``s`` a quarter of the
+    width). Where they sit changes only the width of a Riemann bracket."""
+    below = last <= 0.02
     high = int(np.argmax(below)) if below.any() else t.size - 1
-    low = max(int(np.argmax(row < 0.98)) - 1, 0)
+    low = max(int(np.argmax(first < 0.98)) - 1, 0)
     center = (t[low] + t[high]) / 2.0
     s = max((t[high] - t[low]) / 4.0, 1e-12)
     u = np.linspace(np.arcsinh(-center / s), np.arcsinh((1.0 - center) / s), _GRID)
     nodes = np.clip(center + s * np.sinh(u), 0.0, 1.0)
     nodes[0], nodes[-1] = 0.0, 1.0
-    yield _riemann_sums(nodes, ext.cdf(nodes, np.array([k]))[0])
+    return nodes
 
 
 def _riemann_sums(t, f):
@@ -265,25 +280,24 @@ def certified_band(sizes, ranks, n_keep, threshold, k_max):
     Right / left Riemann sums of the decreasing integrand ``f_k`` (the
     minimum over the honest sets) bound its integral from below / above on
     any nodes; ``_ROUNDING`` covers the count law's rounding. The first pass
-    spreads ``_GRID`` nodes over the window, the next ones over the part
-    where the band's integrands are neither ~1 nor ~0, until the band holds
-    at most 4 ranks (or 2 passes: a pass's gap is about the window's width
-    over ``_GRID``, so more passes narrow it little). ``None`` when no
-    ``k <= k_max`` can pass; ``k_hi = k_max`` when none is certain to.
+    reads the window's grid, the next ones (at most ``_BAND_PASSES`` in
+    all) nodes crowded where the band's integrands drop
+    (:func:`_crowded`, a gap about 50 times narrower), until the band holds
+    at most 2 ranks. ``None`` when no ``k <= k_max`` can pass; ``k_hi =
+    k_max`` when none is certain to.
     """
     ext = _Extreme(sizes, ranks, n_keep, True)
     if ext.a.size == 0:  # every client sends +inf: f = 1
         return 1, 1
-    (lo, hi), t, f_window = ext.grid_cdf()
-    a, b = lo, hi
-    k_lo, k_hi = 1, k_max
-    for step in range(2):
+    _, t, f_window = ext.grid_cdf()
+    k_lo, k_hi, base = 1, k_max, 1  # base: the k of f's first row
+    for step in range(_BAND_PASSES):
         if step == 0:  # the window's grid: its integrand is shared
-            grid, f = t[1:-1], f_window[k_lo - 1 : k_hi]
+            f = f_window[k_lo - 1 : k_hi]
         else:
-            grid = np.linspace(a, b, _GRID)
-            t = np.r_[0.0, grid, 1.0]
+            t = _crowded(t, f[k_lo - base], f[k_hi - base])
             f = ext.cdf(t, np.arange(k_lo, k_hi + 1))
+        base = k_lo
         width = np.diff(t)
         lower = f[:, 1:] @ width - _ROUNDING
         upper = f[:, :-1] @ width + _ROUNDING
@@ -291,40 +305,51 @@ def certified_band(sizes, ranks, n_keep, threshold, k_max):
         if maybe.size == 0:
             return None
         surely = np.flatnonzero(lower >= threshold)
-        new_hi = k_lo + int(surely[0]) if surely.size else k_hi
-        new_lo = k_lo + int(maybe[0])
-        a, b, _ = _trim(f[new_lo - k_lo, 1:-1], f[new_hi - k_lo, 1:-1], grid, lo, hi)
-        k_lo, k_hi = new_lo, max(new_hi, new_lo)
-        if k_hi - k_lo < 4 or not b > a:
+        k_lo = base + int(maybe[0])
+        k_hi = max(base + int(surely[0]) if surely.size else k_hi, k_lo)
+        if k_hi - k_lo < 2:
             break
     return k_lo, k_hi
 
 
-def _crossings(ext, grid):
-    """The crossings in ``grid`` that can move the boundary of ``H``."""
-    p = ext.probs(grid)
+def _crossings(ext, grid, p):
+    """The crossings in ``grid`` where the boundary of ``H`` moves (``p``:
+    the types' ``p_j`` at the nodes).
+
+    In an interval of the grid, a type with at least ``room`` clients ahead
+    of it at both ends (ahead throughout: two types cross at most once) is
+    never in ``H``, one with at least ``total - room`` behind it at both
+    ends always wholly in it. Only the others ("near") can move the
+    boundary: the crossings of their pairs that swap order are found, and
+    kept where ``H`` differs on their two sides (the near types sharing the
+    places the others leave, at the midpoints between crossings).
+    """
     take = ext.take(p)
     changed = np.flatnonzero(np.any(take[1:] != take[:-1], axis=1))
     sign = 1.0 if ext.largest else -1.0
-    xs, ys, lefts = [], [], []
+    cuts = []
     for s in changed.tolist():
         pa, pb = sign * p[s], sign * p[s + 1]
         ahead = (pa[None, :] > pa[:, None]) & (pb[None, :] > pb[:, None])
         behind = (pa[None, :] < pa[:, None]) & (pb[None, :] < pb[:, None])
-        near = np.flatnonzero(
-            (ahead @ ext.counts < ext.room)
-            & (behind @ ext.counts < ext.total - ext.room)
+        is_near = (ahead @ ext.counts < ext.room) & (
+            behind @ ext.counts < ext.total - ext.room
         )
+        near = np.flatnonzero(is_near)
         da = np.sign(p[s, near][:, None] - p[s, near][None, :])
         db = np.sign(p[s + 1, near][:, None] - p[s + 1, near][None, :])
         i, j = np.nonzero(np.triu(da * db < 0, 1))
-        xs.append(near[i])
-        ys.append(near[j])
-        lefts.append(np.full(i.size, s))
-    if not xs:
-        return np.empty(0)
-    x, y, left = np.concatenate(xs), np.concatenate(ys), np.concatenate(lefts)
-    return _roots(ext.a[x], ext.b[x], ext.a[y], ext.b[y], grid[left], grid[left + 1])
+        x, y = near[i], near[j]
+        lo, hi = np.full(x.size, grid[s]), np.full(x.size, grid[s + 1])
+        roots = np.sort(_roots(ext.a[x], ext.b[x], ext.a[y], ext.b[y], lo, hi))
+        edges = np.r_[grid[s], roots, grid[s + 1]]
+        mids = (edges[:-1] + edges[1:]) / 2.0
+        p_near = betainc(ext.a[near][None, :], ext.b[near][None, :], mids[:, None])
+        room = ext.room - int(take[s][~is_near].sum())
+        take_near = ext.take(p_near, near, room)
+        moves = np.flatnonzero(np.any(take_near[1:] != take_near[:-1], axis=1))
+        cuts.append(roots[moves])
+    return np.concatenate(cuts) if cuts else np.empty(0)
 
 
 def _roots(ax, bx, ay, by, lo, hi):
@@ -347,11 +372,13 @@ def _pieces(ext, lo, hi):
     """``[lo, hi]`` cut where ``H`` changes."""
     if ext.fixed():  # every client kept, or none: H never changes
         return np.array([lo]), np.array([hi])
-    cuts = sorted(c for c in _crossings(ext, np.linspace(lo, hi, _GRID)) if lo < c < hi)
-    edges = np.array([lo, *cuts, hi])
-    take = ext.take(ext.probs((edges[:-1] + edges[1:]) / 2.0))
-    moves = np.flatnonzero(np.any(take[1:] != take[:-1], axis=1)) + 1
-    kept = np.r_[lo, edges[moves], hi]
+    # The window's grid (its p_j are cached) inside [lo, hi], and both ends.
+    _, t, p = _window_probs(ext.sizes, ext.ranks)
+    inside = (t > lo) & (t < hi)
+    grid = np.r_[lo, t[inside], hi]
+    p = np.r_[ext.probs(np.array([lo])), p[inside], ext.probs(np.array([hi]))]
+    cuts = np.sort(_crossings(ext, grid, p))
+    kept = np.r_[lo, cuts[(cuts > lo) & (cuts < hi)], hi]
     return kept[:-1], kept[1:]
 
 
