@@ -105,7 +105,7 @@ def _bounds(sizes, ranks, k, c):
         upper = 1.0 if k > h else honest(k)
         return lower, upper
     lower = 0.0 if c >= k else extreme_coverages(sizes, ranks, h, True, (k - c,))[0]
-    upper = 1.0 if k > h else extreme_coverages(sizes, ranks, h, False, (k,))[0]
+    upper = 1.0 if k > h else extreme_coverages(sizes, ranks, h, False, (k,), h)[0]
     return float(lower), float(upper)
 
 
@@ -465,8 +465,9 @@ def _select_cached(sizes, alpha, c, local_rank, clip):
         return _INFEASIBLE
     ranks, k, lower = found
     m = len(sizes)
-    upper = float(extreme_coverages(sizes, ranks, m - c, False, (k,))[0])
-    benign = float(extreme_coverages(sizes, ranks, m, True, (k,))[0])
+    # Both trimmed from the grid of the certified bound (its honest sets).
+    upper = float(extreme_coverages(sizes, ranks, m - c, False, (k,), m - c)[0])
+    benign = float(extreme_coverages(sizes, ranks, m, True, (k,), m - c)[0])
     return ByzantineSelection(ranks, k, benign, True, lower, upper)
 
 

@@ -475,29 +475,69 @@ def _integral(ext, ks, lows, highs):
 
 
 @functools.lru_cache(maxsize=1024)
-def extreme_coverages(sizes, ranks, n_keep, largest, ks):
+def extreme_coverages(sizes, ranks, n_keep, largest, ks, guide=None):
     """``int_0^1 ext_H P(X_H(t) <= k - 1) dt`` for each ``k`` of ``ks`` (sorted).
 
     ``largest=True``: the minimum over every honest set of ``n_keep``
     clients taken pointwise in ``t`` (a lower bound on ``min_H M_H(l,
     k)``); ``False``: the maximum (an upper bound on ``max_H M_H``).
+    ``guide``: the ``n_keep`` of a minimum (``largest=True``) whose grid
+    (:func:`_grid_cdf`, usually cached) sandwiches these integrands, to trim
+    the integral without a grid of their own (see :func:`_sandwich`).
     Cached: the array returned is read-only.
     """
-    values = _extreme_coverages(sizes, ranks, n_keep, largest, ks)
+    values = _extreme_coverages(sizes, ranks, n_keep, largest, ks, guide)
     values.flags.writeable = False
     return values
 
 
-def _extreme_coverages(sizes, ranks, n_keep, largest, ks):
+def _sandwich(n_clients, n_keep, largest, guide):
+    """``(below, above)``: ``f_g(k - below) <= f(k) <= f_g(k + above)`` at
+    every ``t``, ``f`` this integrand and ``f_g`` the minimum over the sets
+    of ``guide`` clients (``X_g`` their count below ``t``).
+
+    ``largest=True``, ``n_keep >= guide``: the ``guide`` largest ``p_j(t)``
+    are among the ``n_keep`` largest, so ``X_g <= X <= X_g + n_keep -
+    guide``. ``largest=False``, ``n_keep = guide``: the smallest
+    ``p_j(t)`` give a count stochastically below the largest ones' (``f(k)
+    >= f_g(k)``), and at least the count of all ``n_clients`` minus the
+    ``n_clients - n_keep`` left out, itself at least ``X_g`` (``f(k) <=
+    f_g(k + n_clients - n_keep)``).
+    """
+    if largest and n_keep >= guide:
+        return n_keep - guide, 0
+    if not largest and n_keep == guide:
+        return 0, n_clients - n_keep
+    raise ValueError("no sandwich for this guide")
+
+
+def _guide_rows(f, rows):
+    """Rows of a grid's integrands by ``k`` (``f[k - 1]``), with ``0`` for
+    ``k < 1`` (a count is never negative) and ``1`` past the last row."""
+    out = np.empty((len(rows), f.shape[1]))
+    for i, k in enumerate(rows):
+        out[i] = 0.0 if k < 1 else (1.0 if k > f.shape[0] else f[k - 1])
+    return out
+
+
+def _extreme_coverages(sizes, ranks, n_keep, largest, ks, guide=None):
     ext = _Extreme(sizes, ranks, n_keep, largest)
     ks_arr = np.asarray(ks, dtype=np.int64)
     if ext.a.size == 0:  # every client sends +inf
         return np.ones(ks_arr.size)
-    (lo, hi), t, f = ext.grid_cdf()
+    if guide is None:
+        (lo, hi), t, f = ext.grid_cdf()
+        first, last = f[ks_arr[[0, -1]] - 1, 1:-1]
+        at1 = f[ks_arr - 1, -1]  # t[-1] = 1
+    else:
+        below, above = _sandwich(len(sizes), n_keep, largest, guide)
+        (lo, hi), t, f = _grid_cdf(sizes, ranks, guide, True)
+        rows = (ks_arr[0] - below, ks_arr[-1] + above)
+        first, last = _guide_rows(f, rows)[:, 1:-1]
+        at1 = ext.cdf(np.array([1.0]), ks_arr)[:, 0]
     # Trim (f is monotone): f ~ 1 left of a, ~ 0 right of b for every k.
-    first, last = f[ks_arr[[0, -1]] - 1, 1:-1]
     a, b, zero = _trim(first, last, t[1:-1], lo, hi)
-    at1 = 0.0 if zero else f[ks_arr - 1, -1]  # t[-1] = 1
+    at1 = 0.0 if zero else at1
     middle = np.zeros(ks_arr.size)
     if b > a:
         lows, highs = _pieces(ext, a, b)
