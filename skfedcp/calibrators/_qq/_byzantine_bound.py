@@ -327,7 +327,7 @@ def _crossings(ext, grid, p):
     take = ext.take(p)
     changed = np.flatnonzero(np.any(take[1:] != take[:-1], axis=1))
     sign = 1.0 if ext.largest else -1.0
-    cuts = []
+    intervals, xs, ys = [], [], []
     for s in changed.tolist():
         pa, pb = sign * p[s], sign * p[s + 1]
         ahead = (pa[None, :] > pa[:, None]) & (pb[None, :] > pb[:, None])
@@ -339,17 +339,26 @@ def _crossings(ext, grid, p):
         da = np.sign(p[s, near][:, None] - p[s, near][None, :])
         db = np.sign(p[s + 1, near][:, None] - p[s + 1, near][None, :])
         i, j = np.nonzero(np.triu(da * db < 0, 1))
-        x, y = near[i], near[j]
-        lo, hi = np.full(x.size, grid[s]), np.full(x.size, grid[s + 1])
-        roots = np.sort(_roots(ext.a[x], ext.b[x], ext.a[y], ext.b[y], lo, hi))
-        edges = np.r_[grid[s], roots, grid[s + 1]]
+        intervals.append((s, is_near, near, i.size))
+        xs.append(near[i])
+        ys.append(near[j])
+    if not intervals:
+        return np.empty(0)
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    left = np.repeat([s for s, *_ in intervals], [n for *_, n in intervals])
+    roots = _roots(ext.a[x], ext.b[x], ext.a[y], ext.b[y], grid[left], grid[left + 1])
+    cuts, start = [], 0
+    for s, is_near, near, n_pairs in intervals:
+        found = np.sort(roots[start : start + n_pairs])
+        start += n_pairs
+        edges = np.r_[grid[s], found, grid[s + 1]]
         mids = (edges[:-1] + edges[1:]) / 2.0
         p_near = betainc(ext.a[near][None, :], ext.b[near][None, :], mids[:, None])
         room = ext.room - int(take[s][~is_near].sum())
         take_near = ext.take(p_near, near, room)
         moves = np.flatnonzero(np.any(take_near[1:] != take_near[:-1], axis=1))
-        cuts.append(roots[moves])
-    return np.concatenate(cuts) if cuts else np.empty(0)
+        cuts.append(found[moves])
+    return np.concatenate(cuts)
 
 
 def _roots(ax, bx, ay, by, lo, hi):
