@@ -219,12 +219,14 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
             # The pair's ranks are A.1's or their clipped ones, with k at
             # least the floor: a correction that leaves fewer than floor + c
             # of the clipped ranks finite leaves too few of either (below).
-            floor = fixed_k_floor(sizes, 1.0 - tau, c)
-            finite = sum(
-                min(n, conformal_rank(n, 1.0 - tau)) + correction <= n for n in sizes
-            )
-            if floor is None or finite < floor + c:
-                continue
+            if _USE_BOUNDS:
+                floor = fixed_k_floor(sizes, 1.0 - tau, c)
+                finite = sum(
+                    min(n, conformal_rank(n, 1.0 - tau)) + correction <= n
+                    for n in sizes
+                )
+                if floor is None or finite < floor + c:
+                    continue
             found = fixed_certified_pair(sizes, 1.0 - tau, c)
             if found is None:
                 continue
