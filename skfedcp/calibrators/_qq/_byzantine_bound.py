@@ -430,8 +430,7 @@ _GK_WG = np.zeros(15)
 _GK_WG[[1, 3, 5]] = _WG / 2.0
 _GK_WG[[13, 11, 9]] = _WG / 2.0
 _GK_WG[7] = _WG_MID / 2.0
-# The panel's ends, then the Kronrod nodes; the width outside the outer ones.
-_ENDS_X = np.r_[0.0, _GK_X, 1.0]
+# The width outside the outer Kronrod nodes (each end).
 _XGK_EDGE = _GK_X[0]
 #: Largest share of a panel's drop left between its ends and outer nodes.
 _END_SHARE = 0.05
@@ -489,18 +488,21 @@ def _integral(ext, ks, lows, highs):
         + 1.0 / (a.size * np.maximum(b - a, 1e-300))
     )
     total = np.zeros(n_ks)
+    # The integrand at the panels' ends (contiguous: each edge once).
+    edges = ext.cdf(np.r_[a, b[-1]], ks)
+    f_a, f_b = edges[:, :-1], edges[:, 1:]
     for level in range(_MAX_LEVELS + 1):
-        t = (a[:, None] + (b - a)[:, None] * _ENDS_X).ravel()
-        f = ext.cdf(t, ks).reshape(n_ks, a.size, _ENDS_X.size)
-        inner = f[:, :, 1:-1]
-        kron, gauss = (inner @ wk) * (b - a), (inner @ wg) * (b - a)
+        t = (a[:, None] + (b - a)[:, None] * _GK_X).ravel()
+        f = ext.cdf(t, ks).reshape(n_ks, a.size, _GK_X.size)
+        kron, gauss = (f @ wk) * (b - a), (f @ wg) * (b - a)
         # The drop between the ends and the outer nodes, which the rule
         # cannot see: a small share of the panel's drop (a smooth integrand
         # puts about 1% there), or negligible over the width it spans.
-        ends = (f[:, :, 0] - f[:, :, 1]) + (f[:, :, -2] - f[:, :, -1])
-        drop = f[:, :, 0] - f[:, :, -1]
+        ends = (f_a - f[:, :, 0]) + (f[:, :, -1] - f_b)
         budget = per_width * (b - a)
-        seen = (ends <= _END_SHARE * drop) | (ends * (b - a) * _XGK_EDGE <= budget)
+        seen = (ends <= _END_SHARE * (f_a - f_b)) | (
+            ends * (b - a) * _XGK_EDGE <= budget
+        )
         done = (np.max(np.abs(kron - gauss), axis=0) <= budget) & seen.all(axis=0)
         if level == _MAX_LEVELS:
             done[:] = True
@@ -509,7 +511,10 @@ def _integral(ext, ks, lows, highs):
             return total
         keep = ~done
         mid = (a + b) / 2.0
+        f_mid = ext.cdf(mid[keep], ks)
         a, b = np.r_[a[keep], mid[keep]], np.r_[mid[keep], b[keep]]
+        f_a = np.c_[f_a[:, keep], f_mid]
+        f_b = np.c_[f_mid, f_b[:, keep]]
         per_width = np.r_[per_width[keep], per_width[keep]]
     return total  # pragma: no cover (the last level keeps every panel)
 
