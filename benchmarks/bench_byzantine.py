@@ -61,13 +61,12 @@ Usage: ``python bench_byzantine.py [--quick] [--reps R] [--dp-reps R]``
 """
 
 import argparse
+import json
 import math
-import subprocess
-import sys
 import time
 import warnings
 
-import _common  # noqa: F401  (single-threaded BLAS)
+import _common  # single-threaded BLAS; fresh interpreters
 import numpy as np
 from scipy.special import erf
 
@@ -322,21 +321,17 @@ def _plan_case(index):
         tolerated = max_byzantine(sizes, ALPHA, plan["local_ranks"], plan["k"])
         seconds = time.process_time() - start
         tail = f" max_byzantine={tolerated}"
-    print(f"{seconds:.3f} k={plan['k']} lower={plan['coverage_lower']:.6f}{tail}")
+    plan_text = f"k={plan['k']} lower={plan['coverage_lower']:.6f}{tail}"
+    print(json.dumps([f"{seconds:.3f}", plan_text]))
 
 
 def run_plans(timeout):
-    """The ``--plans`` table, each case in a fresh process."""
+    """The ``--plans`` table, each case in a fresh process (importing this
+    checkout, see ``_common.run_fresh``)."""
     print(f"{'plan (n_byzantine = c)':<30} {'c':>3} {'CPU s':>8}  plan")
     for index, (label, _, c, _) in enumerate(PLAN_CASES):
-        command = [sys.executable, __file__, "--plan-case", str(index)]
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout, check=True
-            )
-            seconds, _, rest = done.stdout.strip().partition(" ")
-        except subprocess.TimeoutExpired:
-            seconds, rest = f"> {timeout:g}", "(killed)"
+        done = _common.run_fresh(__file__, "plan-case", index, timeout)
+        seconds, rest = done if done else (f"> {timeout:g}", "(killed)")
         print(f"{label:<30} {c:>3} {seconds:>8}  {rest}")
 
 

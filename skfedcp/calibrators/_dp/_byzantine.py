@@ -64,10 +64,12 @@ from .._qq._byzantine import (
     _equal_best,
     _equal_cell,
     fixed_certified_pair,
+    fixed_k_floor,
     max_byzantine,
 )
 from .._qq._coverage import _FEASIBILITY_TOL
 from .._qq._selection import select_qq_ranks
+from ._byzantine_bounds import CoarseBounds
 from ._common import _describe
 from ._plan import _TIE, GAMMA_GRID, _beats, _dpqq_auto_bins, _qq_score
 from ._tight import (
@@ -164,8 +166,10 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
     n_total = sum(sizes)
     best = None  # (score, gamma, _Pair, correction, corrected ranks)
     planned = set()  # the corrections of the gammas planned (equal sizes)
-    for g in grid:
-        correction = dp_qq_local_correction(epsilon, n_bins, g, alpha, m)
+    corrections = [dp_qq_local_correction(epsilon, n_bins, g, alpha, m) for g in grid]
+    coarse = None if equal or not _USE_BOUNDS else CoarseBounds(sizes, c)
+    for index, g in enumerate(grid):
+        correction = corrections[index]
         if correction >= max(sizes):
             continue
         tau = (1.0 - alpha) / (1.0 - g * alpha)
@@ -181,6 +185,12 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
         if best is not None and tau + gain - 3e-10 >= best[0]:
             continue
         if not equal and best is not None and _USE_BOUNDS:
+            # Riemann bounds first (coarse, then fine when close), the
+            # selection of one honest set last: each is a lower bound on the
+            # score, the cheaper ones usually enough.
+            taus = [(1.0 - alpha) / (1.0 - h * alpha) for h in grid]
+            if coarse.bound(index, taus, corrections, best[0]) - 3e-10 >= best[0]:
+                continue
             bound = _unequal_score_bound(sizes, tau, correction, c)
             if bound - 3e-10 >= best[0]:
                 continue
@@ -206,6 +216,17 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
             l, r, _ = found
             pair = _Pair((l,) * m, r + c, _equal_cell(m - c, sizes[0], l, r))
         else:
+            # The pair's ranks are A.1's or their clipped ones, with k at
+            # least the floor: a correction that leaves fewer than floor + c
+            # of the clipped ranks finite leaves too few of either (below).
+            if _USE_BOUNDS:
+                floor = fixed_k_floor(sizes, 1.0 - tau, c)
+                finite = sum(
+                    min(n, conformal_rank(n, 1.0 - tau)) + correction <= n
+                    for n in sizes
+                )
+                if floor is None or finite < floor + c:
+                    continue
             found = fixed_certified_pair(sizes, 1.0 - tau, c)
             if found is None:
                 continue

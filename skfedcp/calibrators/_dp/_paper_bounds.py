@@ -162,6 +162,20 @@ def packed_bounds(size_counts, ranks, shifted, taus, n_nodes=16, batched=True):
     """
     ns = np.array([n for n, _ in size_counts], dtype=np.float64)
     counts = np.array([c for _, c in size_counts], dtype=np.float64)
+    out, kappa, center = certified_kappas(ns, counts, ranks, taus, n_nodes, batched)
+    return shifted_bounds(ns, counts, shifted, kappa, center, out, n_nodes, batched)
+
+
+def certified_kappas(ns, counts, ranks, taus, n_nodes, batched):
+    """``(out, kappa, center)``: per row, a rank ``kappa`` below which every
+    ``k`` has ``M(ranks, k) < tau - 1e-10`` over the clients ``counts`` of
+    the sizes ``ns`` (certified by upper Riemann sums, with 1e-9 for the
+    selection's rounding), and where the ``kappa``-th value lives.
+
+    ``out`` is ``nan`` where ``kappa`` is certified, ``+inf`` where no
+    client is active (the selection is infeasible) and ``-inf`` where the
+    coarse nodes certify nothing (see :func:`packed_bounds`).
+    """
     ranks = np.asarray(ranks, dtype=np.float64)
     taus = np.asarray(taus, dtype=np.float64)
     out = np.full(taus.shape, np.nan)
@@ -188,6 +202,14 @@ def packed_bounds(size_counts, ranks, shifted, taus, n_nodes=16, batched=True):
                 out[g] = -math.inf  # no cheap certificate: evaluate the gamma
             else:
                 kappa[g] = ks[row][failing[-1]] + 1
+    return out, kappa, center
+
+
+def shifted_bounds(ns, counts, shifted, kappa, center, out, n_nodes, batched):
+    """``out`` with each ``nan`` row set to a lower Riemann sum of
+    ``M(shifted, kappa)`` over the clients ``counts`` of the sizes ``ns``
+    (``+inf`` where fewer than ``kappa`` of them stay finite); ``center``
+    starts the search of where the ``kappa``-th value lives."""
     shifted = np.asarray(shifted, dtype=np.float64)
     finite = shifted <= ns
     s_weights = finite * counts

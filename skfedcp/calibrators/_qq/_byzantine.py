@@ -105,7 +105,7 @@ def _bounds(sizes, ranks, k, c):
         upper = 1.0 if k > h else honest(k)
         return lower, upper
     lower = 0.0 if c >= k else extreme_coverages(sizes, ranks, h, True, (k - c,))[0]
-    upper = 1.0 if k > h else extreme_coverages(sizes, ranks, h, False, (k,))[0]
+    upper = 1.0 if k > h else extreme_coverages(sizes, ranks, h, False, (k,), h)[0]
     return float(lower), float(upper)
 
 
@@ -411,6 +411,26 @@ def _certified_k(sizes, ranks, alpha, c):
     return band[int(passing[0])] + c, float(lows[int(passing[0])])
 
 
+def fixed_k_floor(sizes, alpha, c):
+    """A lower bound on the ``k`` of :func:`fixed_certified_pair`, or
+    ``None`` when it is infeasible, from Riemann brackets only.
+
+    Every ``r`` below the band of :func:`certified_band` fails, for Appendix
+    A.1's ranks and for their clipped ones (the pair's ranks are one of
+    them): ``k = r + c`` is at least ``c`` plus the smaller band start.
+    """
+    threshold = (1.0 - alpha) - _FEASIBILITY_TOL
+    m = len(sizes)
+    h, r_max = m - c, m - 2 * c
+    if r_max < 1:
+        return None
+    ranks = tuple(conformal_rank(n, alpha) for n in sizes)
+    choices = {ranks, _clipped(ranks, sizes)}
+    starts = [certified_band(sizes, l, h, threshold, r_max) for l in choices]
+    starts = [band[0] for band in starts if band is not None]
+    return min(starts) + c if starts else None
+
+
 def _clipped(ranks, sizes):
     return tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
 
@@ -465,8 +485,9 @@ def _select_cached(sizes, alpha, c, local_rank, clip):
         return _INFEASIBLE
     ranks, k, lower = found
     m = len(sizes)
-    upper = float(extreme_coverages(sizes, ranks, m - c, False, (k,))[0])
-    benign = float(extreme_coverages(sizes, ranks, m, True, (k,))[0])
+    # Both trimmed from the grid of the certified bound (its honest sets).
+    upper = float(extreme_coverages(sizes, ranks, m - c, False, (k,), m - c)[0])
+    benign = float(extreme_coverages(sizes, ranks, m, True, (k,), m - c)[0])
     return ByzantineSelection(ranks, k, benign, True, lower, upper)
 
 

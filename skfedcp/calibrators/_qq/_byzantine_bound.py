@@ -42,20 +42,20 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import betainc, betaincinv
 
 from ._poisbin import _TREE_CHUNK, _poisbin_window_tree, _uses_tree, _window_cdf
 
 # Below / above the window every active p_j is within this of 0 / 1.
 _EDGE = 1e-18
-# Gauss-Legendre nodes per panel; panels halved until a panel and its
-# halves agree (at most _MAX_LEVELS times).
-_GL_NODES = 8
+# Panels halved until their Gauss and Kronrod values agree (at most
+# _MAX_LEVELS times), within budgets adding up to 2 _AGREE.
 _AGREE = 1e-13
 _MAX_LEVELS = 12
 # Nodes of the bracketing Riemann pass and of the crossing grid.
 _GRID = 257
+# Bracketing passes of certified_band (the window's grid, then crowded nodes).
+_BAND_PASSES = 3
 # Rounding of the count law (DP or product tree), on the Riemann brackets.
 _ROUNDING = 1e-12
 
@@ -121,12 +121,15 @@ class _Extreme:
         window's grid ``t`` (with 0 and 1), shared (see :func:`_grid_cdf`)."""
         return _grid_cdf(self.sizes, self.ranks, self.n_keep, self.largest)
 
-    def take(self, p):
-        """How many clients of each type ``H`` holds at each node."""
+    def take(self, p, types=None, room=None):
+        """How many clients of each type ``H`` holds at each node (of the
+        ``types`` given, sharing ``room`` places: every type, all places)."""
+        counts = self.counts if types is None else self.counts[types]
+        room = self.room if room is None else room
         order = np.argsort(-p if self.largest else p, axis=1, kind="stable")
-        sorted_counts = self.counts[order]
+        sorted_counts = counts[order]
         before = np.cumsum(sorted_counts, axis=1) - sorted_counts
-        take_sorted = np.clip(self.room - before, 0, sorted_counts)
+        take_sorted = np.clip(room - before, 0, sorted_counts)
         take = np.empty_like(take_sorted)
         np.put_along_axis(take, order, take_sorted, axis=1)
         return take
@@ -232,15 +235,25 @@ def riemann_brackets(sizes, ranks, n_keep, k):
     _, t, f = ext.grid_cdf()
     row = f[k - 1]
     yield _riemann_sums(t, row)
-    below = row <= 0.02
+    nodes = _crowded(t, row, row)
+    yield _riemann_sums(nodes, ext.cdf(nodes, np.array([k]))[0])
+
+
+def _crowded(t, first, last):
+    """``_GRID`` nodes from 0 to 1, ``t_c + s sinh(u)`` (``u`` uniform),
+    crowded where the integrands drop: from the last node of ``t`` before
+    ``first`` (the earliest to drop) falls below 0.98 to the first where
+    ``last`` is at most 0.02 (``t_c`` the middle, ``s`` a quarter of the
+    width). Where they sit changes only the width of a Riemann bracket."""
+    below = last <= 0.02
     high = int(np.argmax(below)) if below.any() else t.size - 1
-    low = max(int(np.argmax(row < 0.98)) - 1, 0)
+    low = max(int(np.argmax(first < 0.98)) - 1, 0)
     center = (t[low] + t[high]) / 2.0
     s = max((t[high] - t[low]) / 4.0, 1e-12)
     u = np.linspace(np.arcsinh(-center / s), np.arcsinh((1.0 - center) / s), _GRID)
     nodes = np.clip(center + s * np.sinh(u), 0.0, 1.0)
     nodes[0], nodes[-1] = 0.0, 1.0
-    yield _riemann_sums(nodes, ext.cdf(nodes, np.array([k]))[0])
+    return nodes
 
 
 def _riemann_sums(t, f):
@@ -267,25 +280,24 @@ def certified_band(sizes, ranks, n_keep, threshold, k_max):
     Right / left Riemann sums of the decreasing integrand ``f_k`` (the
     minimum over the honest sets) bound its integral from below / above on
     any nodes; ``_ROUNDING`` covers the count law's rounding. The first pass
-    spreads ``_GRID`` nodes over the window, the next ones over the part
-    where the band's integrands are neither ~1 nor ~0, until the band holds
-    at most 4 ranks (or 2 passes: a pass's gap is about the window's width
-    over ``_GRID``, so more passes narrow it little). ``None`` when no
-    ``k <= k_max`` can pass; ``k_hi = k_max`` when none is certain to.
+    reads the window's grid, the next ones (at most ``_BAND_PASSES`` in
+    all) nodes crowded where the band's integrands drop
+    (:func:`_crowded`, a gap about 50 times narrower), until the band holds
+    at most 2 ranks. ``None`` when no ``k <= k_max`` can pass; ``k_hi =
+    k_max`` when none is certain to.
     """
     ext = _Extreme(sizes, ranks, n_keep, True)
     if ext.a.size == 0:  # every client sends +inf: f = 1
         return 1, 1
-    (lo, hi), t, f_window = ext.grid_cdf()
-    a, b = lo, hi
-    k_lo, k_hi = 1, k_max
-    for step in range(2):
+    _, t, f_window = ext.grid_cdf()
+    k_lo, k_hi, base = 1, k_max, 1  # base: the k of f's first row
+    for step in range(_BAND_PASSES):
         if step == 0:  # the window's grid: its integrand is shared
-            grid, f = t[1:-1], f_window[k_lo - 1 : k_hi]
+            f = f_window[k_lo - 1 : k_hi]
         else:
-            grid = np.linspace(a, b, _GRID)
-            t = np.r_[0.0, grid, 1.0]
+            t = _crowded(t, f[k_lo - base], f[k_hi - base])
             f = ext.cdf(t, np.arange(k_lo, k_hi + 1))
+        base = k_lo
         width = np.diff(t)
         lower = f[:, 1:] @ width - _ROUNDING
         upper = f[:, :-1] @ width + _ROUNDING
@@ -293,125 +305,287 @@ def certified_band(sizes, ranks, n_keep, threshold, k_max):
         if maybe.size == 0:
             return None
         surely = np.flatnonzero(lower >= threshold)
-        new_hi = k_lo + int(surely[0]) if surely.size else k_hi
-        new_lo = k_lo + int(maybe[0])
-        a, b, _ = _trim(f[new_lo - k_lo, 1:-1], f[new_hi - k_lo, 1:-1], grid, lo, hi)
-        k_lo, k_hi = new_lo, max(new_hi, new_lo)
-        if k_hi - k_lo < 4 or not b > a:
+        k_lo = base + int(maybe[0])
+        k_hi = max(base + int(surely[0]) if surely.size else k_hi, k_lo)
+        if k_hi - k_lo < 2:
             break
     return k_lo, k_hi
 
 
-def _crossings(ext, grid):
-    """The crossings in ``grid`` that can move the boundary of ``H``."""
-    p = ext.probs(grid)
+def _crossings(ext, grid, p):
+    """The crossings in ``grid`` where the boundary of ``H`` moves (``p``:
+    the types' ``p_j`` at the nodes).
+
+    In an interval of the grid, a type with at least ``room`` clients ahead
+    of it at both ends (ahead throughout: two types cross at most once) is
+    never in ``H``, one with at least ``total - room`` behind it at both
+    ends always wholly in it. Only the others ("near") can move the
+    boundary: the crossings of their pairs that swap order are found, and
+    kept where ``H`` differs on their two sides (the near types sharing the
+    places the others leave, at the midpoints between crossings).
+    """
     take = ext.take(p)
     changed = np.flatnonzero(np.any(take[1:] != take[:-1], axis=1))
     sign = 1.0 if ext.largest else -1.0
-    out = []
+    intervals, xs, ys = [], [], []
     for s in changed.tolist():
         pa, pb = sign * p[s], sign * p[s + 1]
         ahead = (pa[None, :] > pa[:, None]) & (pb[None, :] > pb[:, None])
         behind = (pa[None, :] < pa[:, None]) & (pb[None, :] < pb[:, None])
-        near = np.flatnonzero(
-            (ahead @ ext.counts < ext.room)
-            & (behind @ ext.counts < ext.total - ext.room)
+        is_near = (ahead @ ext.counts < ext.room) & (
+            behind @ ext.counts < ext.total - ext.room
         )
+        near = np.flatnonzero(is_near)
         da = np.sign(p[s, near][:, None] - p[s, near][None, :])
         db = np.sign(p[s + 1, near][:, None] - p[s + 1, near][None, :])
-        for i, j in zip(*np.nonzero(np.triu(da * db < 0, 1)), strict=True):
-            x, y = int(near[i]), int(near[j])
+        i, j = np.nonzero(np.triu(da * db < 0, 1))
+        intervals.append((s, is_near, near, i.size))
+        xs.append(near[i])
+        ys.append(near[j])
+    if not intervals:
+        return np.empty(0)
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    left = np.repeat([s for s, *_ in intervals], [n for *_, n in intervals])
+    roots = _roots(ext.a[x], ext.b[x], ext.a[y], ext.b[y], grid[left], grid[left + 1])
+    cuts, start = [], 0
+    for s, is_near, near, n_pairs in intervals:
+        found = np.sort(roots[start : start + n_pairs])
+        start += n_pairs
+        edges = np.r_[grid[s], found, grid[s + 1]]
+        mids = (edges[:-1] + edges[1:]) / 2.0
+        p_near = betainc(ext.a[near][None, :], ext.b[near][None, :], mids[:, None])
+        room = ext.room - int(take[s][~is_near].sum())
+        take_near = ext.take(p_near, near, room)
+        moves = np.flatnonzero(np.any(take_near[1:] != take_near[:-1], axis=1))
+        cuts.append(found[moves])
+    return np.concatenate(cuts)
 
-            def f(t, x=x, y=y):
-                return float(
-                    betainc(ext.a[x], ext.b[x], t) - betainc(ext.a[y], ext.b[y], t)
-                )
 
-            out.append(brentq(f, grid[s], grid[s + 1], xtol=1e-15))
-    return out
+def _roots(ax, bx, ay, by, lo, hi):
+    """Where ``I_t(ax, bx) = I_t(ay, by)`` in each ``[lo, hi]`` (one sign
+    change each): bisection, all at once, to ``1e-15`` (brentq's ``xtol``)."""
+    lo, hi = lo.astype(np.float64), hi.astype(np.float64)
+    f_lo = betainc(ax, bx, lo) - betainc(ay, by, lo)
+    for _ in range(64):
+        if not np.any(hi - lo > 1e-15):
+            break
+        mid = 0.5 * (lo + hi)
+        f_mid = betainc(ax, bx, mid) - betainc(ay, by, mid)
+        same = np.sign(f_mid) == np.sign(f_lo)
+        lo, f_lo = np.where(same, mid, lo), np.where(same, f_mid, f_lo)
+        hi = np.where(same, hi, mid)
+    return 0.5 * (lo + hi)
 
 
 def _pieces(ext, lo, hi):
     """``[lo, hi]`` cut where ``H`` changes."""
     if ext.fixed():  # every client kept, or none: H never changes
         return np.array([lo]), np.array([hi])
-    cuts = sorted(c for c in _crossings(ext, np.linspace(lo, hi, _GRID)) if lo < c < hi)
-    edges = np.array([lo, *cuts, hi])
-    take = ext.take(ext.probs((edges[:-1] + edges[1:]) / 2.0))
-    moves = np.flatnonzero(np.any(take[1:] != take[:-1], axis=1)) + 1
-    kept = np.r_[lo, edges[moves], hi]
+    # The window's grid (its p_j are cached) inside [lo, hi], and both ends.
+    _, t, p = _window_probs(ext.sizes, ext.ranks)
+    inside = (t > lo) & (t < hi)
+    grid = np.r_[lo, t[inside], hi]
+    p = np.r_[ext.probs(np.array([lo])), p[inside], ext.probs(np.array([hi]))]
+    cuts = np.sort(_crossings(ext, grid, p))
+    kept = np.r_[lo, cuts[(cuts > lo) & (cuts < hi)], hi]
     return kept[:-1], kept[1:]
 
 
-@functools.lru_cache(maxsize=1)
-def _gl(n_nodes):
-    x, w = np.polynomial.legendre.leggauss(n_nodes)
-    return (x + 1.0) / 2.0, w / 2.0
+# Gauss-Kronrod 7-15 (QUADPACK's qk15): the 15 Kronrod nodes on [0, 1]
+# (ascending), their weights, and the 7-point Gauss weights on the odd ones.
+_XGK = np.array(
+    [
+        0.991455371120812639206854697526329,
+        0.949107912342758524526189684047851,
+        0.864864423359769072789712788640926,
+        0.741531185599394439863864773280788,
+        0.586087235467691130294144845693013,
+        0.405845151377397166906606412076961,
+        0.207784955007898467600689403773245,
+    ]
+)
+_WGK = np.array(
+    [
+        0.022935322010529224963732008058970,
+        0.063092092629978553290700663189204,
+        0.104790010322250183839876322541518,
+        0.140653259715525918745189590510238,
+        0.169004726639267902826583426598550,
+        0.190350578064785409913256402421014,
+        0.204432940075298892414161999234649,
+    ]
+)
+_WGK_MID = 0.209482141084727828012999174891714
+_WG = np.array(
+    [
+        0.129484966168869693270611432679082,
+        0.279705391489276667901467771423780,
+        0.381830050505118944950369775488975,
+    ]
+)
+_WG_MID = 0.417959183673469387755102040816327
+_GK_X = (np.r_[-_XGK, 0.0, _XGK[::-1]] + 1.0) / 2.0
+_GK_WK = np.r_[_WGK, _WGK_MID, _WGK[::-1]] / 2.0
+_GK_WG = np.zeros(15)
+_GK_WG[[1, 3, 5]] = _WG / 2.0
+_GK_WG[[13, 11, 9]] = _WG / 2.0
+_GK_WG[7] = _WG_MID / 2.0
+# The width outside the outer Kronrod nodes (each end).
+_XGK_EDGE = _GK_X[0]
+#: Largest share of a panel's drop left between its ends and outer nodes.
+_END_SHARE = 0.05
+
+
+#: Panels the part where the integrands drop is cut into first, and how
+#: close to 1 or 0 they are outside it.
+_PRESPLIT = 8
+_FLAT = 1e-15
+
+
+def _presplit(lows, highs, grid, first, last, a, b):
+    """The pieces cut further where the integrands are neither within
+    ``_FLAT`` of 1 nor of 0 (from the last grid node where the first ``k``'s
+    is ``>= 1 - _FLAT`` to the first where the last one's is ``<= _FLAT``),
+    into ``_PRESPLIT`` panels crowded where they drop (:func:`_crowded`'s
+    spacing). Outside, any panel's rule errs by at most its width times
+    ``_FLAT`` (a monotone integrand and positive weights)."""
+    high = np.flatnonzero(first >= 1.0 - _FLAT)
+    low = np.flatnonzero(last <= _FLAT)
+    d_lo = max(grid[high[-1]] if high.size else a, a)
+    d_hi = min(grid[low[0]] if low.size else b, b)
+    if not d_hi > d_lo:
+        return lows, highs
+    below = last <= 0.02
+    top = int(np.argmax(below)) if below.any() else grid.size - 1
+    bottom = max(int(np.argmax(first < 0.98)) - 1, 0)
+    center = min(max((grid[bottom] + grid[top]) / 2.0, d_lo), d_hi)
+    s = max((grid[top] - grid[bottom]) / 4.0, 1e-12)
+    u = np.linspace(
+        np.arcsinh((d_lo - center) / s), np.arcsinh((d_hi - center) / s), _PRESPLIT + 1
+    )
+    cuts = np.clip(center + s * np.sinh(u), d_lo, d_hi)
+    edges = np.unique(np.r_[lows, highs[-1], cuts[(cuts > a) & (cuts < b)]])
+    return edges[:-1], edges[1:]
 
 
 def _integral(ext, ks, lows, highs):
-    """``int f_k`` over the pieces: adaptive Gauss-Legendre, panel by panel.
+    """``int f_k`` over the pieces: adaptive Gauss-Kronrod, panel by panel.
 
-    Each piece starts as one panel; a panel is kept when its 16-node value
-    and the sum of its two halves' agree to ``_AGREE`` times its share of
-    the width (so the total agrees to ``_AGREE``), else its halves are
-    split again, at most ``_MAX_LEVELS`` times. The halves' sum is kept.
+    Each initial panel gets the budget ``_AGREE (width / total + 1 /
+    panels)``, shared by width among its halves; a panel is kept when its
+    Kronrod and Gauss values agree within its budget (the Gauss value's
+    error: the Kronrod value kept is far closer) and the integrand's drop
+    between the panel's ends and its outer nodes is at most ``_END_SHARE``
+    of the panel's, or within the budget over the width there (a drop the
+    nodes cannot see), else it is halved, at
+    most ``_MAX_LEVELS`` times. The budgets add up to ``2 _AGREE``.
     """
-    x, w = _gl(_GL_NODES)
+    wk, wg = _GK_WK, _GK_WG
     n_ks = len(ks)
-
-    def rule(a, b):
-        t = (a[:, None] + (b - a)[:, None] * x).ravel()
-        f = ext.cdf(t, ks).reshape(n_ks, a.size, x.size)
-        return (f @ w) * (b - a)
-
     a, b = lows, highs
-    tol = _AGREE / max(float(np.sum(highs - lows)), 1e-300)
-    whole = rule(a, b)
+    per_width = _AGREE * (
+        1.0 / max(float(np.sum(b - a)), 1e-300)
+        + 1.0 / (a.size * np.maximum(b - a, 1e-300))
+    )
     total = np.zeros(n_ks)
+    # The integrand at the panels' ends (contiguous: each edge once).
+    edges = ext.cdf(np.r_[a, b[-1]], ks)
+    f_a, f_b = edges[:, :-1], edges[:, 1:]
     for level in range(_MAX_LEVELS + 1):
-        mid = (a + b) / 2.0
-        halves = rule(np.r_[a, mid], np.r_[mid, b])
-        left, right = halves[:, : a.size], halves[:, a.size :]
-        refined = left + right
-        done = np.max(np.abs(refined - whole), axis=0) <= tol * (b - a)
+        t = (a[:, None] + (b - a)[:, None] * _GK_X).ravel()
+        f = ext.cdf(t, ks).reshape(n_ks, a.size, _GK_X.size)
+        kron, gauss = (f @ wk) * (b - a), (f @ wg) * (b - a)
+        # The drop between the ends and the outer nodes, which the rule
+        # cannot see: a small share of the panel's drop (a smooth integrand
+        # puts about 1% there), or negligible over the width it spans.
+        ends = (f_a - f[:, :, 0]) + (f[:, :, -1] - f_b)
+        budget = per_width * (b - a)
+        seen = (ends <= _END_SHARE * (f_a - f_b)) | (
+            ends * (b - a) * _XGK_EDGE <= budget
+        )
+        done = (np.max(np.abs(kron - gauss), axis=0) <= budget) & seen.all(axis=0)
         if level == _MAX_LEVELS:
             done[:] = True
-        total += refined[:, done].sum(axis=1)
+        total += kron[:, done].sum(axis=1)
         if done.all():
             return total
         keep = ~done
+        mid = (a + b) / 2.0
+        f_mid = ext.cdf(mid[keep], ks)
         a, b = np.r_[a[keep], mid[keep]], np.r_[mid[keep], b[keep]]
-        whole = np.c_[left[:, keep], right[:, keep]]
+        f_a = np.c_[f_a[:, keep], f_mid]
+        f_b = np.c_[f_mid, f_b[:, keep]]
+        per_width = np.r_[per_width[keep], per_width[keep]]
     return total  # pragma: no cover (the last level keeps every panel)
 
 
 @functools.lru_cache(maxsize=1024)
-def extreme_coverages(sizes, ranks, n_keep, largest, ks):
+def extreme_coverages(sizes, ranks, n_keep, largest, ks, guide=None):
     """``int_0^1 ext_H P(X_H(t) <= k - 1) dt`` for each ``k`` of ``ks`` (sorted).
 
     ``largest=True``: the minimum over every honest set of ``n_keep``
     clients taken pointwise in ``t`` (a lower bound on ``min_H M_H(l,
     k)``); ``False``: the maximum (an upper bound on ``max_H M_H``).
+    ``guide``: the ``n_keep`` of a minimum (``largest=True``) whose grid
+    (:func:`_grid_cdf`, usually cached) sandwiches these integrands, to trim
+    the integral without a grid of their own (see :func:`_sandwich`).
     Cached: the array returned is read-only.
     """
-    values = _extreme_coverages(sizes, ranks, n_keep, largest, ks)
+    values = _extreme_coverages(sizes, ranks, n_keep, largest, ks, guide)
     values.flags.writeable = False
     return values
 
 
-def _extreme_coverages(sizes, ranks, n_keep, largest, ks):
+def _sandwich(n_clients, n_keep, largest, guide):
+    """``(below, above)``: ``f_g(k - below) <= f(k) <= f_g(k + above)`` at
+    every ``t``, ``f`` this integrand and ``f_g`` the minimum over the sets
+    of ``guide`` clients (``X_g`` their count below ``t``).
+
+    ``largest=True``, ``n_keep >= guide``: the ``guide`` largest ``p_j(t)``
+    are among the ``n_keep`` largest, so ``X_g <= X <= X_g + n_keep -
+    guide``. ``largest=False``, ``n_keep = guide``: the smallest
+    ``p_j(t)`` give a count stochastically below the largest ones' (``f(k)
+    >= f_g(k)``), and at least the count of all ``n_clients`` minus the
+    ``n_clients - n_keep`` left out, itself at least ``X_g`` (``f(k) <=
+    f_g(k + n_clients - n_keep)``).
+    """
+    if largest and n_keep >= guide:
+        return n_keep - guide, 0
+    if not largest and n_keep == guide:
+        return 0, n_clients - n_keep
+    raise ValueError("no sandwich for this guide")
+
+
+def _guide_rows(f, rows):
+    """Rows of a grid's integrands by ``k`` (``f[k - 1]``), with ``0`` for
+    ``k < 1`` (a count is never negative) and ``1`` past the last row."""
+    out = np.empty((len(rows), f.shape[1]))
+    for i, k in enumerate(rows):
+        out[i] = 0.0 if k < 1 else (1.0 if k > f.shape[0] else f[k - 1])
+    return out
+
+
+def _extreme_coverages(sizes, ranks, n_keep, largest, ks, guide=None):
     ext = _Extreme(sizes, ranks, n_keep, largest)
     ks_arr = np.asarray(ks, dtype=np.int64)
     if ext.a.size == 0:  # every client sends +inf
         return np.ones(ks_arr.size)
-    (lo, hi), t, f = ext.grid_cdf()
+    if guide is None:
+        (lo, hi), t, f = ext.grid_cdf()
+        first, last = f[ks_arr[[0, -1]] - 1, 1:-1]
+        at1 = f[ks_arr - 1, -1]  # t[-1] = 1
+    else:
+        below, above = _sandwich(len(sizes), n_keep, largest, guide)
+        (lo, hi), t, f = _grid_cdf(sizes, ranks, guide, True)
+        rows = (ks_arr[0] - below, ks_arr[-1] + above)
+        first, last = _guide_rows(f, rows)[:, 1:-1]
+        at1 = ext.cdf(np.array([1.0]), ks_arr)[:, 0]
     # Trim (f is monotone): f ~ 1 left of a, ~ 0 right of b for every k.
-    first, last = f[ks_arr[[0, -1]] - 1, 1:-1]
     a, b, zero = _trim(first, last, t[1:-1], lo, hi)
-    at1 = 0.0 if zero else f[ks_arr - 1, -1]  # t[-1] = 1
+    at1 = 0.0 if zero else at1
     middle = np.zeros(ks_arr.size)
     if b > a:
         lows, highs = _pieces(ext, a, b)
+        lows, highs = _presplit(lows, highs, t[1:-1], first, last, a, b)
         middle = _integral(ext, ks_arr, lows, highs)
     return np.clip(a + middle + (1.0 - b) * at1, 0.0, 1.0)
