@@ -184,7 +184,7 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
         gain = 1.0 / (n_total + 1) if correction >= 1 else 0.0
         if best is not None and tau + gain - 3e-10 >= best[0]:
             continue
-        if not equal and best is not None and _USE_BOUNDS:
+        if coarse is not None and best is not None:  # unequal, bounds on
             # Riemann bounds first (coarse, then fine when close), the
             # selection of one honest set last: each is a lower bound on the
             # score, the cheaper ones usually enough.
