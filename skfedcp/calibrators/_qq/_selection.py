@@ -89,6 +89,8 @@ from ._batch import (
     _sinh_ks,
     _undecided,
 )
+from ._certified import _NO_VALID_K as _NO_CERTIFIED_K
+from ._certified import _certified_k
 from ._coverage import (
     _FEASIBILITY_TOL,
     _TIE_TOL,
@@ -542,6 +544,46 @@ def _certified_valid(sizes, sel, threshold):
     return value - bound >= threshold
 
 
+class _RankPlan(NamedTuple):
+    """The ranks and k of a plan whose exact coverage is left for later."""
+
+    local_ranks: tuple[int, ...]
+    k: int | None
+    feasible: bool
+
+
+def _fixed_rank_plan(sizes, alpha, clip_local_rank):
+    """``local_rank="fixed"`` with unequal sizes: ranks and k, no coverage.
+
+    The ranks and k of ``select_qq_ranks(sizes, alpha, local_rank="fixed",
+    clip_local_rank=...)`` when :func:`_certified_k` decides k (certified
+    brackets of M, see _certified.py), else None (and with equal sizes,
+    whose search is another). A fit needs only these; its exact coverage is
+    computed when read.
+    """
+    if len(set(sizes)) == 1:
+        return None
+    ranks = _fixed_ranks(sizes, alpha, clip_local_rank)
+    groups = _active_groups(sizes, ranks)
+    if not groups:
+        return _RankPlan((), None, False)
+    k = _certified_k(groups, (1.0 - alpha) - _FEASIBILITY_TOL)
+    if k is None:
+        return None
+    if k is _NO_CERTIFIED_K:
+        return _RankPlan((), None, False)
+    return _RankPlan(ranks, k, True)
+
+
+def _fixed_ranks(sizes, alpha, clip_local_rank):
+    """Appendix A.1's ranks ``ceil((1 - alpha)(n_j + 1))``, clipped to
+    ``min(l_j, n_j)`` with ``clip_local_rank``."""
+    ranks = _conformal_ranks(sizes, alpha)
+    if clip_local_rank:
+        ranks = tuple(min(l_j, n_j) for l_j, n_j in zip(ranks, sizes, strict=True))
+    return ranks
+
+
 def _conformal_ranks(sizes, alpha):
     """``conformal_rank(n, alpha)`` for every size, in one vectorised pass
     (the same float-safe ceil)."""
@@ -569,11 +611,11 @@ def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta
     elif local_rank == "joint":  # equal sizes: the full search contains the family
         ranks = None
     elif local_rank in ("auto", "fixed"):
-        ranks = _conformal_ranks(sizes, alpha)
+        ranks = _fixed_ranks(sizes, alpha, clip_local_rank)
+    elif clip_local_rank:
+        ranks = tuple(min(local_rank, n_j) for n_j in sizes)
     else:
         ranks = (local_rank,) * m
-    if ranks is not None and clip_local_rank:
-        ranks = tuple(min(l_j, n_j) for l_j, n_j in zip(ranks, sizes, strict=True))
     if equal:
         n = sizes[0]
         if ranks is not None and ranks[0] > n:  # every client would send +inf
