@@ -66,6 +66,8 @@ _LEAN_DP_MAX_CLIENTS = 256
 _BRACKET_SLACK = 1e-10
 # A decision needs the bracket this far beyond the threshold (above).
 _DECISION_MARGIN = 1e-9
+# The scale is rounded to a power of 2^(1 / _SCALE_STEPS).
+_SCALE_STEPS = 2.0
 # The ks decided together: the guess and this many on each side.
 _WINDOW = 2
 
@@ -104,7 +106,7 @@ def _guess_and_scale(groups, center):
     scale = math.sqrt(var) / slope if slope > 0 and math.isfinite(slope) else 0.0
     if not scale > 0:
         return k_guess, None
-    return k_guess, round(4.0 * math.log2(scale))
+    return k_guess, round(_SCALE_STEPS * math.log2(scale))
 
 
 @functools.lru_cache(maxsize=64)
@@ -119,7 +121,7 @@ def _bracket_nodes(center, scale_exp, level):
     u = np.linspace(-top, top, 2 * n_side + 1)
     if level:
         u = u[1::2]
-    t = center + 2.0 ** (scale_exp / 4.0) * np.sinh(u)
+    t = center + 2.0 ** (scale_exp / _SCALE_STEPS) * np.sinh(u)
     t = t[(t > 0.0) & (t < 1.0)]
     t.flags.writeable = False
     return t
@@ -179,9 +181,27 @@ def _certified_k(groups, threshold):
         f = np.concatenate(values, axis=1)[:, order]
         lower, upper = _riemann_bracket(t_all[order], f)
         decided = _decide(ks, lower, upper, threshold, m_active)
-        if decided is not None:
+        if decided is not None or _hopeless(lower, upper, threshold, level):
             return decided
     return None
+
+
+def _hopeless(lower, upper, threshold, level):
+    """Whether the last level's brackets would still hold the threshold.
+
+    A guess, for speed only (the decisions are the brackets'): the
+    midpoints are far closer to M than the bracket's half-width (the
+    trapezoid rule's error against the Riemann sums'), and each level
+    halves the width; if the threshold lies within a quarter of the last
+    level's expected width of some bracket's midpoint, refining is not
+    worth its cost and the exact search decides at once.
+    """
+    straddle = (lower < threshold) & (upper >= threshold)
+    if not straddle.any():
+        return False
+    width = (upper - lower)[straddle] / 2.0 ** (_BRACKET_LEVELS - 1 - level)
+    gap = np.abs((lower + upper)[straddle] / 2.0 - threshold)
+    return bool(np.any(gap < width / 4.0))
 
 
 def _count_cdf(groups, ks, t, key, m_active):
@@ -200,21 +220,22 @@ def _count_cdf(groups, ks, t, key, m_active):
     below, above = int(ks[-1]), m_active - int(ks[0]) + 1
     flip = above < below
     states = above if flip else below
-    probs = _cached_probabilities(groups, t, key, below=not flip)
+    # One contiguous row per group (the cache's array is (nodes, groups)).
+    probs = np.ascontiguousarray(
+        _cached_probabilities(groups, t, key, below=not flip).T
+    )
     # Row 0 is a zero sentinel (P(count = -1)); the law sits in rows 1.. .
     law = np.zeros((states + 1, t.shape[0]))
     law[1] = 1.0
     step = np.empty((states, t.shape[0]))
-    reached = 0
-    for g, (_, count) in enumerate(groups):
-        q = probs[:, g]
-        for _ in range(count):
-            top = min(reached + 2, states)  # the states that can change
-            diff = step[:top]
-            np.subtract(law[:top], law[1 : top + 1], out=diff)
-            diff *= q
-            law[1 : top + 1] += diff
-            reached += 1
+    # Client i (from 0) can change the states 0..i + 1 only.
+    columns = np.repeat(np.arange(len(groups)), [c for _, c in groups])
+    for i, g in enumerate(columns.tolist()):
+        top = min(i + 2, states)
+        diff, low, high = step[:top], law[:top], law[1 : top + 1]
+        np.subtract(low, high, out=diff)
+        np.multiply(diff, probs[g], out=diff)
+        np.add(high, diff, out=high)
     pmf = law[1:]
     cdf = np.cumsum(pmf, axis=0)
     if flip:  # P(S <= k - 1) = 1 - P(clients above t <= m - k)
