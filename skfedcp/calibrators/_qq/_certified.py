@@ -14,34 +14,44 @@
 #
 # (h_i = t_{i+1} - t_i; on [0, t_0] F lies in [F(t_0), 1], on [t_K, 1] in
 # [0, F(t_K)]).  One Poisson-binomial law per node gives F_k for every k of a
-# window at once.  F is computed to ~1e-14 (the DP's steps are convex
-# combinations, a few m ulps; the product tree stays within ~2e-14 of the
-# DP, tests/calibrators/qq/test_qq_many_clients.py; a node where Hoeffding's
-# bound settles every k gets 0 or 1, off by < 1e-20; scipy's betainc is
-# accurate to ~1e-15 and each p_j moves F by at most as much), so the
-# bracket is widened by _BRACKET_SLACK = 1e-10, thousands of times those
-# errors, and the sums' own rounding (K ulps).  The nodes are a sinh map
-# t = c + s sinh(u), u uniform on [-asinh(R), asinh(R)], around the centre
-# c = the threshold (1 - alpha - 1e-10: the first valid k has M(k) just
-# above it, so its step and its neighbours' sit there) with the scale s of
-# the step, sigma(S) / mu'(t) at c, rounded to a power of 2^(1/4): the folds
-# of a cross-validation and the groups of a grouped calibration (the same
-# alpha, similar sizes) land on the same nodes and share each client's
-# betainc values (_poisbin's cache).  Levels double the nodes (the new ones
-# interleave the old, whose values are kept).
+# window at once.  F is computed to ~1e-13: the lean DP of _count_cdf
+# rounds by a few ulps of 1 per client (<= 256 clients); beyond, the product
+# tree stays within ~2e-14 of the DP (tests/calibrators/qq/
+# test_qq_many_clients.py) and a node where Hoeffding's bound settles every
+# k gets 0 or 1, off by < 1e-20; scipy's betainc is accurate to ~1e-15 and
+# an error e in one p_j moves F by at most e.  Each bracket is therefore
+# widened by _BRACKET_SLACK = 1e-10, a thousand times those errors and the
+# sums' own rounding (K ulps).
+#
+# Nodes: a sinh map t = c + s sinh(u), u uniform on [-asinh(5), asinh(5)],
+# around the centre c = the threshold (1 - alpha - 1e-10: the first valid k
+# has M(k) just above it, so its step and its neighbours' sit there), with
+# the scale s of the step, sigma(S(c)) / mu'(c), rounded to a power of
+# sqrt(2): the folds of a cross-validation, its refit and the groups of a
+# grouped calibration (the same alpha, similar sizes) land on the same
+# nodes and share each client's betainc values (_poisbin's cache).  65 nodes
+# first; each further level (129, then 257) adds the nodes interleaving the
+# previous ones, whose values are kept.  A level is skipped when the last
+# one would still leave the decision open (_hopeless, a guess for speed:
+# the exact search then decides at once).
 #
 # k* is the smallest k with M(k) >= threshold (M increases in k).  It is
-# decided when, for the k of the window, L(k*) >= threshold + margin and
+# decided when, for the k of the window (the exact search's guess
+# ceil(mu(c) + 1/2) and two on each side), L(k*) >= threshold + margin and
 # U(k* - 1) < threshold - margin (or k* = 1), margin = _DECISION_MARGIN =
-# 1e-9; and "no valid k" when U(m) < threshold - margin.  The exact search
-# (_selection._select_unequal) compares values accurate to ~1e-13 with the
-# same threshold (those within 1e-11 re-decided by its accurate rule): a
-# certified margin of 1e-9 puts its values on the same side, so it returns
-# the same k.  The threshold inside a bracket (or k* outside the window
-# around the guess) is undecided: None, and the caller runs the exact search.
-# On the grid-search profiles (100 clients of 10-1,000 rows, 80 per fold)
-# the M(k) around the threshold are ~4e-4 apart; 128 nodes give brackets
-# ~1.2e-4 wide and decide ~4 plans in 5, 256 nodes ~6e-5.
+# 1e-9; "no valid k" when U(m) < threshold - margin.  The exact search
+# (_selection._select_unequal) compares values whose two rules agree to
+# 1e-12 (checked against quad and the rational formula) with the same
+# threshold, those within 1e-11 re-decided by its accurate rule: with the
+# true M certified 1e-9 away from the threshold, its values fall on the same
+# side, and it returns the same k.  The threshold inside a bracket (or k*
+# outside the window) is undecided: None, and the caller runs the exact
+# search.  On the grid-search profiles (100 clients of 10-1,000 rows, 80
+# per fold) the M(k) around the threshold are ~3e-4 to 6e-4 apart, the
+# brackets ~1.6e-4 wide at 65 nodes and ~5e-5 at 257: 14 of the 16 plans of
+# a 3-alpha x 5-fold search are decided (the other two lie 1e-5 from the
+# threshold); on random profiles of 2-1,000 clients of 1-1,000 rows about
+# four fits in five.
 
 from __future__ import annotations
 
