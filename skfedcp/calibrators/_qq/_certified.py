@@ -13,17 +13,26 @@
 #     U = t_0 + sum_i F(t_i) h_i + (1 - t_K) F(t_K)    >= M(k)
 #
 # (h_i = t_{i+1} - t_i; on [0, t_0] F lies in [F(t_0), 1], on [t_K, 1] in
-# [0, F(t_K)]).  One Poisson-binomial law per node gives F_k for every k of a
+# [0, F(t_K)]).  A bound G_i on |F_k'| over each piece narrows them
+# (_slope_bound, _riemann_bracket): F'_k = -sum_j f_j(t) P(S_{-j}(t) = k - 1)
+# with f_j client j's Beta density, and P(S_{-j} = k - 1) <= P(S = k - 1)
+# + P(S = k) = F_{k+1} - F_{k-1}, so |F_k'| <= (sum_j f_j) (F_{k+1} -
+# F_{k-1}), bounded on a piece by the densities at their modes clipped to
+# the piece and by F_{k+1}(t_i) - F_{k-1}(t_{i+1}); F then stays within
+# the lines of slope G_i through the piece's end values, which moves each
+# bound inwards by D^2 / (2 G_i) (D the piece's drop; ~40% narrower
+# brackets).  One Poisson-binomial law per node gives F_k for every k of a
 # window at once.  F is computed to ~1e-13: the lean DP of _count_cdf
 # rounds by a few ulps of 1 per client (<= 256 clients); beyond, the product
 # tree stays within ~2e-14 of the DP (tests/calibrators/qq/
 # test_qq_many_clients.py) and a node where Hoeffding's bound settles every
 # k gets 0 or 1, off by < 1e-20; scipy's betainc is accurate to ~1e-15 and
-# an error e in one p_j moves F by at most e.  Each bracket is therefore
-# widened by _BRACKET_SLACK = 1e-10, a thousand times those errors and the
-# sums' own rounding (K ulps).
+# an error e in one p_j moves F by at most e.  G_i is raised by 1e-12 (on
+# F_{k+1} - F_{k-1}) and 1e-6 of itself (the densities), and each bracket
+# is widened by _BRACKET_SLACK = 1e-10, a thousand times those errors and
+# the sums' own rounding (K ulps).
 #
-# Nodes: a sinh map t = c + s sinh(u), u uniform on [-asinh(5), asinh(5)],
+# Nodes: a sinh map t = c + s sinh(u), u uniform on [-asinh(6), asinh(6)],
 # around the centre c = the threshold (1 - alpha - 1e-10: the first valid k
 # has M(k) just above it, so its step and its neighbours' sit there), with
 # the scale s of the step, sigma(S(c)) / mu'(c), rounded to a power of
@@ -48,25 +57,26 @@
 # outside the window) is undecided: None, and the caller runs the exact
 # search.  On the grid-search profiles (100 clients of 10-1,000 rows, 80
 # per fold) the M(k) around the threshold are ~3e-4 to 6e-4 apart, the
-# brackets ~1.6e-4 wide at 65 nodes and ~5e-5 at 257: 14 of the 16 plans of
-# a 3-alpha x 5-fold search are decided (the other two lie 1e-5 from the
-# threshold); on random profiles of 2-1,000 clients of 1-1,000 rows about
-# four fits in five.
+# brackets ~1e-4 wide at 65 nodes and ~3e-5 at 257: the 16 plans of a
+# 3-alpha x 5-fold search are all decided (two of them, 1e-5 from the
+# threshold, at 257 nodes); on random profiles of 2-1,000 clients of
+# 1-1,000 rows about four fits in five.
 
 from __future__ import annotations
 
 import functools
 import math
+from collections import OrderedDict
 
 import numpy as np
 from scipy import special
 
-from ._poisbin import _cached_probabilities, _poisbin_cdf_ks
+from ._poisbin import _CACHE_LOCK, _cached_probabilities, _poisbin_cdf_ks
 
 # Nodes: u uniform on [-asinh(_BRACKET_SPAN), asinh(_BRACKET_SPAN)] (the
 # step's scales either side of the centre), 2 n + 1 of them at level 0 with
 # n = _BRACKET_HALF_NODES, doubled per level up to _BRACKET_LEVELS levels.
-_BRACKET_SPAN = 5.0
+_BRACKET_SPAN = 6.0
 _BRACKET_HALF_NODES = 32
 _BRACKET_LEVELS = 3
 # Up to this many clients the count's law is the lean DP below (one step per
@@ -74,6 +84,8 @@ _BRACKET_LEVELS = 3
 _LEAN_DP_MAX_CLIENTS = 256
 # Widening of each bracket for the rounding of F and of the sums (above).
 _BRACKET_SLACK = 1e-10
+# A bound on the rounding of F at a node (~1e-13, above).
+_F_ROUNDING = 1e-12
 # A decision needs the bracket this far beyond the threshold (above).
 _DECISION_MARGIN = 1e-9
 # The scale is rounded to a power of 2^(1 / _SCALE_STEPS).
@@ -137,16 +149,50 @@ def _bracket_nodes(center, scale_exp, level):
     return t
 
 
-def _riemann_bracket(t, f):
+def _riemann_bracket(t, f, slope=None):
     """(lower, upper) bounds of int_0^1 F for decreasing F with F(t) = f.
 
     ``t``: increasing nodes in (0, 1); ``f``: (rows, nodes), one decreasing
-    function per row. Widened by ``_BRACKET_SLACK``.
+    function per row. ``slope`` (rows, nodes - 1), optional: a bound G_i >=
+    |F'| on each piece [t_i, t_{i+1}]; on a piece of drop D = F(t_i) -
+    F(t_{i+1}) and length h, F then lies between max(F(t_{i+1}), F(t_i) -
+    G (t - t_i)) and min(F(t_i), F(t_{i+1}) + G (t_{i+1} - t)), which moves
+    each bound inwards by D tau / 2, tau = min(D / G, h) (the width D h of
+    the piece becomes D h - D^2 / G). Widened by ``_BRACKET_SLACK``.
     """
     h = np.diff(t)
     lower = t[0] * f[:, 0] + f[:, 1:] @ h
     upper = t[0] + f[:, :-1] @ h + (1.0 - t[-1]) * f[:, -1]
+    if slope is not None:
+        drop = np.maximum(f[:, :-1] - f[:, 1:], 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tau = np.where(slope > 0.0, np.minimum(drop / slope, h), 0.0)
+        inward = (drop * tau).sum(axis=1) / 2.0
+        lower, upper = lower + inward, upper - inward
     return lower - _BRACKET_SLACK, upper + _BRACKET_SLACK
+
+
+def _slope_bound(groups, t, f_wide, key):
+    """G_i >= |F_k'| on each piece [t_i, t_{i+1}], for each k (rows).
+
+    ``f_wide``: F at the nodes for k - 1, k's, k + 1 (rows; F_0 = 0,
+    F_{m+1} = 1). With a_j = P(S_{-j} = k - 1) (the count without client
+    j), -F_k' = sum_j f_j a_j, f_j client j's density; P(S = k - 1) >=
+    a_j (1 - p_j) and P(S = k) >= a_j p_j give a_j <= P(S = k - 1) +
+    P(S = k) = F_{k+1} - F_{k-1}, so |F_k'| <= mu' (F_{k+1} - F_{k-1}),
+    mu' = sum_j f_j. On a piece, F_{k+1} <= its value at t_i, F_{k-1} >=
+    its value at t_{i+1} (both decrease), and each Beta density, unimodal,
+    is at most its value at its mode clipped to the piece. The density sum
+    is raised by 1e-6 of itself for its rounding, the bound on
+    F_{k+1} - F_{k-1} by ``_F_ROUNDING`` for F's: G is never below the
+    true bound, and the inward moves never exceed what it allows. ``key`` names the node
+    set ``t``: the densities are cached per client.
+    """
+    cs = np.array([c for _, c in groups], dtype=np.float64)
+    density = _cached_columns(_DENSITY_CACHE, groups, key, _piece_densities, t)
+    top = (density @ cs) * (1.0 + 1e-6)
+    pmf = np.maximum(f_wide[2:, :-1] - f_wide[:-2, 1:], 0.0) + _F_ROUNDING
+    return top[None, :] * pmf
 
 
 def _decide(ks, lower, upper, threshold, m_active):
@@ -183,17 +229,85 @@ def _certified_k(groups, threshold):
         t = _bracket_nodes(center, scale_exp, level)
         if t.size == 0:
             return None
-        key = ("bracket", center, scale_exp, level)
+        # Names the node set (the constants too, should a test change them).
+        key = ("bracket", center, scale_exp, level, _BRACKET_HALF_NODES, _BRACKET_SPAN)
         nodes.append(t)
-        values.append(_count_cdf(groups, ks, t, key, m_active))
+        values.append(_wide_cdf(groups, ks, t, key, m_active))
         t_all = np.concatenate(nodes)
         order = np.argsort(t_all, kind="stable")
-        f = np.concatenate(values, axis=1)[:, order]
-        lower, upper = _riemann_bracket(t_all[order], f)
+        lower, upper = _bracket(
+            groups, t_all[order], np.concatenate(values, 1)[:, order], key
+        )
         decided = _decide(ks, lower, upper, threshold, m_active)
         if decided is not None or _hopeless(lower, upper, threshold, level):
             return decided
     return None
+
+
+def _piece_densities(sizes, ranks, t):
+    """Each client's largest density on each piece [t_i, t_{i+1}]:
+    (pieces, clients), the Beta(l, n - l + 1) density at its mode clipped
+    to the piece."""
+    rs = sizes - ranks + 1.0
+    # The mode of Beta(l, r): (l - 1) / (l + r - 2); 0 if l = 1, 1 if r = 1.
+    total = ranks + rs - 2.0
+    mode = np.where(total > 0.0, (ranks - 1.0) / np.maximum(total, 1.0), 0.5)
+    at = np.clip(mode[None, :], t[:-1, None], t[1:, None])
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        return np.exp(
+            special.xlogy(ranks - 1.0, at)
+            + special.xlog1py(rs - 1.0, -at)
+            - special.betaln(ranks, rs)
+        )
+
+
+_DENSITY_CACHE: OrderedDict = OrderedDict()
+_DENSITY_CACHE_MAX = 2048  # columns of <= 256 doubles: <= 4 MB
+
+
+def _cached_columns(cache, groups, key, compute, t):
+    """``compute(sizes, ranks, t)`` (rows, groups), one column per group,
+    cached per (n_j, l_j, key) (``key`` names the node set ``t``; None:
+    nothing cached)."""
+    if key is None:
+        sizes, ranks, _ = _client_arrays(groups)
+        return compute(sizes, ranks, t)
+    with _CACHE_LOCK:  # plans may run in threads
+        columns = [cache.get((n_j, l_j, key)) for (n_j, l_j), _ in groups]
+    missing = [g for g, column in enumerate(columns) if column is None]
+    if missing:
+        sizes = np.array([groups[g][0][0] for g in missing], dtype=np.float64)
+        ranks = np.array([groups[g][0][1] for g in missing], dtype=np.float64)
+        fresh = compute(sizes, ranks, t)
+        with _CACHE_LOCK:
+            for i, g in enumerate(missing):
+                column = fresh[:, i].copy()
+                column.flags.writeable = False
+                columns[g] = column
+                cache[(*groups[g][0], key)] = column
+            while len(cache) > _DENSITY_CACHE_MAX:
+                cache.popitem(last=False)
+    return np.stack(columns, axis=1)
+
+
+def _wide_cdf(groups, ks, t, key, m_active):
+    """F at the nodes for ``ks`` and one k on each side (rows; F_0 = 0 and
+    F_{m+1} = 1 where they fall outside 1..m_active)."""
+    wide = np.arange(int(ks[0]) - 1, int(ks[-1]) + 2)
+    inside = (wide >= 1) & (wide <= m_active)
+    f = np.empty((wide.shape[0], t.shape[0]))
+    f[inside] = _count_cdf(groups, wide[inside], t, key, m_active)
+    f[wide < 1] = 0.0
+    f[wide > m_active] = 1.0
+    return f
+
+
+def _bracket(groups, t, f_wide, key):
+    """(lower, upper) bounds of M(k) for the ks of ``f_wide``'s inner rows
+    (:func:`_riemann_bracket` with :func:`_slope_bound`; ``key`` names the
+    node set ``t``)."""
+    slope = _slope_bound(groups, t, f_wide, key)
+    return _riemann_bracket(t, f_wide[1:-1], slope)
 
 
 def _hopeless(lower, upper, threshold, level):
@@ -217,7 +331,8 @@ def _hopeless(lower, upper, threshold, level):
 def _count_cdf(groups, ks, t, key, m_active):
     """P(S(t) <= k - 1) for each k of ``ks`` (rows) at the nodes ``t``.
 
-    Each client's probabilities come from _poisbin's cache under ``key``.
+    Each client's probabilities come from _poisbin's cache under ``key``
+    (None: computed afresh, the same betainc values).
     Up to ``_LEAN_DP_MAX_CLIENTS`` clients, a DP over the clients: counting
     those below t up to ``max(ks) - 1``, or those above up to ``m - min(ks)``
     (fewer states), each step ``pmf[r] += q (pmf[r - 1] - pmf[r])`` in
@@ -230,10 +345,17 @@ def _count_cdf(groups, ks, t, key, m_active):
     below, above = int(ks[-1]), m_active - int(ks[0]) + 1
     flip = above < below
     states = above if flip else below
-    # One contiguous row per group (the cache's array is (nodes, groups)).
-    probs = np.ascontiguousarray(
-        _cached_probabilities(groups, t, key, below=not flip).T
-    )
+    # One contiguous row per group: P(value <= t), or P(value > t) if flip.
+    if key is None:  # nothing cached
+        ns, ls, _ = _client_arrays(groups)
+        if flip:
+            probs = special.betainc((ns - ls + 1.0)[:, None], ls[:, None], 1.0 - t)
+        else:
+            probs = special.betainc(ls[:, None], (ns - ls + 1.0)[:, None], t)
+    else:
+        probs = np.ascontiguousarray(
+            _cached_probabilities(groups, t, key, below=not flip).T
+        )
     # Row 0 is a zero sentinel (P(count = -1)); the law sits in rows 1.. .
     law = np.zeros((states + 1, t.shape[0]))
     law[1] = 1.0

@@ -64,7 +64,8 @@
 # A fit (issue 21, _fixed_rank_plan): the calibrator needs the ranks and k,
 # not M itself.  With A.1's ranks and unequal sizes k is first decided by
 # _certified._certified_k: rigorous lower and upper bounds of M(k) (monotone
-# Riemann sums of the decreasing integrand on canonical sinh nodes), k taken
+# Riemann sums of the decreasing integrand on canonical sinh nodes, narrowed
+# by a bound on its slope), k taken
 # only when the threshold lies 1e-9 outside them (then the search above,
 # whose values are far more accurate than that, returns the same k), else
 # that search runs.  The exact coverage is the search's value, computed when

@@ -22,24 +22,33 @@ from skfedcp.calibrators._qq._selection import _conformal_ranks
 ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.3)
 
 
-def _bracket(groups, ks, t):
-    f = _certified._count_cdf(
-        groups, ks, t, ("test", tuple(t)), sum(c for _, c in groups)
-    )
-    return _certified._riemann_bracket(t, f)
+def _bracket(groups, ks, t, slope=True):
+    """The certified bounds of M(k) for ``ks`` at the nodes ``t`` (plain
+    Riemann sums with ``slope=False``)."""
+    m = sum(c for _, c in groups)
+    key = ("test", tuple(t))
+    f_wide = _certified._wide_cdf(groups, ks, t, key, m)
+    if slope:
+        return _certified._bracket(groups, t, f_wide, key)
+    return _certified._riemann_bracket(t, f_wide[1:-1])
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_bracket_contains_the_exact_coverage(seed):
-    rng = np.random.default_rng(seed)
+def _small_case(rng):
     m = int(rng.integers(2, 6))
     sizes = tuple(int(n) for n in rng.integers(1, 9, size=m))
     ranks = tuple(int(l) for l in np.minimum(rng.integers(1, 9, size=m), sizes))
-    groups = _active_groups(sizes, ranks)
-    ks = np.arange(1, m + 1)
+    return sizes, ranks, _active_groups(sizes, ranks)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("slope", [False, True])
+def test_bracket_contains_the_exact_coverage(seed, slope):
+    rng = np.random.default_rng(seed)
+    sizes, ranks, groups = _small_case(rng)
+    ks = np.arange(1, sum(c for _, c in groups) + 1)
     # Few, uneven nodes: wide brackets, still around the exact value.
     t = np.sort(rng.uniform(0.02, 0.98, size=int(rng.integers(3, 40))))
-    lower, upper = _bracket(groups, ks, t)
+    lower, upper = _bracket(groups, ks, t, slope)
     slack = _certified._BRACKET_SLACK
     for k, lo, hi in zip(ks, lower, upper, strict=True):
         exact = qq_coverage_unequal_fraction(sizes, ranks, int(k))
@@ -47,6 +56,25 @@ def test_bracket_contains_the_exact_coverage(seed):
         assert Fraction(lo + slack) <= exact + Fraction(1, 10**14)
         assert exact - Fraction(1, 10**14) <= Fraction(hi - slack)
         assert hi - lo < 1.0
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_slope_bound_bounds_the_derivative(seed):
+    # |F_k'| <= G_i on each piece, checked on a fine grid inside the pieces
+    # (difference quotients of F_k, computed by the DP).
+    rng = np.random.default_rng(100 + seed)
+    _, _, groups = _small_case(rng)
+    m = sum(c for _, c in groups)
+    ks = np.arange(1, m + 1)
+    t = np.sort(rng.uniform(0.01, 0.99, size=12))
+    slope = _certified._slope_bound(
+        groups, t, _certified._wide_cdf(groups, ks, t, ("s", tuple(t)), m), None
+    )
+    for i in range(t.shape[0] - 1):
+        fine = np.linspace(t[i], t[i + 1], 201)
+        f = _certified._count_cdf(groups, ks, fine, ("f", i, tuple(t)), m)
+        quotient = -np.diff(f, axis=1) / np.diff(fine)
+        assert np.all(quotient.max(axis=1) <= slope[:, i] * (1 + 1e-9) + 1e-9)
 
 
 def test_bracket_narrows_and_fails_when_reversed():
@@ -58,13 +86,14 @@ def test_bracket_narrows_and_fails_when_reversed():
     widths = []
     for n_nodes in (8, 64, 512):
         t = np.linspace(0.01, 0.99, n_nodes)
+        plain = _bracket(groups, np.array([k]), t, slope=False)
         lower, upper = _bracket(groups, np.array([k]), t)
-        assert lower[0] < exact < upper[0]
+        assert plain[0][0] <= lower[0] < exact < upper[0] <= plain[1][0]
         widths.append(upper[0] - lower[0])
         # Lower and upper swapped would exclude M.
         assert not (upper[0] <= exact <= lower[0])
-    assert widths[0] > widths[1] > widths[2]  # first order in the node gap
-    assert widths[2] < 0.01
+    assert widths[0] > widths[1] > widths[2]  # narrower with the node gap
+    assert widths[2] < 0.002
 
 
 def _profile(rng):
