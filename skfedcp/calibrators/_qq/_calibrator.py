@@ -18,8 +18,9 @@ from ...utils._warnings import warn_user
 from .._base import BaseCalibrator, CoverageBounds
 from .._messages import Problem, check_client_sizes
 from ._byzantine import ByzantineSelection, max_byzantine, select_byzantine_ranks
+from ._certified import _fixed_rank_plan, _RankPlan
 from ._order_statistics import local_order_statistics
-from ._selection import _fixed_rank_plan, _RankPlan, select_qq_ranks
+from ._selection import select_qq_ranks
 
 __all__ = ["QuantileOfQuantilesCalibrator"]
 

@@ -57,19 +57,23 @@
 # per fold) the M(k) around the threshold are ~3e-4 to 6e-4 apart, the
 # brackets ~1e-4 wide at 65 nodes and ~3e-5 at 257: the 16 plans of a
 # 3-alpha x 5-fold search are all decided (two of them, 1e-5 from the
-# threshold, at 257 nodes); on random profiles of 2-1,000 clients of
-# 1-1,000 rows about four fits in five.
+# threshold, at 257 nodes); on random profiles of 2-256 clients of 1-1,000
+# rows about 15 fits in 16.  _fixed_rank_plan is the plan a fit
+# takes: A.1's ranks and the certified k, the coverage left for later.
 
 from __future__ import annotations
 
 import functools
 import math
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 from scipy import special
 
+from ._coverage import _FEASIBILITY_TOL, _active_groups
 from ._poisbin import _CACHE_LOCK, _cached_probabilities
+from ._selection import _fixed_ranks
 
 # Nodes: u uniform on [-asinh(_BRACKET_SPAN), asinh(_BRACKET_SPAN)] (the
 # step's scales either side of the centre), 2 n + 1 of them at level 0 with
@@ -372,3 +376,34 @@ def _count_cdf(groups, ks, t, key, m_active):
     if flip:  # P(S <= k - 1) = 1 - P(clients above t <= m - k)
         return 1.0 - cdf[m_active - ks]
     return np.minimum(cdf[ks - 1], 1.0)
+
+
+class _RankPlan(NamedTuple):
+    """The ranks and k of a plan whose exact coverage is left for later."""
+
+    local_ranks: tuple[int, ...]
+    k: int | None
+    feasible: bool
+
+
+def _fixed_rank_plan(sizes, alpha, clip_local_rank):
+    """``local_rank="fixed"`` with unequal sizes: ranks and k, no coverage.
+
+    The ranks and k of ``select_qq_ranks(sizes, alpha, local_rank="fixed",
+    clip_local_rank=...)`` when :func:`_certified_k` decides k (the
+    comment at the top), else None (and with equal sizes, whose search is
+    another). A fit needs only these (_calibrator._cached_fit_selection);
+    its exact coverage is computed when read.
+    """
+    if len(set(sizes)) == 1:
+        return None
+    ranks = _fixed_ranks(sizes, alpha, clip_local_rank)
+    groups = _active_groups(sizes, ranks)
+    if not groups:
+        return _RankPlan((), None, False)
+    k = _certified_k(groups, (1.0 - alpha) - _FEASIBILITY_TOL)
+    if k is None:
+        return None
+    if k is _NO_VALID_K:
+        return _RankPlan((), None, False)
+    return _RankPlan(ranks, k, True)

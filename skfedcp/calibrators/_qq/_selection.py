@@ -61,7 +61,8 @@
 # and the returned coverage use the batch rule of _coverage_unequal_batch
 # (panels doubled to 5e-14 agreement, "quad" only if that fails).
 #
-# A fit (issue 21, _fixed_rank_plan): the calibrator needs the ranks and k,
+# A fit (issue 21, _certified._fixed_rank_plan): the calibrator needs the
+# ranks and k,
 # not M itself.  With A.1's ranks and unequal sizes k is first decided by
 # _certified._certified_k: rigorous lower and upper bounds of M(k) (monotone
 # Riemann sums of the decreasing integrand on canonical sinh nodes, narrowed
@@ -103,8 +104,6 @@ from ._batch import (
     _sinh_ks,
     _undecided,
 )
-from ._certified import _NO_VALID_K as _NO_CERTIFIED_K
-from ._certified import _certified_k
 from ._coverage import (
     _FEASIBILITY_TOL,
     _TIE_TOL,
@@ -556,37 +555,6 @@ def _certified_valid(sizes, sel, threshold):
     groups = _active_groups(sizes, sel.local_ranks)
     value, bound = _coverage_unequal_certified(groups, sel.k, N)
     return value - bound >= threshold
-
-
-class _RankPlan(NamedTuple):
-    """The ranks and k of a plan whose exact coverage is left for later."""
-
-    local_ranks: tuple[int, ...]
-    k: int | None
-    feasible: bool
-
-
-def _fixed_rank_plan(sizes, alpha, clip_local_rank):
-    """``local_rank="fixed"`` with unequal sizes: ranks and k, no coverage.
-
-    The ranks and k of ``select_qq_ranks(sizes, alpha, local_rank="fixed",
-    clip_local_rank=...)`` when :func:`_certified_k` decides k (certified
-    brackets of M, see _certified.py), else None (and with equal sizes,
-    whose search is another). A fit needs only these; its exact coverage is
-    computed when read.
-    """
-    if len(set(sizes)) == 1:
-        return None
-    ranks = _fixed_ranks(sizes, alpha, clip_local_rank)
-    groups = _active_groups(sizes, ranks)
-    if not groups:
-        return _RankPlan((), None, False)
-    k = _certified_k(groups, (1.0 - alpha) - _FEASIBILITY_TOL)
-    if k is None:
-        return None
-    if k is _NO_CERTIFIED_K:
-        return _RankPlan((), None, False)
-    return _RankPlan(ranks, k, True)
 
 
 def _fixed_ranks(sizes, alpha, clip_local_rank):

@@ -18,7 +18,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from skfedcp.calibrators import QuantileOfQuantilesCalibrator, select_qq_ranks
 from skfedcp.calibrators._qq import _calibrator, _certified, _poisbin
-from skfedcp.calibrators._qq import _selection as _qq_selection
 
 ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.3)
 
@@ -93,7 +92,7 @@ def test_undecided_k_falls_back(monkeypatch):
     # the full selection and its coverage is there at once.
     monkeypatch.setattr(_certified, "_DECISION_MARGIN", 1.0)
     sizes = np.random.default_rng(4).integers(10, 1001, size=60)
-    assert _qq_selection._fixed_rank_plan(tuple(sizes.tolist()), 0.1, False) is None
+    assert _certified._fixed_rank_plan(tuple(sizes.tolist()), 0.1, False) is None
     _clear_caches()
     ids = np.repeat(np.arange(60), sizes)
     cal = QuantileOfQuantilesCalibrator().fit(
