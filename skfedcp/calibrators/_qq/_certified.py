@@ -86,6 +86,10 @@ _BRACKET_LEVELS = 3
 # clients: ~37 ms against ~66 ms for the brackets' product-tree passes) and
 # decides alone.
 _CERTIFIED_MAX_CLIENTS = 256
+# Clients of more rows than this (a plan policy raised beyond its default)
+# are left to the exact search: the densities' log-space rounding grows with
+# n (~1e-7 relative at 10^9, covered below; 1e-4 at 10^12).
+_CERTIFIED_MAX_SIZE = 10**9
 # Widening of each bracket for the rounding of F and of the sums (above).
 _BRACKET_SLACK = 1e-10
 # A bound on the rounding of F at a node (~1e-13, above).
@@ -223,7 +227,8 @@ def _certified_k(groups, threshold):
     open (see the comment above).
     """
     m_active = sum(c for _, c in groups)
-    if m_active > _CERTIFIED_MAX_CLIENTS:
+    largest = max(n for (n, _), _ in groups)
+    if m_active > _CERTIFIED_MAX_CLIENTS or largest > _CERTIFIED_MAX_SIZE:
         return None
     center = min(max(float(threshold), 0.0), 1.0)
     k_guess, scale_exp = _guess_and_scale(groups, center)
@@ -260,11 +265,13 @@ def _piece_densities(sizes, ranks, t):
     mode = np.where(total > 0.0, (ranks - 1.0) / np.maximum(total, 1.0), 0.5)
     at = np.clip(mode[None, :], t[:-1, None], t[1:, None])
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        return np.exp(
+        density = np.exp(
             special.xlogy(ranks - 1.0, at)
             + special.xlog1py(rs - 1.0, -at)
             - special.betaln(ranks, rs)
         )
+    # The log-space sum rounds by a few ulps of its terms, ~n in size.
+    return density * (1.0 + 1e-13 * sizes)
 
 
 _DENSITY_CACHE: OrderedDict = OrderedDict()
