@@ -160,3 +160,14 @@ def test_no_valid_k_is_certified():
     assert _certified._certified_k(groups, 0.95 - 1e-10) == _certified._NO_VALID_K
     assert float(qq_coverage_unequal_fraction((1, 2), (1, 1), 2)) == 7 / 12
     assert not select_qq_ranks((1, 2), 0.05, local_rank=1).feasible
+
+
+def test_left_to_the_exact_search_beyond_its_range():
+    # More than 256 active clients, or a client of more than 10^9 rows.
+    many = tuple(range(10, 10 + 300))
+    groups = _active_groups(many, _conformal_ranks(many, 0.1))
+    assert _certified._certified_k(groups, 0.9 - 1e-10) is None
+    huge = (100, 200, 10**10)
+    groups = _active_groups(huge, _conformal_ranks(huge, 0.1))
+    assert _certified._certified_k(groups, 0.9 - 1e-10) is None
+    assert _certified._certified_k(groups[:2], 0.9 - 1e-10) is not None
