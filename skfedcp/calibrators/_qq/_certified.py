@@ -65,14 +65,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
 from scipy import special
 
 from ._coverage import _FEASIBILITY_TOL, _active_groups
-from ._poisbin import _CACHE_LOCK, _cached_probabilities
+from ._poisbin import _cached_probabilities
 from ._selection import _fixed_ranks
 
 # Nodes: u uniform on [-asinh(_BRACKET_SPAN), asinh(_BRACKET_SPAN)] (the
@@ -180,7 +179,7 @@ def _riemann_bracket(t, f, slope=None):
     return lower - _BRACKET_SLACK, upper + _BRACKET_SLACK
 
 
-def _slope_bound(groups, t, f_wide, key):
+def _slope_bound(groups, t, f_wide):
     """G_i >= |F_k'| on each piece [t_i, t_{i+1}], for each k (rows).
 
     ``f_wide``: F at the nodes for k - 1, k's, k + 1 (rows; F_0 = 0,
@@ -193,12 +192,12 @@ def _slope_bound(groups, t, f_wide, key):
     is at most its value at its mode clipped to the piece. The density sum
     is raised by 1e-6 of itself for its rounding, the bound on
     F_{k+1} - F_{k-1} by ``_F_ROUNDING`` for F's: G is never below the
-    true bound, and the inward moves never exceed what it allows. ``key`` names the node
-    set ``t``: the densities are cached per client.
+    true bound, and the inward moves never exceed what it allows. The
+    densities are computed afresh (a few elementwise calls: cheaper than
+    caching them per client).
     """
-    cs = np.array([c for _, c in groups], dtype=np.float64)
-    density = _cached_columns(_DENSITY_CACHE, groups, key, _piece_densities, t)
-    top = (density @ cs) * (1.0 + 1e-6)
+    sizes, ranks, cs = _client_arrays(groups)
+    top = (_piece_densities(sizes, ranks, t) @ cs) * (1.0 + 1e-6)
     pmf = np.maximum(f_wide[2:, :-1] - f_wide[:-2, 1:], 0.0) + _F_ROUNDING
     return top[None, :] * pmf
 
@@ -247,7 +246,7 @@ def _certified_k(groups, threshold):
         t_all = np.concatenate(nodes)
         order = np.argsort(t_all, kind="stable")
         lower, upper = _bracket(
-            groups, t_all[order], np.concatenate(values, 1)[:, order], key
+            groups, t_all[order], np.concatenate(values, 1)[:, order]
         )
         decided = _decide(ks, lower, upper, threshold, m_active)
         if decided is not None or _hopeless(lower, upper, threshold, level):
@@ -274,35 +273,6 @@ def _piece_densities(sizes, ranks, t):
     return density * (1.0 + 1e-13 * sizes)
 
 
-_DENSITY_CACHE: OrderedDict = OrderedDict()
-_DENSITY_CACHE_MAX = 2048  # columns of <= 256 doubles: <= 4 MB
-
-
-def _cached_columns(cache, groups, key, compute, t):
-    """``compute(sizes, ranks, t)`` (rows, groups), one column per group,
-    cached per (n_j, l_j, key) (``key`` names the node set ``t``; None:
-    nothing cached)."""
-    if key is None:
-        sizes, ranks, _ = _client_arrays(groups)
-        return compute(sizes, ranks, t)
-    with _CACHE_LOCK:  # plans may run in threads
-        columns = [cache.get((n_j, l_j, key)) for (n_j, l_j), _ in groups]
-    missing = [g for g, column in enumerate(columns) if column is None]
-    if missing:
-        sizes = np.array([groups[g][0][0] for g in missing], dtype=np.float64)
-        ranks = np.array([groups[g][0][1] for g in missing], dtype=np.float64)
-        fresh = compute(sizes, ranks, t)
-        with _CACHE_LOCK:
-            for i, g in enumerate(missing):
-                column = fresh[:, i].copy()
-                column.flags.writeable = False
-                columns[g] = column
-                cache[(*groups[g][0], key)] = column
-            while len(cache) > _DENSITY_CACHE_MAX:
-                cache.popitem(last=False)
-    return np.stack(columns, axis=1)
-
-
 def _wide_cdf(groups, ks, t, key, m_active):
     """F at the nodes for ``ks`` and one k on each side (rows; F_0 = 0 and
     F_{m+1} = 1 where they fall outside 1..m_active)."""
@@ -315,11 +285,10 @@ def _wide_cdf(groups, ks, t, key, m_active):
     return f
 
 
-def _bracket(groups, t, f_wide, key):
+def _bracket(groups, t, f_wide):
     """(lower, upper) bounds of M(k) for the ks of ``f_wide``'s inner rows
-    (:func:`_riemann_bracket` with :func:`_slope_bound`; ``key`` names the
-    node set ``t``)."""
-    slope = _slope_bound(groups, t, f_wide, key)
+    (:func:`_riemann_bracket` with :func:`_slope_bound`)."""
+    slope = _slope_bound(groups, t, f_wide)
     return _riemann_bracket(t, f_wide[1:-1], slope)
 
 
