@@ -65,13 +65,14 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
 from scipy import special
 
 from ._coverage import _FEASIBILITY_TOL, _active_groups
-from ._poisbin import _cached_probabilities
+from ._poisbin import _CACHE_LOCK
 from ._selection import _fixed_ranks
 
 # Nodes: u uniform on [-asinh(_BRACKET_SPAN), asinh(_BRACKET_SPAN)] (the
@@ -103,14 +104,6 @@ _WINDOW = 2
 _NO_VALID_K = "no valid k"
 
 
-def _client_arrays(groups):
-    """Sizes, ranks and counts of the groups as float arrays."""
-    ns = np.array([n for (n, _), _ in groups], dtype=np.float64)
-    ls = np.array([l for (_, l), _ in groups], dtype=np.float64)
-    cs = np.array([c for _, c in groups], dtype=np.float64)
-    return ns, ls, cs
-
-
 def _guess_and_scale(groups, center):
     """The first k guessed at ``center`` and the step's scale exponent.
 
@@ -118,24 +111,31 @@ def _guess_and_scale(groups, center):
     expected count below ``c``); the scale ``sigma(S(c)) / mu'(c)``, the
     width of F's step in t, as an exponent of 2^(1/4) (None if degenerate).
     """
-    ns, ls, cs = _client_arrays(groups)
-    rs = ns - ls + 1.0
-    p = special.betainc(ls, rs, center)
+    cs = np.array([c for _, c in groups], dtype=np.float64)
+    # Each client's P(value <= c) and density at c.
+    p, pdf = _cached_rows(groups, ("centre", center), _centre_values, center).T
     mean = float(p @ cs)
     m_active = int(cs.sum())
     k_guess = min(max(math.ceil(mean + 0.5), 1), m_active)
+    slope = float(pdf @ cs)
+    var = max(float((p * (1.0 - p)) @ cs), 0.25)
+    scale = math.sqrt(var) / slope if slope > 0 and math.isfinite(slope) else 0.0
+    if not scale > 0:
+        return k_guess, None
+    return k_guess, round(_SCALE_STEPS * math.log2(scale))
+
+
+def _centre_values(ns, ls, center):
+    """(clients, 2): P(value <= c) and the density at c of each client's
+    order statistic, Beta(l, n - l + 1)."""
+    rs = ns - ls + 1.0
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         log_pdf = (
             special.xlogy(ls - 1.0, center)
             + special.xlog1py(rs - 1.0, -center)
             - special.betaln(ls, rs)
         )
-        slope = float(np.exp(log_pdf) @ cs)
-    var = max(float((p * (1.0 - p)) @ cs), 0.25)
-    scale = math.sqrt(var) / slope if slope > 0 and math.isfinite(slope) else 0.0
-    if not scale > 0:
-        return k_guess, None
-    return k_guess, round(_SCALE_STEPS * math.log2(scale))
+        return np.concatenate((special.betainc(ls, rs, center), np.exp(log_pdf)), 1)
 
 
 @functools.lru_cache(maxsize=64)
@@ -179,7 +179,7 @@ def _riemann_bracket(t, f, slope=None):
     return lower - _BRACKET_SLACK, upper + _BRACKET_SLACK
 
 
-def _slope_bound(groups, t, f_wide):
+def _slope_bound(groups, t, f_wide, key):
     """G_i >= |F_k'| on each piece [t_i, t_{i+1}], for each k (rows).
 
     ``f_wide``: F at the nodes for k - 1, k's, k + 1 (rows; F_0 = 0,
@@ -192,12 +192,12 @@ def _slope_bound(groups, t, f_wide):
     is at most its value at its mode clipped to the piece. The density sum
     is raised by 1e-6 of itself for its rounding, the bound on
     F_{k+1} - F_{k-1} by ``_F_ROUNDING`` for F's: G is never below the
-    true bound, and the inward moves never exceed what it allows. The
-    densities are computed afresh (a few elementwise calls: cheaper than
-    caching them per client).
+    true bound, and the inward moves never exceed what it allows. ``key``
+    names the node set ``t`` (None: nothing cached).
     """
-    sizes, ranks, cs = _client_arrays(groups)
-    top = (_piece_densities(sizes, ranks, t) @ cs) * (1.0 + 1e-6)
+    cs = np.array([c for _, c in groups], dtype=np.float64)
+    density = _cached_rows(groups, key and ("pieces", key), _piece_densities, t)
+    top = (cs @ density) * (1.0 + 1e-6)
     pmf = np.maximum(f_wide[2:, :-1] - f_wide[:-2, 1:], 0.0) + _F_ROUNDING
     return top[None, :] * pmf
 
@@ -246,7 +246,7 @@ def _certified_k(groups, threshold):
         t_all = np.concatenate(nodes)
         order = np.argsort(t_all, kind="stable")
         lower, upper = _bracket(
-            groups, t_all[order], np.concatenate(values, 1)[:, order]
+            groups, t_all[order], np.concatenate(values, 1)[:, order], key
         )
         decided = _decide(ks, lower, upper, threshold, m_active)
         if decided is not None or _hopeless(lower, upper, threshold, level):
@@ -256,13 +256,13 @@ def _certified_k(groups, threshold):
 
 def _piece_densities(sizes, ranks, t):
     """Each client's largest density on each piece [t_i, t_{i+1}]:
-    (pieces, clients), the Beta(l, n - l + 1) density at its mode clipped
-    to the piece."""
+    (clients, pieces), the Beta(l, n - l + 1) density at its mode clipped
+    to the piece (``sizes``, ``ranks``: columns (clients, 1))."""
     rs = sizes - ranks + 1.0
     # The mode of Beta(l, r): (l - 1) / (l + r - 2); 0 if l = 1, 1 if r = 1.
     total = ranks + rs - 2.0
     mode = np.where(total > 0.0, (ranks - 1.0) / np.maximum(total, 1.0), 0.5)
-    at = np.clip(mode[None, :], t[:-1, None], t[1:, None])
+    at = np.clip(mode, t[:-1], t[1:])
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         density = np.exp(
             special.xlogy(ranks - 1.0, at)
@@ -285,10 +285,11 @@ def _wide_cdf(groups, ks, t, key, m_active):
     return f
 
 
-def _bracket(groups, t, f_wide):
+def _bracket(groups, t, f_wide, key):
     """(lower, upper) bounds of M(k) for the ks of ``f_wide``'s inner rows
-    (:func:`_riemann_bracket` with :func:`_slope_bound`)."""
-    slope = _slope_bound(groups, t, f_wide)
+    (:func:`_riemann_bracket` with :func:`_slope_bound`; ``key`` names the
+    node set ``t``, None: nothing cached)."""
+    slope = _slope_bound(groups, t, f_wide, key)
     return _riemann_bracket(t, f_wide[1:-1], slope)
 
 
@@ -313,8 +314,8 @@ def _hopeless(lower, upper, threshold, level):
 def _count_cdf(groups, ks, t, key, m_active):
     """P(S(t) <= k - 1) for each k of ``ks`` (rows) at the nodes ``t``.
 
-    Each client's probabilities come from _poisbin's cache under ``key``
-    (None: computed afresh, the same betainc values).
+    Each client's probabilities come from :func:`_cached_rows` under
+    ``key`` (None: computed afresh, the same betainc values).
     A DP over the clients: counting those below t up to ``max(ks) - 1``,
     or those above up to ``m - min(ks)`` (fewer states), each step
     ``pmf[r] += q (pmf[r - 1] - pmf[r])`` in place on the states reached so
@@ -325,16 +326,12 @@ def _count_cdf(groups, ks, t, key, m_active):
     flip = above < below
     states = above if flip else below
     # One contiguous row per group: P(value <= t), or P(value > t) if flip.
-    if key is None:  # nothing cached
-        ns, ls, _ = _client_arrays(groups)
-        if flip:
-            probs = special.betainc((ns - ls + 1.0)[:, None], ls[:, None], 1.0 - t)
-        else:
-            probs = special.betainc(ls[:, None], (ns - ls + 1.0)[:, None], t)
-    else:
-        probs = np.ascontiguousarray(
-            _cached_probabilities(groups, t, key, below=not flip).T
-        )
+    probs = _cached_rows(
+        groups,
+        key and ("above" if flip else "below", key),
+        _above if flip else _below,
+        t,
+    )
     # Row 0 is a zero sentinel (P(count = -1)); the law sits in rows 1.. .
     law = np.zeros((states + 1, t.shape[0]))
     law[1] = 1.0
@@ -352,6 +349,63 @@ def _count_cdf(groups, ks, t, key, m_active):
     if flip:  # P(S <= k - 1) = 1 - P(clients above t <= m - k)
         return 1.0 - cdf[m_active - ks]
     return np.minimum(cdf[ks - 1], 1.0)
+
+
+def _below(ns, ls, t):
+    """P(value <= t) of each client (rows) at the nodes ``t``."""
+    return special.betainc(ls, ns - ls + 1.0, t)
+
+
+def _above(ns, ls, t):
+    """P(value > t) of each client (rows) at the nodes ``t``."""
+    return special.betainc(ns - ls + 1.0, ls, 1.0 - t)
+
+
+# Per-client values at a node set (probabilities, piece densities, the
+# values at the centre), one table per (kind, node key): a row per
+# (n_j, l_j), gathered by one fancy index. The folds of a cross-validation,
+# its refit and the groups of a grouped calibration (the same alpha,
+# similar sizes) land on the same nodes and share most rows. Bounded: at
+# most _TABLES_MAX tables (least recently used dropped), each restarted
+# beyond _TABLE_MAX_ROWS rows.
+_TABLES: OrderedDict = OrderedDict()
+_TABLES_MAX = 64
+_TABLE_MAX_ROWS = 2048  # rows of <= 256 doubles: <= 4 MB a table
+
+
+def _cached_rows(groups, key, compute, t):
+    """``compute(ns, ls, t)`` for each group (rows; ``ns``, ``ls`` columns
+    of the groups' sizes and ranks, elementwise: the same bits for a group
+    whichever others share the call), cached per (n_j, l_j) in the table
+    ``key`` (None: nothing cached)."""
+    pairs = [pair for pair, _ in groups]
+    index, table = {}, None
+    if key is not None:
+        with _CACHE_LOCK:  # plans may run in threads
+            entry = _TABLES.get(key)
+            if entry is not None:
+                _TABLES.move_to_end(key)
+                index, table = entry
+    rows = [index.get(pair) for pair in pairs]
+    missing = [pair for pair, row in zip(pairs, rows, strict=True) if row is None]
+    if not missing:
+        return table[rows]
+    ns = np.array([n for n, _ in missing], dtype=np.float64)[:, None]
+    ls = np.array([l for _, l in missing], dtype=np.float64)[:, None]
+    fresh = compute(ns, ls, t)
+    if key is None:
+        return fresh
+    if table is None or table.shape[0] + len(missing) > _TABLE_MAX_ROWS:
+        index, table = {}, fresh[:0]
+    start = table.shape[0]
+    index = {**index, **{pair: start + i for i, pair in enumerate(missing)}}
+    table = np.concatenate((table, fresh))
+    table.flags.writeable = False
+    with _CACHE_LOCK:
+        _TABLES[key] = (index, table)
+        while len(_TABLES) > _TABLES_MAX:
+            _TABLES.popitem(last=False)
+    return table[[index[pair] for pair in pairs]]
 
 
 class _RankPlan(NamedTuple):

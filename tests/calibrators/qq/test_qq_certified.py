@@ -29,7 +29,7 @@ def _bracket(groups, ks, t, slope=True):
     key = ("test", tuple(t))
     f_wide = _certified._wide_cdf(groups, ks, t, key, m)
     if slope:
-        return _certified._bracket(groups, t, f_wide)
+        return _certified._bracket(groups, t, f_wide, key)
     return _certified._riemann_bracket(t, f_wide[1:-1])
 
 
@@ -68,7 +68,7 @@ def test_slope_bound_bounds_the_derivative(seed):
     ks = np.arange(1, m + 1)
     t = np.sort(rng.uniform(0.01, 0.99, size=12))
     slope = _certified._slope_bound(
-        groups, t, _certified._wide_cdf(groups, ks, t, ("s", tuple(t)), m)
+        groups, t, _certified._wide_cdf(groups, ks, t, ("s", tuple(t)), m), None
     )
     for i in range(t.shape[0] - 1):
         fine = np.linspace(t[i], t[i + 1], 201)
