@@ -1,4 +1,4 @@
-"""Certified choice of Appendix A.1's k: monotone Riemann brackets of M(k)."""
+"""Certified choice of Appendix A.1's k: Riemann and trapezoid brackets of M(k)."""
 
 # The decision (issue 21).  With fixed ranks l_j the coverage of k is
 #
@@ -14,21 +14,27 @@
 #
 # (h_i = t_{i+1} - t_i; on [0, t_0] F lies in [F(t_0), 1], on [t_K, 1] in
 # [0, F(t_K)]).  A bound G_i on |F_k'| over each piece narrows them
-# (_slope_bound, _riemann_bracket): F'_k = -sum_j f_j(t) P(S_{-j}(t) = k - 1)
-# with f_j client j's Beta density, and P(S_{-j} = k - 1) <= P(S = k - 1)
+# (_slope_bound, _riemann_bracket): F'_k = -sum_j f_j(t) P(S_{-j}(t) = k -
+# 1) with f_j client j's Beta density, and P(S_{-j} = k - 1) <= P(S = k - 1)
 # + P(S = k) = F_{k+1} - F_{k-1}, so |F_k'| <= (sum_j f_j) (F_{k+1} -
 # F_{k-1}), bounded on a piece by the densities at their modes clipped to
-# the piece and by F_{k+1}(t_i) - F_{k-1}(t_{i+1}); F then stays within
-# the lines of slope G_i through the piece's end values, which moves each
-# bound inwards by D^2 / (2 G_i) (D the piece's drop; ~40% narrower
-# brackets).  One Poisson-binomial law per node gives F_k for every k of a
-# window at once.  F is computed to ~1e-13: the DP of _count_cdf rounds by
-# a few ulps of 1 per client (at most _CERTIFIED_MAX_CLIENTS = 256 active
-# clients; beyond, the exact search alone decides), scipy's betainc is
-# accurate to ~1e-15 and an error e in one p_j moves F by at most e.  G_i
-# is raised by 1e-12 (on F_{k+1} - F_{k-1}) and 1e-6 of itself (the
-# densities), and each bracket is widened by _BRACKET_SLACK = 1e-10, a
-# thousand times those errors and the sums' own rounding (K ulps).
+# the piece and by F_{k+1}(t_i) - F_{k-1}(t_{i+1}); F then stays within the
+# lines of slope G_i through the piece's end values, which moves each bound
+# inwards by D^2 / (2 G_i) (D the piece's drop; ~40% narrower brackets).  A
+# bound B_i on |F_k''| over each piece (_curvature_bound: from the same
+# counts, F_{k+2} - F_{k-2} bounding the second differences of the laws
+# without two clients, and |f_j'| = f_j |(l - 1) / t - (r - 1) / (1 - t)|)
+# bounds the trapezoid rule's error on it by B_i h_i^3 / 12; each piece
+# takes the tighter of its two brackets (another ~35% narrower).  One
+# Poisson-binomial law per node gives F_k for every k of a window (and two
+# more on each side) at once.  F is computed to ~1e-13: the DP of _count_cdf
+# rounds by a few ulps of 1 per client (at most _CERTIFIED_MAX_CLIENTS = 256
+# active clients; beyond, the exact search alone decides), scipy's betainc
+# is accurate to ~1e-15 and an error e in one p_j moves F by at most e.  G_i
+# and B_i are raised by 2e-12 on each difference of F and by 1e-6 of
+# themselves (the densities' and the sums' rounding), and each bracket is
+# widened by _BRACKET_SLACK = 1e-10, a thousand times those errors and the
+# sums' own rounding (K ulps).
 #
 # Nodes: a sinh map t = c + s sinh(u), u uniform on [-asinh(6), asinh(6)],
 # around the centre c = the threshold (1 - alpha - 1e-10: the first valid k
@@ -36,7 +42,7 @@
 # the scale s of the step, sigma(S(c)) / mu'(c), rounded to a power of
 # sqrt(2): the folds of a cross-validation, its refit and the groups of a
 # grouped calibration (the same alpha, similar sizes) land on the same
-# nodes and share each client's betainc values (_poisbin's cache).  65 nodes
+# nodes and share each client's values (betainc, densities: _cached_rows).  65 nodes
 # first; each further level (129, then 257) adds the nodes interleaving the
 # previous ones, whose values are kept.  A level is skipped when the last
 # one would still leave the decision open (_hopeless, a guess for speed:
@@ -55,10 +61,10 @@
 # outside the window) is undecided: None, and the caller runs the exact
 # search.  On the grid-search profiles (100 clients of 10-1,000 rows, 80
 # per fold) the M(k) around the threshold are ~3e-4 to 6e-4 apart, the
-# brackets ~1e-4 wide at 65 nodes and ~3e-5 at 257: the 16 plans of a
-# 3-alpha x 5-fold search are all decided (two of them, 1e-5 from the
-# threshold, at 257 nodes); on random profiles of 2-256 clients of 1-1,000
-# rows about 15 fits in 16.  _fixed_rank_plan is the plan a fit
+# brackets 6e-5 (alpha = 0.05) to 1.1e-4 (alpha = 0.2) wide at 65 nodes:
+# the 16 plans of a 3-alpha x 5-fold search are all decided (four of them,
+# 1e-5 to 3e-5 from the threshold, at 129 nodes); on random profiles of
+# 2-256 clients of 1-1,000 rows about 15 fits in 16.  _fixed_rank_plan is the plan a fit
 # takes: A.1's ranks and the certified k, the coverage left for later.
 
 from __future__ import annotations
@@ -100,6 +106,8 @@ _DECISION_MARGIN = 1e-9
 _SCALE_STEPS = 2.0
 # The ks decided together: the guess and this many on each side.
 _WINDOW = 2
+# F is computed for this many more ks on each side (the bounds on F' and F'').
+_WIDE = 2
 
 _NO_VALID_K = "no valid k"
 
@@ -156,7 +164,7 @@ def _bracket_nodes(center, scale_exp, level):
     return t
 
 
-def _riemann_bracket(t, f, slope=None):
+def _riemann_bracket(t, f, slope=None, curvature=None):
     """(lower, upper) bounds of int_0^1 F for decreasing F with F(t) = f.
 
     ``t``: increasing nodes in (0, 1); ``f``: (rows, nodes), one decreasing
@@ -165,41 +173,92 @@ def _riemann_bracket(t, f, slope=None):
     F(t_{i+1}) and length h, F then lies between max(F(t_{i+1}), F(t_i) -
     G (t - t_i)) and min(F(t_i), F(t_{i+1}) + G (t_{i+1} - t)), which moves
     each bound inwards by D tau / 2, tau = min(D / G, h) (the width D h of
-    the piece becomes D h - D^2 / G). Widened by ``_BRACKET_SLACK``.
+    the piece becomes D h - D^2 / G). ``curvature`` (rows, nodes - 1),
+    optional: a bound B_i >= |F''| on each piece; the trapezoid rule's
+    error on it is then at most B_i h^3 / 12, and each piece takes the
+    tighter of its two brackets (both hold). Widened by ``_BRACKET_SLACK``.
     """
     h = np.diff(t)
-    lower = t[0] * f[:, 0] + f[:, 1:] @ h
-    upper = t[0] + f[:, :-1] @ h + (1.0 - t[-1]) * f[:, -1]
+    low, high = f[:, 1:] * h, f[:, :-1] * h
     if slope is not None:
         drop = np.maximum(f[:, :-1] - f[:, 1:], 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             tau = np.where(slope > 0.0, np.minimum(drop / slope, h), 0.0)
-        inward = (drop * tau).sum(axis=1) / 2.0
-        lower, upper = lower + inward, upper - inward
+        inward = drop * tau / 2.0
+        low, high = low + inward, high - inward
+    if curvature is not None:
+        trapezoid = (f[:, :-1] + f[:, 1:]) * (h / 2.0)
+        error = curvature * (h**3 / 12.0)
+        low = np.maximum(low, trapezoid - error)
+        high = np.minimum(high, trapezoid + error)
+    lower = t[0] * f[:, 0] + low.sum(axis=1)
+    upper = t[0] + high.sum(axis=1) + (1.0 - t[-1]) * f[:, -1]
     return lower - _BRACKET_SLACK, upper + _BRACKET_SLACK
 
 
 def _slope_bound(groups, t, f_wide, key):
     """G_i >= |F_k'| on each piece [t_i, t_{i+1}], for each k (rows).
 
-    ``f_wide``: F at the nodes for k - 1, k's, k + 1 (rows; F_0 = 0,
-    F_{m+1} = 1). With a_j = P(S_{-j} = k - 1) (the count without client
-    j), -F_k' = sum_j f_j a_j, f_j client j's density; P(S = k - 1) >=
-    a_j (1 - p_j) and P(S = k) >= a_j p_j give a_j <= P(S = k - 1) +
-    P(S = k) = F_{k+1} - F_{k-1}, so |F_k'| <= mu' (F_{k+1} - F_{k-1}),
-    mu' = sum_j f_j. On a piece, F_{k+1} <= its value at t_i, F_{k-1} >=
-    its value at t_{i+1} (both decrease), and each Beta density, unimodal,
-    is at most its value at its mode clipped to the piece. The density sum
-    is raised by 1e-6 of itself for its rounding, the bound on
-    F_{k+1} - F_{k-1} by ``_F_ROUNDING`` for F's: G is never below the
-    true bound, and the inward moves never exceed what it allows. ``key``
-    names the node set ``t`` (None: nothing cached).
+    ``f_wide``: F at the nodes for the ks and ``_WIDE`` more on each side
+    (rows; F_k = 0 for k < 1, 1 for k > m). With a_j = P(S_{-j} = k - 1)
+    (the count without client j), -F_k' = sum_j f_j a_j, f_j client j's
+    density; P(S = k - 1) >= a_j (1 - p_j) and P(S = k) >= a_j p_j give a_j
+    <= P(S = k - 1) + P(S = k) = F_{k+1} - F_{k-1}, so |F_k'| <= mu'
+    (F_{k+1} - F_{k-1}), mu' = sum_j f_j. On a piece, F_{k+1} <= its value
+    at t_i, F_{k-1} >= its value at t_{i+1} (both decrease), and each Beta
+    density, unimodal, is at most its value at its mode clipped to the
+    piece. The density sum is raised by 1e-6 of itself for its rounding, the
+    bound on F_{k+1} - F_{k-1} by 2 ``_F_ROUNDING`` for F's: G is never
+    below the true bound, and the inward moves never exceed what it allows.
+    ``key`` names the node set ``t`` (None: nothing cached).
     """
     cs = np.array([c for _, c in groups], dtype=np.float64)
     density = _cached_rows(groups, key and ("pieces", key), _piece_densities, t)
     top = (cs @ density) * (1.0 + 1e-6)
-    pmf = np.maximum(f_wide[2:, :-1] - f_wide[:-2, 1:], 0.0) + _F_ROUNDING
-    return top[None, :] * pmf
+    return top[None, :] * _band_bound(f_wide, 1)
+
+
+def _band_bound(f_wide, half):
+    """On each piece, a bound on P(k - half <= S <= k + half - 1) =
+    F_{k+half} - F_{k-half} for the inner ks of ``f_wide`` (``_WIDE`` rows
+    each side): its value at the piece's left end minus F_{k-half}'s at
+    its right end (both decrease), plus 2 ``_F_ROUNDING``."""
+    rows = f_wide.shape[0] - 2 * _WIDE
+    upper = f_wide[_WIDE + half : _WIDE + half + rows, :-1]
+    lower = f_wide[_WIDE - half : _WIDE - half + rows, 1:]
+    return np.maximum(upper - lower, 0.0) + 2.0 * _F_ROUNDING
+
+
+def _curvature_bound(groups, t, f_wide, key):
+    """B_i >= |F_k''| on each piece [t_i, t_{i+1}], for each k (rows).
+
+    With a_j = P(S_{-j} = k - 1), F_k'' = -sum_j f_j' a_j - sum_j f_j a_j',
+    a_j' = sum_{i != j} f_i (P(S_{-ij} = k - 2) - P(S_{-ij} = k - 1)).
+    As for the slope, a_j <= F_{k+1} - F_{k-1}, and removing two clients,
+    P(S_{-ij} = r) <= P(S = r) + P(S = r + 1) + P(S = r + 2), so both
+    counts of a_j' are at most F_{k+2} - F_{k-2}; hence |F_k''| <= (sum_j
+    |f_j'|) (F_{k+1} - F_{k-1}) + mu'^2 (F_{k+2} - F_{k-2}). On a piece
+    (:func:`_band_bound`), f_j' = f_j g_j with g_j(t) = (l - 1) / t -
+    (r - 1) / (1 - t) decreasing, so |f_j'| <= (f_j's bound on the piece)
+    x max(|g_j|) at the piece's ends (:func:`_log_slopes`). Raised by 1e-6
+    of itself for the rounding of the sums (as the slope's).
+    """
+    cs = np.array([c for _, c in groups], dtype=np.float64)
+    density = _cached_rows(groups, key and ("pieces", key), _piece_densities, t)
+    growth = _cached_rows(groups, key and ("growth", key), _log_slopes, t)
+    top = cs @ density
+    bend = cs @ (density * np.maximum(growth[:, :-1], growth[:, 1:]))
+    bound = bend[None, :] * _band_bound(f_wide, 1) + (top * top)[None, :] * (
+        _band_bound(f_wide, 2)
+    )
+    return bound * (1.0 + 1e-6)
+
+
+def _log_slopes(ns, ls, t):
+    """|g(t)| = |(l - 1) / t - (r - 1) / (1 - t)| at the nodes (a bound:
+    raised by the rounding of its two terms), g = f' / f for Beta(l, r)."""
+    left, right = (ls - 1.0) / t, (ns - ls) / (1.0 - t)
+    return np.abs(left - right) + 1e-15 * (left + right)
 
 
 def _decide(ks, lower, upper, threshold, m_active):
@@ -274,9 +333,9 @@ def _piece_densities(sizes, ranks, t):
 
 
 def _wide_cdf(groups, ks, t, key, m_active):
-    """F at the nodes for ``ks`` and one k on each side (rows; F_0 = 0 and
-    F_{m+1} = 1 where they fall outside 1..m_active)."""
-    wide = np.arange(int(ks[0]) - 1, int(ks[-1]) + 2)
+    """F at the nodes for ``ks`` and ``_WIDE`` ks on each side (rows;
+    F_k = 0 for k < 1 and 1 for k > m_active)."""
+    wide = np.arange(int(ks[0]) - _WIDE, int(ks[-1]) + _WIDE + 1)
     inside = (wide >= 1) & (wide <= m_active)
     f = np.empty((wide.shape[0], t.shape[0]))
     f[inside] = _count_cdf(groups, wide[inside], t, key, m_active)
@@ -290,7 +349,8 @@ def _bracket(groups, t, f_wide, key):
     (:func:`_riemann_bracket` with :func:`_slope_bound`; ``key`` names the
     node set ``t``, None: nothing cached)."""
     slope = _slope_bound(groups, t, f_wide, key)
-    return _riemann_bracket(t, f_wide[1:-1], slope)
+    curvature = _curvature_bound(groups, t, f_wide, key)
+    return _riemann_bracket(t, f_wide[_WIDE:-_WIDE], slope, curvature)
 
 
 def _hopeless(lower, upper, threshold, level):

@@ -30,7 +30,7 @@ def _bracket(groups, ks, t, slope=True):
     f_wide = _certified._wide_cdf(groups, ks, t, key, m)
     if slope:
         return _certified._bracket(groups, t, f_wide, key)
-    return _certified._riemann_bracket(t, f_wide[1:-1])
+    return _certified._riemann_bracket(t, f_wide[2:-2])
 
 
 def _small_case(rng):
@@ -75,6 +75,51 @@ def test_slope_bound_bounds_the_derivative(seed):
         f = _certified._count_cdf(groups, ks, fine, ("f", i, tuple(t)), m)
         quotient = -np.diff(f, axis=1) / np.diff(fine)
         assert np.all(quotient.max(axis=1) <= slope[:, i] * (1 + 1e-9) + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_curvature_bound_bounds_the_second_derivative(seed):
+    # |F_k''| <= B_i on each piece, checked on a fine grid inside the pieces
+    # (second difference quotients of F_k), and the bound is not vacuous:
+    # within a factor 1,000 of the largest quotient somewhere.
+    rng = np.random.default_rng(200 + seed)
+    _, _, groups = _small_case(rng)
+    m = sum(c for _, c in groups)
+    ks = np.arange(1, m + 1)
+    t = np.sort(rng.uniform(0.01, 0.99, size=12))
+    f_wide = _certified._wide_cdf(groups, ks, t, None, m)
+    bound = _certified._curvature_bound(groups, t, f_wide, None)
+    ratios = []
+    for i in range(t.shape[0] - 1):
+        fine = np.linspace(t[i], t[i + 1], 201)
+        f = _certified._count_cdf(groups, ks, fine, None, m)
+        step = fine[1] - fine[0]
+        quotient = np.abs(np.diff(f, 2, axis=1)).max(axis=1) / step**2
+        assert np.all(quotient <= bound[:, i] * (1 + 1e-6) + 1e-6)
+        ratios.append(quotient.max() / bound[:, i].max())
+    assert max(ratios) > 1e-3
+
+
+def test_trapezoid_side_of_the_bracket_holds_alone():
+    # Without the slope bound the curvature bound alone narrows the bracket,
+    # which must still contain the exact M; with a zero bound (F taken as
+    # linear on each piece: the plain trapezoid rule) it would exclude it
+    # (the test can fail).
+    sizes, ranks = (5, 7, 8, 12), (4, 6, 7, 10)
+    groups = _active_groups(sizes, ranks)
+    ks = np.array([2, 3])
+    t = np.sort(np.random.default_rng(0).uniform(0.02, 0.98, 8))
+    f_wide = _certified._wide_cdf(groups, ks, t, None, 4)
+    curvature = _certified._curvature_bound(groups, t, f_wide, None)
+    exact = [float(qq_coverage_unequal_fraction(sizes, ranks, int(k))) for k in ks]
+    inner = f_wide[2:-2]
+    lower, upper = _certified._riemann_bracket(t, inner, None, curvature)
+    plain = _certified._riemann_bracket(t, inner)
+    for r in range(2):
+        assert lower[r] <= exact[r] <= upper[r]
+        assert upper[r] - lower[r] < plain[1][r] - plain[0][r]
+    lower, upper = _certified._riemann_bracket(t, inner, None, 0.0 * curvature)
+    assert not lower[0] <= exact[0] <= upper[0]
 
 
 def test_bracket_narrows_and_fails_when_reversed():
