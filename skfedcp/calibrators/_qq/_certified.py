@@ -196,7 +196,7 @@ def _riemann_bracket(t, f, slope=None, curvature=None):
     return lower - _BRACKET_SLACK, upper + _BRACKET_SLACK
 
 
-def _slope_bound(groups, t, f_wide, key):
+def _slope_bound(groups, t, f_wide, key, sums=None):
     """G_i >= |F_k'| on each piece [t_i, t_{i+1}], for each k (rows).
 
     ``f_wide``: F at the nodes for the ks and ``_WIDE`` more on each side
@@ -210,12 +210,30 @@ def _slope_bound(groups, t, f_wide, key):
     piece. The density sum is raised by 1e-6 of itself for its rounding, the
     bound on F_{k+1} - F_{k-1} by 2 ``_F_ROUNDING`` for F's: G is never
     below the true bound, and the inward moves never exceed what it allows.
-    ``key`` names the node set ``t`` (None: nothing cached).
+    ``key`` names the node set ``t`` (None: nothing cached); ``sums``: its
+    :func:`_piece_sums` if already at hand.
     """
+    top, _ = _piece_sums(groups, t, key) if sums is None else sums
+    return (top * (1.0 + 1e-6))[None, :] * _band_bound(f_wide, 1)
+
+
+def _piece_sums(groups, t, key):
+    """On each piece: sum_j f_j and sum_j |f_j'| bounds (the clients'
+    densities at their clipped modes, and those times max |g_j| at the
+    piece's ends; :func:`_curvature_bound`), from one cached table."""
     cs = np.array([c for _, c in groups], dtype=np.float64)
-    density = _cached_rows(groups, key and ("pieces", key), _piece_densities, t)
-    top = (cs @ density) * (1.0 + 1e-6)
-    return top[None, :] * _band_bound(f_wide, 1)
+    sums = cs @ _cached_rows(groups, key and ("pieces", key), _piece_terms, t)
+    return sums[: t.shape[0] - 1], sums[t.shape[0] - 1 :]
+
+
+def _piece_terms(ns, ls, t):
+    """(clients, 2 (nodes - 1)): each client's density bound on each
+    piece (:func:`_piece_densities`), then that times max |g| at the
+    piece's ends (:func:`_log_slopes`)."""
+    density = _piece_densities(ns, ls, t)
+    growth = _log_slopes(ns, ls, t)
+    bend = density * np.maximum(growth[:, :-1], growth[:, 1:])
+    return np.concatenate((density, bend), axis=1)
 
 
 def _band_bound(f_wide, half):
@@ -229,7 +247,7 @@ def _band_bound(f_wide, half):
     return np.maximum(upper - lower, 0.0) + 2.0 * _F_ROUNDING
 
 
-def _curvature_bound(groups, t, f_wide, key):
+def _curvature_bound(groups, t, f_wide, key, sums=None):
     """B_i >= |F_k''| on each piece [t_i, t_{i+1}], for each k (rows).
 
     With a_j = P(S_{-j} = k - 1), F_k'' = -sum_j f_j' a_j - sum_j f_j a_j',
@@ -241,13 +259,10 @@ def _curvature_bound(groups, t, f_wide, key):
     (:func:`_band_bound`), f_j' = f_j g_j with g_j(t) = (l - 1) / t -
     (r - 1) / (1 - t) decreasing, so |f_j'| <= (f_j's bound on the piece)
     x max(|g_j|) at the piece's ends (:func:`_log_slopes`). Raised by 1e-6
-    of itself for the rounding of the sums (as the slope's).
+    of itself for the rounding of the sums (as the slope's). ``key``,
+    ``sums``: as for :func:`_slope_bound`.
     """
-    cs = np.array([c for _, c in groups], dtype=np.float64)
-    density = _cached_rows(groups, key and ("pieces", key), _piece_densities, t)
-    growth = _cached_rows(groups, key and ("growth", key), _log_slopes, t)
-    top = cs @ density
-    bend = cs @ (density * np.maximum(growth[:, :-1], growth[:, 1:]))
+    top, bend = _piece_sums(groups, t, key) if sums is None else sums
     bound = bend[None, :] * _band_bound(f_wide, 1) + (top * top)[None, :] * (
         _band_bound(f_wide, 2)
     )
@@ -348,8 +363,9 @@ def _bracket(groups, t, f_wide, key):
     """(lower, upper) bounds of M(k) for the ks of ``f_wide``'s inner rows
     (:func:`_riemann_bracket` with :func:`_slope_bound`; ``key`` names the
     node set ``t``, None: nothing cached)."""
-    slope = _slope_bound(groups, t, f_wide, key)
-    curvature = _curvature_bound(groups, t, f_wide, key)
+    sums = _piece_sums(groups, t, key)
+    slope = _slope_bound(groups, t, f_wide, key, sums)
+    curvature = _curvature_bound(groups, t, f_wide, key, sums)
     return _riemann_bracket(t, f_wide[_WIDE:-_WIDE], slope, curvature)
 
 
