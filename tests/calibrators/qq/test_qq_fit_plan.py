@@ -28,6 +28,7 @@ def _clear_caches():
     _calibrator._cached_fit_selection.cache_clear()
     _poisbin._PROB_CACHE.clear()
     _poisbin._LAW_CACHE.clear()
+    _certified._TABLES.clear()
 
 
 def _profile(rng):
