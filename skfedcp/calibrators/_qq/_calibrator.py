@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from numbers import Integral, Real
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -18,6 +18,7 @@ from ...utils._warnings import warn_user
 from .._base import BaseCalibrator, CoverageBounds
 from .._messages import Problem, check_client_sizes
 from ._byzantine import ByzantineSelection, max_byzantine, select_byzantine_ranks
+from ._certified import _fixed_rank_plan, _RankPlan
 from ._order_statistics import local_order_statistics
 from ._selection import select_qq_ranks
 
@@ -118,7 +119,8 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
     %(fitted_clients)s
     calibration_info_ : dict
         ``local_ranks``, ``k``, exact ``coverage`` ``M(l*, k*)`` (all
-        clients honest) and ``feasible``; with ``n_byzantine > 0`` also
+        clients honest; computed when first read, the same value as
+        :meth:`plan`'s) and ``feasible``; with ``n_byzantine > 0`` also
         ``coverage_lower`` and ``coverage_upper``. ``local_ranks`` is the
         plan, one rank per client that holds rows (the clients the coverage
         ``M`` counts); ``client_ranks`` is the rank each *announced* client
@@ -128,7 +130,8 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         ``(lower, upper)`` coverage of the fitted plan: ``(M, M)``, or with
         ``n_byzantine > 0`` the coverage certified against that many
         dishonest clients and the most they can push it up to
-        (:meth:`coverage_bounds` at the fitted sizes and ``alpha``).
+        (:meth:`coverage_bounds` at the fitted sizes and ``alpha``,
+        computed when first read).
 
     See Also
     --------
@@ -190,14 +193,10 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         self.delta = delta
         self.n_byzantine = n_byzantine
 
-    def _selection(self, n_per_client, alpha):
-        """The cached plan ``(selection, local ranks as a read-only array)``.
-
-        Stateless: the plan is cached per (sizes, alpha, parameters) at
-        module level, so several threads may fit one instance.
-        """
+    def _plan_key(self, n_per_client, alpha):
+        """What the plan depends on: the sizes, ``alpha`` and the parameters."""
         sizes = _nonempty(n_per_client)
-        return _cached_selection(
+        return (
             sizes.tobytes(),
             float(alpha),
             self.local_rank,
@@ -207,14 +206,28 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
             int(self.n_byzantine),
         )
 
+    def _selection(self, n_per_client, alpha):
+        """The cached plan ``(selection, local ranks as a read-only array)``.
+
+        Stateless: the plan is cached per (sizes, alpha, parameters) at
+        module level, so several threads may fit one instance.
+        """
+        return _cached_selection(*self._plan_key(n_per_client, alpha))
+
+    def _fit_selection(self, n_per_client, alpha):
+        """:meth:`_selection` as a fit needs it: its coverage may be left out
+        (a :class:`_RankPlan`, see :func:`_cached_fit_selection`)."""
+        return _cached_fit_selection(*self._plan_key(n_per_client, alpha))
+
     def plan(self, n_per_client: ArrayLike, alpha: float) -> dict[str, Any]:
         """Return the public ranks ``(l_j, k)`` and the exact coverage ``M``."""
         sel, ranks = self._selection(n_per_client, alpha)
         return _plan_dict(sel, ranks.copy())
 
     def _server_plan(self, sizes, alpha, stacked):
-        sel, ranks = self._selection(sizes, alpha)
-        plan = _plan_dict(sel, ranks.copy())
+        key = self._plan_key(sizes, alpha)
+        sel, ranks = _cached_fit_selection(*key)
+        plan = _plan_dict(sel, ranks.copy(), key)
         # The rank of every announced client, 0 for those without rows.
         if not sel.feasible:
             client_ranks = np.zeros(sizes.shape[0], dtype=np.intp)
@@ -226,7 +239,7 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         return {**plan, "client_ranks": client_ranks}
 
     def _local_rank_of(self, n, n_per_client, alpha):
-        sel, ranks = self._selection(n_per_client, alpha)
+        sel, ranks = self._fit_selection(n_per_client, alpha)
         if not sel.feasible:
             return None
         return int(ranks[_client_of_size(n, _nonempty(n_per_client))])
@@ -262,7 +275,7 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
     def _simulate_clients(
         self, partition, scores, *, alpha, rngs, n_jobs=None, check_finite=False
     ):
-        sel, ranks = self._selection(partition.sizes, alpha)
+        sel, ranks = self._fit_selection(partition.sizes, alpha)
         if not sel.feasible:
             if check_finite:
                 check_scores(scores)
@@ -275,8 +288,11 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
 
     def _after_fit(self, received, *, alpha, details=None):
         super()._after_fit(received, alpha=alpha, details=details)
-        self.coverage_bounds_ = self.coverage_bounds(received.sizes, alpha)
         plan = received.plan
+        if isinstance(plan["coverage"], _LazyCoverage):
+            self.coverage_bounds_ = plan["coverage"]  # computed on first read
+        else:
+            self.coverage_bounds_ = self.coverage_bounds(received.sizes, alpha)
         sizes = received.sizes[received.sizes > 0]
         m = int(sizes.shape[0])
         if (
@@ -295,6 +311,31 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
                 "on one client.",
                 UserWarning,
             )
+
+    @property
+    def calibration_info_(self) -> dict[str, Any]:
+        """The fitted plan; its exact coverage is computed on first read."""
+        info = _fitted_value(self, "calibration_info_")
+        if isinstance(info["coverage"], _LazyCoverage):
+            info["coverage"] = info["coverage"].value()
+        return info
+
+    @calibration_info_.setter
+    def calibration_info_(self, info):
+        self.__dict__["calibration_info_"] = info
+
+    @property
+    def coverage_bounds_(self) -> CoverageBounds:
+        """:meth:`coverage_bounds` of the fit, computed on first read."""
+        bounds = _fitted_value(self, "coverage_bounds_")
+        if isinstance(bounds, _LazyCoverage):
+            value = bounds.value()
+            bounds = self.__dict__["coverage_bounds_"] = CoverageBounds(value, value)
+        return bounds
+
+    @coverage_bounds_.setter
+    def coverage_bounds_(self, bounds):
+        self.__dict__["coverage_bounds_"] = bounds
 
     def coverage_bounds(
         self, n_per_client: ArrayLike | None = None, alpha: float | None = None
@@ -398,18 +439,70 @@ def _cached_selection(
     return sel, _read_only_ranks(sel)
 
 
+@lru_cache(maxsize=64)
+def _cached_fit_selection(
+    sizes_bytes, alpha, local_rank, clip, conditional, delta, n_byzantine=0
+):
+    """:func:`_cached_selection` as a fit needs it: ``(selection, ranks)``.
+
+    With Appendix A.1's ranks and unequal sizes (``"fixed"``, and
+    ``"paper"``), the selection is a :class:`_RankPlan` (ranks and k, no
+    coverage) when certified brackets of M decide k (:func:`_fixed_rank_plan`,
+    the same ranks and k, see _certified.py): a fit needs no coverage, and the exact one
+    (``_cached_selection``'s, the same bits) is computed only when
+    ``calibration_info_["coverage"]`` or ``coverage_bounds_`` is read. A
+    grid search over 5 folds and 3 alphas pays 16 plans and reads none.
+    """
+    if n_byzantine == 0 and conditional is False and local_rank in ("paper", "fixed"):
+        sizes = tuple(np.frombuffer(sizes_bytes, dtype=np.int64).tolist())
+        fast = _fixed_rank_plan(sizes, alpha, clip)
+        if (
+            fast is not None
+            and not fast.feasible
+            and local_rank == "paper"
+            and not clip
+        ):
+            fast = _fixed_rank_plan(sizes, alpha, True)  # as _cached_selection
+        if fast is not None:
+            return fast, _read_only_ranks(fast)
+    return _cached_selection(
+        sizes_bytes, alpha, local_rank, clip, conditional, delta, n_byzantine
+    )
+
+
+class _LazyCoverage(NamedTuple):
+    """The exact coverage of a plan, computed when first read."""
+
+    key: tuple
+
+    def value(self):
+        return _cached_selection(*self.key)[0].coverage
+
+
+def _fitted_value(estimator, name):
+    """The fitted attribute ``name`` as stored (AttributeError before a fit)."""
+    try:
+        return estimator.__dict__[name]
+    except KeyError:
+        raise AttributeError(
+            f"{type(estimator).__name__!r} object has no attribute {name!r}"
+        ) from None
+
+
 def _read_only_ranks(sel):
     ranks = np.asarray(sel.local_ranks, dtype=np.intp).reshape(-1)
     ranks.flags.writeable = False
     return ranks
 
 
-def _plan_dict(sel, ranks):
+def _plan_dict(sel, ranks, key=None):
+    """The plan of a selection; a :class:`_RankPlan`'s coverage is a
+    :class:`_LazyCoverage` of ``key`` (computed when read)."""
     plan = {
         "feasible": sel.feasible,
         "local_ranks": ranks,
         "k": sel.k,
-        "coverage": sel.coverage,
+        "coverage": _LazyCoverage(key) if isinstance(sel, _RankPlan) else sel.coverage,
     }
     if isinstance(sel, ByzantineSelection):
         plan["coverage_lower"] = sel.lower

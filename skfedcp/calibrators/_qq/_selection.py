@@ -61,6 +61,21 @@
 # and the returned coverage use the batch rule of _coverage_unequal_batch
 # (panels doubled to 5e-14 agreement, "quad" only if that fails).
 #
+# A fit (issue 21, _certified._fixed_rank_plan): the calibrator needs the
+# ranks and k,
+# not M itself.  With A.1's ranks and unequal sizes k is first decided by
+# _certified._certified_k: rigorous lower and upper bounds of M(k) (monotone
+# Riemann sums of the decreasing integrand on canonical sinh nodes, narrowed
+# by a bound on its slope), k taken
+# only when the threshold lies 1e-9 outside them (then the search above,
+# whose values are far more accurate than that, returns the same k), else
+# that search runs.  The exact coverage is the search's value, computed when
+# first read (_calibrator._LazyCoverage): the same function of the same
+# arguments, the same bits.  Checked against the search on random profiles
+# (tests/calibrators/qq/test_qq_certified.py, test_qq_fit_plan.py) and,
+# fitted plans and coverages, against the previous code on 1,920 random
+# profiles (1-1,000 rows, 2-1,000 clients, "fixed", "paper" and "auto").
+#
 # Unequal sizes, local_rank="joint": one common level c and k (see the
 # comment of _joint.py); local_rank="auto": that search, restricted
 # to the k near A.1's (the level search of _levels.py) or replaced by A.1 as
@@ -542,6 +557,15 @@ def _certified_valid(sizes, sel, threshold):
     return value - bound >= threshold
 
 
+def _fixed_ranks(sizes, alpha, clip_local_rank):
+    """Appendix A.1's ranks ``ceil((1 - alpha)(n_j + 1))``, clipped to
+    ``min(l_j, n_j)`` with ``clip_local_rank``."""
+    ranks = _conformal_ranks(sizes, alpha)
+    if clip_local_rank:
+        ranks = tuple(min(l_j, n_j) for l_j, n_j in zip(ranks, sizes, strict=True))
+    return ranks
+
+
 def _conformal_ranks(sizes, alpha):
     """``conformal_rank(n, alpha)`` for every size, in one vectorised pass
     (the same float-safe ceil)."""
@@ -569,11 +593,11 @@ def _select_cached(sizes, alpha, local_rank, clip_local_rank, conditional, delta
     elif local_rank == "joint":  # equal sizes: the full search contains the family
         ranks = None
     elif local_rank in ("auto", "fixed"):
-        ranks = _conformal_ranks(sizes, alpha)
+        ranks = _fixed_ranks(sizes, alpha, clip_local_rank)
+    elif clip_local_rank:
+        ranks = tuple(min(local_rank, n_j) for n_j in sizes)
     else:
         ranks = (local_rank,) * m
-    if ranks is not None and clip_local_rank:
-        ranks = tuple(min(l_j, n_j) for l_j, n_j in zip(ranks, sizes, strict=True))
     if equal:
         n = sizes[0]
         if ranks is not None and ranks[0] > n:  # every client would send +inf

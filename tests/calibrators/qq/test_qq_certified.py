@@ -1,0 +1,218 @@
+"""Certified k of Appendix A.1: monotone Riemann brackets of M(k).
+
+``_certified._certified_k`` decides the first valid k from rigorous lower and
+upper bounds of M(k) (``_riemann_bracket``, F_k decreasing in t), or leaves
+the decision to the exact search. The brackets must contain the exact M
+(rational, on small profiles), and a decided k must be the exact search's.
+"""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from skfedcp.calibrators import select_qq_ranks
+from skfedcp.calibrators._qq import _certified
+from skfedcp.calibrators._qq._coverage import (
+    _active_groups,
+    qq_coverage_unequal_fraction,
+)
+from skfedcp.calibrators._qq._selection import _conformal_ranks
+
+ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.3)
+
+
+def _bracket(groups, ks, t, slope=True):
+    """The certified bounds of M(k) for ``ks`` at the nodes ``t`` (plain
+    Riemann sums with ``slope=False``)."""
+    m = sum(c for _, c in groups)
+    key = ("test", tuple(t))
+    f_wide = _certified._wide_cdf(groups, ks, t, key, m)
+    if slope:
+        return _certified._bracket(groups, t, f_wide, key)
+    return _certified._riemann_bracket(t, f_wide[2:-2])
+
+
+def _small_case(rng):
+    m = int(rng.integers(2, 6))
+    sizes = tuple(int(n) for n in rng.integers(1, 9, size=m))
+    ranks = tuple(int(l) for l in np.minimum(rng.integers(1, 9, size=m), sizes))
+    return sizes, ranks, _active_groups(sizes, ranks)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("slope", [False, True])
+def test_bracket_contains_the_exact_coverage(seed, slope):
+    rng = np.random.default_rng(seed)
+    sizes, ranks, groups = _small_case(rng)
+    ks = np.arange(1, sum(c for _, c in groups) + 1)
+    # Few, uneven nodes: wide brackets, still around the exact value.
+    t = np.sort(rng.uniform(0.02, 0.98, size=int(rng.integers(3, 40))))
+    lower, upper = _bracket(groups, ks, t, slope)
+    slack = _certified._BRACKET_SLACK
+    for k, lo, hi in zip(ks, lower, upper, strict=True):
+        exact = qq_coverage_unequal_fraction(sizes, ranks, int(k))
+        # Without the rounding slack: the sums themselves bracket M.
+        assert Fraction(lo + slack) <= exact + Fraction(1, 10**14)
+        assert exact - Fraction(1, 10**14) <= Fraction(hi - slack)
+        assert hi - lo < 1.0
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_slope_bound_bounds_the_derivative(seed):
+    # |F_k'| <= G_i on each piece, checked on a fine grid inside the pieces
+    # (difference quotients of F_k, computed by the DP).
+    rng = np.random.default_rng(100 + seed)
+    _, _, groups = _small_case(rng)
+    m = sum(c for _, c in groups)
+    ks = np.arange(1, m + 1)
+    t = np.sort(rng.uniform(0.01, 0.99, size=12))
+    slope = _certified._slope_bound(
+        groups, t, _certified._wide_cdf(groups, ks, t, ("s", tuple(t)), m), None
+    )
+    for i in range(t.shape[0] - 1):
+        fine = np.linspace(t[i], t[i + 1], 201)
+        f = _certified._count_cdf(groups, ks, fine, ("f", i, tuple(t)), m)
+        quotient = -np.diff(f, axis=1) / np.diff(fine)
+        assert np.all(quotient.max(axis=1) <= slope[:, i] * (1 + 1e-9) + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_curvature_bound_bounds_the_second_derivative(seed):
+    # |F_k''| <= B_i on each piece, checked on a fine grid inside the pieces
+    # (second difference quotients of F_k), and the bound is not vacuous:
+    # within a factor 1,000 of the largest quotient somewhere.
+    rng = np.random.default_rng(200 + seed)
+    _, _, groups = _small_case(rng)
+    m = sum(c for _, c in groups)
+    ks = np.arange(1, m + 1)
+    t = np.sort(rng.uniform(0.01, 0.99, size=12))
+    f_wide = _certified._wide_cdf(groups, ks, t, None, m)
+    bound = _certified._curvature_bound(groups, t, f_wide, None)
+    ratios = []
+    for i in range(t.shape[0] - 1):
+        fine = np.linspace(t[i], t[i + 1], 201)
+        f = _certified._count_cdf(groups, ks, fine, None, m)
+        step = fine[1] - fine[0]
+        quotient = np.abs(np.diff(f, 2, axis=1)).max(axis=1) / step**2
+        assert np.all(quotient <= bound[:, i] * (1 + 1e-6) + 1e-6)
+        ratios.append(quotient.max() / bound[:, i].max())
+    assert max(ratios) > 1e-3
+
+
+def test_trapezoid_side_of_the_bracket_holds_alone():
+    # Without the slope bound the curvature bound alone narrows the bracket,
+    # which must still contain the exact M; with a zero bound (F taken as
+    # linear on each piece: the plain trapezoid rule) it would exclude it
+    # (the test can fail).
+    sizes, ranks = (5, 7, 8, 12), (4, 6, 7, 10)
+    groups = _active_groups(sizes, ranks)
+    ks = np.array([2, 3])
+    t = np.sort(np.random.default_rng(0).uniform(0.02, 0.98, 8))
+    f_wide = _certified._wide_cdf(groups, ks, t, None, 4)
+    curvature = _certified._curvature_bound(groups, t, f_wide, None)
+    exact = [float(qq_coverage_unequal_fraction(sizes, ranks, int(k))) for k in ks]
+    inner = f_wide[2:-2]
+    lower, upper = _certified._riemann_bracket(t, inner, None, curvature)
+    plain = _certified._riemann_bracket(t, inner)
+    for r in range(2):
+        assert lower[r] <= exact[r] <= upper[r]
+        assert upper[r] - lower[r] < plain[1][r] - plain[0][r]
+    lower, upper = _certified._riemann_bracket(t, inner, None, 0.0 * curvature)
+    assert not lower[0] <= exact[0] <= upper[0]
+
+
+def test_bracket_narrows_and_fails_when_reversed():
+    # The bracket's sides are not interchangeable: the upper sum alone
+    # (F at the left end of each piece) overshoots M, the lower undershoots.
+    sizes, ranks, k = (5, 7, 8), (4, 6, 7), 2
+    groups = _active_groups(sizes, ranks)
+    exact = float(qq_coverage_unequal_fraction(sizes, ranks, k))
+    widths = []
+    for n_nodes in (8, 64, 512):
+        t = np.linspace(0.01, 0.99, n_nodes)
+        plain = _bracket(groups, np.array([k]), t, slope=False)
+        lower, upper = _bracket(groups, np.array([k]), t)
+        assert plain[0][0] <= lower[0] < exact < upper[0] <= plain[1][0]
+        widths.append(upper[0] - lower[0])
+        # Lower and upper swapped would exclude M.
+        assert not (upper[0] <= exact <= lower[0])
+    assert widths[0] > widths[1] > widths[2]  # narrower with the node gap
+    assert widths[2] < 0.002
+
+
+def _profile(rng):
+    m = int(rng.integers(2, 301))
+    family = int(rng.integers(4))
+    if family == 0:
+        sizes = rng.integers(10, 1001, size=m)
+    elif family == 1:
+        sizes = rng.integers(1, 60, size=m)
+    elif family == 2:
+        sizes = rng.choice(rng.integers(1, 1001, size=3), size=m)
+    else:
+        sizes = rng.integers(1, 1001, size=m)
+    return tuple(int(n) for n in sizes), float(rng.choice(ALPHAS))
+
+
+def _check_certified(sizes, alpha):
+    """The certified k (if decided) is the exact search's; returns whether
+    it decided."""
+    for clip in (False, True):
+        ranks = _conformal_ranks(sizes, alpha)
+        if clip:
+            ranks = tuple(min(l, n) for l, n in zip(ranks, sizes, strict=True))
+        groups = _active_groups(sizes, ranks)
+        if not groups or len(set(sizes)) == 1:
+            continue
+        k = _certified._certified_k(groups, (1.0 - alpha) - 1e-10)
+        if k is None:
+            continue
+        sel = select_qq_ranks(sizes, alpha, local_rank="fixed", clip_local_rank=clip)
+        if k == _certified._NO_VALID_K:
+            assert not sel.feasible
+        else:
+            assert sel.feasible and sel.k == k
+        return True
+    return False
+
+
+def test_certified_k_is_the_selected_k():
+    rng = np.random.default_rng(3)
+    decided = sum(_check_certified(*_profile(rng)) for _ in range(30))
+    assert decided >= 20  # most plans are decided without the exact search (27)
+
+
+@pytest.mark.slow
+def test_certified_k_is_the_selected_k_300_profiles():
+    rng = np.random.default_rng(2026)
+    decided = sum(_check_certified(*_profile(rng)) for _ in range(300))
+    assert decided >= 220  # 270
+
+
+def test_undecided_when_the_threshold_is_inside_the_bracket(monkeypatch):
+    # A margin wider than any bracket: nothing is decided.
+    monkeypatch.setattr(_certified, "_DECISION_MARGIN", 1.0)
+    sizes = tuple(int(n) for n in np.random.default_rng(4).integers(10, 1001, 60))
+    groups = _active_groups(sizes, _conformal_ranks(sizes, 0.1))
+    assert _certified._certified_k(groups, 0.9 - 1e-10) is None
+
+
+def test_no_valid_k_is_certified():
+    # Clients of 1 and 2 rows sending their smallest value: M(2) = 7/12,
+    # below 0.95 for every k.
+    groups = _active_groups((1, 2), (1, 1))
+    assert _certified._certified_k(groups, 0.95 - 1e-10) == _certified._NO_VALID_K
+    assert float(qq_coverage_unequal_fraction((1, 2), (1, 1), 2)) == 7 / 12
+    assert not select_qq_ranks((1, 2), 0.05, local_rank=1).feasible
+
+
+def test_left_to_the_exact_search_beyond_its_range():
+    # More than 256 active clients, or a client of more than 10^9 rows.
+    many = tuple(range(10, 10 + 300))
+    groups = _active_groups(many, _conformal_ranks(many, 0.1))
+    assert _certified._certified_k(groups, 0.9 - 1e-10) is None
+    huge = (100, 200, 10**10)
+    groups = _active_groups(huge, _conformal_ranks(huge, 0.1))
+    assert _certified._certified_k(groups, 0.9 - 1e-10) is None
+    assert _certified._certified_k(groups[:2], 0.9 - 1e-10) is not None
