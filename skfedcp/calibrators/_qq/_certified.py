@@ -464,7 +464,7 @@ def _cached_rows(groups, key, compute, t):
                 index, table = entry
     rows = [index.get(pair) for pair in pairs]
     missing = [pair for pair, row in zip(pairs, rows, strict=True) if row is None]
-    if not missing:
+    if not missing and table is not None:
         return table[rows]
     ns = np.array([n for n, _ in missing], dtype=np.float64)[:, None]
     ls = np.array([l for _, l in missing], dtype=np.float64)[:, None]
