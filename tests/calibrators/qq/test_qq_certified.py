@@ -100,6 +100,37 @@ def test_curvature_bound_bounds_the_second_derivative(seed):
     assert max(ratios) > 1e-3
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_two_clients_removed_law_difference_bound(seed):
+    # The curvature bound's lemma: without clients i and j, |P(T = s) -
+    # P(T = s + 1)| <= max(P(s <= S <= s + 2), P(s + 1 <= S <= s + 3)), for
+    # every pair, count s and probabilities; the three-term windows are
+    # tighter than the four-term one (F_{k+2} - F_{k-2}) used before.
+    rng = np.random.default_rng(300 + seed)
+    p = rng.uniform(0.0, 1.0, size=int(rng.integers(5, 10)))
+    p[: int(rng.integers(0, 3))] = rng.choice([0.0, 1.0])
+
+    def law(q):
+        out = np.array([1.0])
+        for x in q:
+            out = np.convolve(out, [1.0 - x, x])
+        return np.concatenate((out, np.zeros(4)))
+
+    full = law(p)
+    windows3 = np.array([full[s : s + 3].sum() for s in range(p.size + 1)])
+    windows4 = np.array([full[s : s + 4].sum() for s in range(p.size)])
+    tighter = False
+    for i in range(p.size):
+        for j in range(i + 1, p.size):
+            t = law(np.delete(p, [i, j]))
+            for s in range(p.size - 1):
+                bound = max(windows3[s], windows3[s + 1])
+                assert abs(t[s] - t[s + 1]) <= bound + 1e-15
+                assert bound <= windows4[s] + 1e-15
+                tighter |= bound < windows4[s] - 1e-6
+    assert tighter
+
+
 def test_trapezoid_side_of_the_bracket_holds_alone():
     # Without the slope bound the curvature bound alone narrows the bracket,
     # which must still contain the exact M; with a zero bound (F taken as
