@@ -321,11 +321,13 @@ def _certified_k(groups, threshold):
         key = ("bracket", center, scale_exp, level, _BRACKET_HALF_NODES, _BRACKET_SPAN)
         nodes.append(t)
         values.append(_wide_cdf(groups, ks, t, key, m_active))
-        t_all = np.concatenate(nodes)
-        order = np.argsort(t_all, kind="stable")
-        lower, upper = _bracket(
-            groups, t_all[order], np.concatenate(values, 1)[:, order], key
-        )
+        if level:  # the levels' nodes interleaved, in order
+            t_all = np.concatenate(nodes)
+            order = np.argsort(t_all, kind="stable")
+            t_all, f_all = t_all[order], np.concatenate(values, 1)[:, order]
+        else:
+            t_all, f_all = t, values[0]
+        lower, upper = _bracket(groups, t_all, f_all, key)
         decided = _decide(ks, lower, upper, threshold, m_active)
         if decided is not None or _hopeless(lower, upper, threshold, level):
             return decided
@@ -470,16 +472,21 @@ def _cached_rows(groups, key, compute, t):
             if entry is not None:
                 _TABLES.move_to_end(key)
                 index, table = entry
-    rows = [index.get(pair) for pair in pairs]
-    missing = [pair for pair, row in zip(pairs, rows, strict=True) if row is None]
-    if not missing and table is not None:
-        return table[rows]
+    if table is not None:
+        rows = list(map(index.get, pairs))
+        if None not in rows:
+            return table[rows]
+    missing = [pair for pair in pairs if pair not in index]
+    if table is not None and table.shape[0] + len(missing) > _TABLE_MAX_ROWS:
+        # Restarted with this call's rows only (all of them: the kept ones
+        # are gone with the old table).
+        index, table, missing = {}, None, pairs
     ns = np.array([n for n, _ in missing], dtype=np.float64)[:, None]
     ls = np.array([l for _, l in missing], dtype=np.float64)[:, None]
     fresh = compute(ns, ls, t)
     if key is None:
         return fresh
-    if table is None or table.shape[0] + len(missing) > _TABLE_MAX_ROWS:
+    if table is None:
         index, table = {}, fresh[:0]
     start = table.shape[0]
     index = {**index, **{pair: start + i for i, pair in enumerate(missing)}}

@@ -247,3 +247,22 @@ def test_left_to_the_exact_search_beyond_its_range():
     groups = _active_groups(huge, _conformal_ranks(huge, 0.1))
     assert _certified._certified_k(groups, 0.9 - 1e-10) is None
     assert _certified._certified_k(groups[:2], 0.9 - 1e-10) is not None
+
+
+def test_cached_rows_restart_keeps_every_row(monkeypatch):
+    # A table that would outgrow its bound restarts; a call whose groups are
+    # partly in the old table still gets all its rows (the old ones too),
+    # bit-identical to a fresh computation.
+    monkeypatch.setattr(_certified, "_TABLES", type(_certified._TABLES)())
+    monkeypatch.setattr(_certified, "_TABLE_MAX_ROWS", 4)
+    t = np.array([0.2, 0.5, 0.8])
+    key = ("test-restart",)
+    first = [((10, 3), 1), ((20, 5), 1), ((30, 9), 1)]
+    second = [((10, 3), 1), ((40, 7), 1), ((50, 11), 2)]
+    _certified._cached_rows(first, key, _certified._below, t)
+    rows = _certified._cached_rows(second, key, _certified._below, t)
+    fresh = _certified._cached_rows(second, None, _certified._below, t)
+    assert np.array_equal(rows, fresh)
+    assert set(_certified._TABLES[key][0]) == {(10, 3), (40, 7), (50, 11)}
+    again = _certified._cached_rows(first[:1], key, _certified._below, t)
+    assert np.array_equal(again, fresh[:1])
