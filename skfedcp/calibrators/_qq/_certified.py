@@ -62,9 +62,9 @@
 # outside the window) is undecided: None, and the caller runs the exact
 # search.  On the grid-search profiles (100 clients of 10-1,000 rows, 80
 # per fold) the M(k) around the threshold are ~3e-4 to 6e-4 apart, the
-# brackets 6e-5 (alpha = 0.05) to 1.1e-4 (alpha = 0.2) wide at 65 nodes:
-# the 16 plans of a 3-alpha x 5-fold search are all decided (four of them,
-# 1e-5 to 3e-5 from the threshold, at 129 nodes); on random profiles of
+# brackets 5e-5 (alpha = 0.05) to 1e-4 (alpha = 0.2) wide at 65 nodes:
+# the 16 plans of a 3-alpha x 5-fold search are all decided (three of them,
+# 1e-5 to 2e-5 from the threshold, at 129 nodes); on random profiles of
 # 2-256 clients of 1-1,000 rows about 15 fits in 16.  _fixed_rank_plan is the plan a fit
 # takes: A.1's ranks and the certified k, the coverage left for later.
 
