@@ -22,8 +22,9 @@
 # lines of slope G_i through the piece's end values, which moves each bound
 # inwards by D^2 / (2 G_i) (D the piece's drop; ~40% narrower brackets).  A
 # bound B_i on |F_k''| over each piece (_curvature_bound: from the same
-# counts, F_{k+2} - F_{k-2} bounding the second differences of the laws
-# without two clients, and |f_j'| = f_j |(l - 1) / t - (r - 1) / (1 - t)|)
+# counts, the larger of F_{k+1} - F_{k-2} and F_{k+2} - F_{k-1} bounding
+# the differences of the laws without two clients, and |f_j'| = f_j
+# |(l - 1) / t - (r - 1) / (1 - t)|)
 # bounds the trapezoid rule's error on it by B_i h_i^3 / 12; each piece
 # takes the tighter of its two brackets (another ~35% narrower).  One
 # Poisson-binomial law per node gives F_k for every k of a window (and two
@@ -61,9 +62,9 @@
 # outside the window) is undecided: None, and the caller runs the exact
 # search.  On the grid-search profiles (100 clients of 10-1,000 rows, 80
 # per fold) the M(k) around the threshold are ~3e-4 to 6e-4 apart, the
-# brackets 6e-5 (alpha = 0.05) to 1.1e-4 (alpha = 0.2) wide at 65 nodes:
-# the 16 plans of a 3-alpha x 5-fold search are all decided (four of them,
-# 1e-5 to 3e-5 from the threshold, at 129 nodes); on random profiles of
+# brackets 5e-5 (alpha = 0.05) to 1e-4 (alpha = 0.2) wide at 65 nodes:
+# the 16 plans of a 3-alpha x 5-fold search are all decided (three of them,
+# 1e-5 to 2e-5 from the threshold, at 129 nodes); on random profiles of
 # 2-256 clients of 1-1,000 rows about 15 fits in 16.  _fixed_rank_plan is the plan a fit
 # takes: A.1's ranks and the certified k, the coverage left for later.
 
@@ -236,14 +237,16 @@ def _piece_terms(ns, ls, t):
     return np.concatenate((density, bend), axis=1)
 
 
-def _band_bound(f_wide, half):
-    """On each piece, a bound on P(k - half <= S <= k + half - 1) =
-    F_{k+half} - F_{k-half} for the inner ks of ``f_wide`` (``_WIDE`` rows
-    each side): its value at the piece's left end minus F_{k-half}'s at
-    its right end (both decrease), plus 2 ``_F_ROUNDING``."""
+def _band_bound(f_wide, below, above=None):
+    """On each piece, a bound on P(k - below <= S <= k + above - 1) =
+    F_{k+above} - F_{k-below} (``above`` = ``below`` if None) for the
+    inner ks of ``f_wide`` (``_WIDE`` rows each side): F_{k+above}'s value
+    at the piece's left end minus F_{k-below}'s at its right end (both
+    decrease), plus 2 ``_F_ROUNDING``."""
+    above = below if above is None else above
     rows = f_wide.shape[0] - 2 * _WIDE
-    upper = f_wide[_WIDE + half : _WIDE + half + rows, :-1]
-    lower = f_wide[_WIDE - half : _WIDE - half + rows, 1:]
+    upper = f_wide[_WIDE + above : _WIDE + above + rows, :-1]
+    lower = f_wide[_WIDE - below : _WIDE - below + rows, 1:]
     return np.maximum(upper - lower, 0.0) + 2.0 * _F_ROUNDING
 
 
@@ -253,9 +256,11 @@ def _curvature_bound(groups, t, f_wide, key, sums=None):
     With a_j = P(S_{-j} = k - 1), F_k'' = -sum_j f_j' a_j - sum_j f_j a_j',
     a_j' = sum_{i != j} f_i (P(S_{-ij} = k - 2) - P(S_{-ij} = k - 1)).
     As for the slope, a_j <= F_{k+1} - F_{k-1}, and removing two clients,
-    P(S_{-ij} = r) <= P(S = r) + P(S = r + 1) + P(S = r + 2), so both
-    counts of a_j' are at most F_{k+2} - F_{k-2}; hence |F_k''| <= (sum_j
-    |f_j'|) (F_{k+1} - F_{k-1}) + mu'^2 (F_{k+2} - F_{k-2}). On a piece
+    P(S_{-ij} = r) <= P(r <= S <= r + 2) = F_{r+3} - F_r; the difference
+    of the two (nonnegative) counts of a_j' is at most the larger of them,
+    max(F_{k+1} - F_{k-2}, F_{k+2} - F_{k-1}) (three terms of S's law, not
+    the four of F_{k+2} - F_{k-2}); hence |F_k''| <= (sum_j |f_j'|) (F_{k+1}
+    - F_{k-1}) + mu'^2 max(F_{k+1} - F_{k-2}, F_{k+2} - F_{k-1}). On a piece
     (:func:`_band_bound`), f_j' = f_j g_j with g_j(t) = (l - 1) / t -
     (r - 1) / (1 - t) decreasing, so |f_j'| <= (f_j's bound on the piece)
     x max(|g_j|) at the piece's ends (:func:`_log_slopes`). Raised by 1e-6
@@ -263,9 +268,8 @@ def _curvature_bound(groups, t, f_wide, key, sums=None):
     ``sums``: as for :func:`_slope_bound`.
     """
     top, bend = _piece_sums(groups, t, key) if sums is None else sums
-    bound = bend[None, :] * _band_bound(f_wide, 1) + (top * top)[None, :] * (
-        _band_bound(f_wide, 2)
-    )
+    pair = np.maximum(_band_bound(f_wide, 2, 1), _band_bound(f_wide, 1, 2))
+    bound = bend[None, :] * _band_bound(f_wide, 1) + (top * top)[None, :] * pair
     return bound * (1.0 + 1e-6)
 
 
@@ -317,11 +321,13 @@ def _certified_k(groups, threshold):
         key = ("bracket", center, scale_exp, level, _BRACKET_HALF_NODES, _BRACKET_SPAN)
         nodes.append(t)
         values.append(_wide_cdf(groups, ks, t, key, m_active))
-        t_all = np.concatenate(nodes)
-        order = np.argsort(t_all, kind="stable")
-        lower, upper = _bracket(
-            groups, t_all[order], np.concatenate(values, 1)[:, order], key
-        )
+        if level:  # the levels' nodes interleaved, in order
+            t_all = np.concatenate(nodes)
+            order = np.argsort(t_all, kind="stable")
+            t_all, f_all = t_all[order], np.concatenate(values, 1)[:, order]
+        else:
+            t_all, f_all = t, values[0]
+        lower, upper = _bracket(groups, t_all, f_all, key)
         decided = _decide(ks, lower, upper, threshold, m_active)
         if decided is not None or _hopeless(lower, upper, threshold, level):
             return decided
@@ -412,14 +418,18 @@ def _count_cdf(groups, ks, t, key, m_active):
     law = np.zeros((states + 1, t.shape[0]))
     law[1] = 1.0
     step = np.empty((states, t.shape[0]))
-    # Client i (from 0) can change the states 0..i + 1 only.
+    # Client i (from 0) can change the states 0..i + 1 only: the first
+    # clients work on growing slices, the others on the whole law (its
+    # views made once; numpy's per-call cost is most of the DP's).
     columns = np.repeat(np.arange(len(groups)), [c for _, c in groups])
-    for i, g in enumerate(columns.tolist()):
-        top = min(i + 2, states)
-        diff, low, high = step[:top], law[:top], law[1 : top + 1]
-        np.subtract(low, high, out=diff)
-        np.multiply(diff, probs[g], out=diff)
-        np.add(high, diff, out=high)
+    rows = probs[columns]
+    views = [(step[:top], law[:top], law[1 : top + 1]) for top in range(2, states)]
+    views += [(step, law[:states], law[1:])] * max(rows.shape[0] - len(views), 0)
+    subtract, multiply, add = np.subtract, np.multiply, np.add
+    for (diff, low, high), q in zip(views, rows, strict=False):
+        subtract(low, high, out=diff)
+        multiply(diff, q, out=diff)
+        add(high, diff, out=high)
     pmf = law[1:]
     cdf = np.cumsum(pmf, axis=0)
     if flip:  # P(S <= k - 1) = 1 - P(clients above t <= m - k)
@@ -462,16 +472,21 @@ def _cached_rows(groups, key, compute, t):
             if entry is not None:
                 _TABLES.move_to_end(key)
                 index, table = entry
-    rows = [index.get(pair) for pair in pairs]
-    missing = [pair for pair, row in zip(pairs, rows, strict=True) if row is None]
-    if not missing and table is not None:
-        return table[rows]
+    if table is not None:
+        rows = list(map(index.get, pairs))
+        if None not in rows:
+            return table[rows]
+    missing = [pair for pair in pairs if pair not in index]
+    if table is not None and table.shape[0] + len(missing) > _TABLE_MAX_ROWS:
+        # Restarted with this call's rows only (all of them: the kept ones
+        # are gone with the old table).
+        index, table, missing = {}, None, pairs
     ns = np.array([n for n, _ in missing], dtype=np.float64)[:, None]
     ls = np.array([l for _, l in missing], dtype=np.float64)[:, None]
     fresh = compute(ns, ls, t)
     if key is None:
         return fresh
-    if table is None or table.shape[0] + len(missing) > _TABLE_MAX_ROWS:
+    if table is None:
         index, table = {}, fresh[:0]
     start = table.shape[0]
     index = {**index, **{pair: start + i for i, pair in enumerate(missing)}}

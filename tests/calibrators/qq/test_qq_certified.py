@@ -100,6 +100,37 @@ def test_curvature_bound_bounds_the_second_derivative(seed):
     assert max(ratios) > 1e-3
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_two_clients_removed_law_difference_bound(seed):
+    # The curvature bound's lemma: without clients i and j, |P(T = s) -
+    # P(T = s + 1)| <= max(P(s <= S <= s + 2), P(s + 1 <= S <= s + 3)), for
+    # every pair, count s and probabilities; the three-term windows are
+    # tighter than the four-term one (F_{k+2} - F_{k-2}) used before.
+    rng = np.random.default_rng(300 + seed)
+    p = rng.uniform(0.0, 1.0, size=int(rng.integers(5, 10)))
+    p[: int(rng.integers(0, 3))] = rng.choice([0.0, 1.0])
+
+    def law(q):
+        out = np.array([1.0])
+        for x in q:
+            out = np.convolve(out, [1.0 - x, x])
+        return np.concatenate((out, np.zeros(4)))
+
+    full = law(p)
+    windows3 = np.array([full[s : s + 3].sum() for s in range(p.size + 1)])
+    windows4 = np.array([full[s : s + 4].sum() for s in range(p.size)])
+    tighter = False
+    for i in range(p.size):
+        for j in range(i + 1, p.size):
+            t = law(np.delete(p, [i, j]))
+            for s in range(p.size - 1):
+                bound = max(windows3[s], windows3[s + 1])
+                assert abs(t[s] - t[s + 1]) <= bound + 1e-15
+                assert bound <= windows4[s] + 1e-15
+                tighter |= bound < windows4[s] - 1e-6
+    assert tighter
+
+
 def test_trapezoid_side_of_the_bracket_holds_alone():
     # Without the slope bound the curvature bound alone narrows the bracket,
     # which must still contain the exact M; with a zero bound (F taken as
@@ -216,3 +247,22 @@ def test_left_to_the_exact_search_beyond_its_range():
     groups = _active_groups(huge, _conformal_ranks(huge, 0.1))
     assert _certified._certified_k(groups, 0.9 - 1e-10) is None
     assert _certified._certified_k(groups[:2], 0.9 - 1e-10) is not None
+
+
+def test_cached_rows_restart_keeps_every_row(monkeypatch):
+    # A table that would outgrow its bound restarts; a call whose groups are
+    # partly in the old table still gets all its rows (the old ones too),
+    # bit-identical to a fresh computation.
+    monkeypatch.setattr(_certified, "_TABLES", type(_certified._TABLES)())
+    monkeypatch.setattr(_certified, "_TABLE_MAX_ROWS", 4)
+    t = np.array([0.2, 0.5, 0.8])
+    key = ("test-restart",)
+    first = [((10, 3), 1), ((20, 5), 1), ((30, 9), 1)]
+    second = [((10, 3), 1), ((40, 7), 1), ((50, 11), 2)]
+    _certified._cached_rows(first, key, _certified._below, t)
+    rows = _certified._cached_rows(second, key, _certified._below, t)
+    fresh = _certified._cached_rows(second, None, _certified._below, t)
+    assert np.array_equal(rows, fresh)
+    assert set(_certified._TABLES[key][0]) == {(10, 3), (40, 7), (50, 11)}
+    again = _certified._cached_rows(first[:1], key, _certified._below, t)
+    assert np.array_equal(again, fresh[:1])
