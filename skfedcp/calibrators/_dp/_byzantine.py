@@ -78,6 +78,7 @@ from ._tight import (
     _tight_candidates,
     _TightBounds,
 )
+from ._tight_bounds import _RowBudget
 
 __all__ = ["check_n_byzantine", "dpqq_byzantine_plan", "dpqq_max_byzantine"]
 
@@ -404,7 +405,8 @@ class _WorstBounds:
 
 def _worst_bounds(sizes, epsilon, n_bins, utility, c):
     mixes = _honest_mixes(sizes, c)
-    parts = [_TightBounds(mix, epsilon, n_bins, utility) for mix in mixes]
+    budget = _RowBudget()  # one row budget for every mix's bounds
+    parts = [_TightBounds(mix, epsilon, n_bins, utility, budget) for mix in mixes]
     return parts[0] if len(parts) == 1 else _WorstBounds(parts)
 
 

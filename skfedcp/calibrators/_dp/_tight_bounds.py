@@ -68,10 +68,24 @@ _FEW_PANELS_MAX_N = 500
 _DP_CHUNK = 256
 
 
-class _TightBounds:
-    """``LB(q, k)`` for every ``k``, cached per level ``q`` (see above)."""
+class _RowBudget:
+    """Bytes of rows kept, shared by the bounds of one plan (the Byzantine
+    tight plan holds one :class:`_TightBounds` per honest mix, up to 64: one
+    counter keeps their rows within ``_ROW_CACHE_BYTES`` together, plus at
+    most the window that crosses it)."""
 
-    def __init__(self, groups, epsilon, n_bins, utility):
+    def __init__(self):
+        self.kept = 0
+
+
+class _TightBounds:
+    """``LB(q, k)`` for every ``k``, cached per level ``q`` (see above).
+
+    ``budget``: the :class:`_RowBudget` shared with the other bounds of the
+    plan (a fresh one if None).
+    """
+
+    def __init__(self, groups, epsilon, n_bins, utility, budget=None):
         self.groups = groups
         self.counts = [c for _, c in groups]
         self.m = sum(self.counts)
@@ -93,7 +107,8 @@ class _TightBounds:
         self._laws = {}  # q -> per size (ranks, pmf, mass at rank 0)
         self._slacks = {}  # (q, pass) -> the rows' error bound on LB
         self._narrow = {}  # q -> narrow windows (_TightBounds._refined)
-        self._kept_bytes = 0  # the rows' windows (see _row_block)
+        # The rows' windows, counted in a budget shared across the plan.
+        self._budget = _RowBudget() if budget is None else budget
         self.evaluations = 0
 
     def _pass(self, index):
@@ -153,7 +168,7 @@ class _TightBounds:
             known[at : at + matrix.shape[0]] = done
         kept = [w for w in windows if all(w is not t for t in touching)]
         self._rows[index][n] = [*kept, (low, grown, known)]
-        self._kept_bytes += grown.nbytes - sum(w[1].nbytes for w in touching)
+        self._budget.kept += grown.nbytes - sum(w[1].nbytes for w in touching)
         return low, grown, known
 
     def _row_block(self, index, n, ranks):
@@ -162,7 +177,7 @@ class _TightBounds:
         if not ranks.size:
             return np.empty((0, t.shape[0]))
         low, high = int(ranks[0]), int(ranks[-1])  # (increasing ranks)
-        if self._kept_bytes > _ROW_CACHE_BYTES:
+        if self._budget.kept > _ROW_CACHE_BYTES:
             # Rows past the budget (1,000 clients, whose composite rule asks
             # passes of 8,192 nodes, filled 17 GB) are not kept, unless a
             # kept window has them: a row's values are a function of (n, r,

@@ -30,8 +30,12 @@
 # Poisson-binomial law per node gives F_k for every k of a window (and two
 # more on each side) at once.  F is computed to ~1e-13: the DP of _count_cdf
 # rounds by a few ulps of 1 per client (at most _CERTIFIED_MAX_CLIENTS = 256
-# active clients; beyond, the exact search alone decides), scipy's betainc
-# is accurate to ~1e-15 and an error e in one p_j moves F by at most e.  G_i
+# active clients; beyond, the exact search alone decides), and an error e
+# in one p_j moves F by at most e.  scipy's betainc states no error bound;
+# measured against exact sums (review, session 10) it is ~2e-14 relative at
+# n = 400 and ~5e-14 at n = 2,000, so F's error stays far below the 1e-12
+# allowances below up to the 256 clients and 10^8 rows the path takes (an
+# assumption on betainc, as every plan of the library makes, not a proof).  G_i
 # and B_i are raised by 2e-12 on each difference of F and by 1e-6 of
 # themselves (the densities' and the sums' rounding), and each bracket is
 # widened by _BRACKET_SLACK = 1e-10, a thousand times those errors and the
@@ -93,10 +97,14 @@ _BRACKET_LEVELS = 3
 # clients: ~37 ms against ~66 ms for the brackets' product-tree passes) and
 # decides alone.
 _CERTIFIED_MAX_CLIENTS = 256
-# Clients of more rows than this (a plan policy raised beyond its default)
-# are left to the exact search: the densities' log-space rounding grows with
-# n (~1e-7 relative at 10^9, covered below; 1e-4 at 10^12).
-_CERTIFIED_MAX_SIZE = 10**9
+# Clients of more rows than this (the default plan policy's total, 10^8
+# rows; a policy raised beyond it) are left to the exact search, so that a
+# fit and plan() agree wherever the exact search is accurate: the
+# densities' log-space rounding grows with n (~1e-7 relative at 10^9), and
+# near 10^9 rows with a tiny alpha the exact search's own values can be
+# ~1e-7 off (review, session 10: two clients of 10^9 rows at alpha = 1e-6,
+# where the brackets certified k = 2 and the search found no valid k).
+_CERTIFIED_MAX_SIZE = 10**8
 # Widening of each bracket for the rounding of F and of the sums (above).
 _BRACKET_SLACK = 1e-10
 # A bound on the rounding of F at a node (~1e-13, above).
@@ -118,7 +126,7 @@ def _guess_and_scale(groups, center):
 
     The guess is the exact search's, ``ceil(mu(c) + 1/2)`` (``mu`` the
     expected count below ``c``); the scale ``sigma(S(c)) / mu'(c)``, the
-    width of F's step in t, as an exponent of 2^(1/4) (None if degenerate).
+    width of F's step in t, as an exponent of 2^(1/2) (None if degenerate).
     """
     cs = np.array([c for _, c in groups], dtype=np.float64)
     # Each client's P(value <= c) and density at c.
@@ -453,10 +461,12 @@ def _above(ns, ls, t):
 # its refit and the groups of a grouped calibration (the same alpha,
 # similar sizes) land on the same nodes and share most rows. Bounded: at
 # most _TABLES_MAX tables (least recently used dropped), each restarted
-# beyond _TABLE_MAX_ROWS rows.
+# beyond _TABLE_MAX_ROWS rows (a 3-alpha x 5-fold grid search uses 11
+# tables).
 _TABLES: OrderedDict = OrderedDict()
-_TABLES_MAX = 64
-_TABLE_MAX_ROWS = 2048  # rows of <= 256 doubles: <= 4 MB a table
+_TABLES_MAX = 24
+_TABLE_MAX_ROWS = 2048  # rows of <= 512 doubles (pieces at 257 nodes): <= 8 MiB
+# a table, <= 192 MiB in all
 
 
 def _cached_rows(groups, key, compute, t):

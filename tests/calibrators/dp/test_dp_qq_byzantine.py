@@ -382,3 +382,20 @@ def test_former_slow_plans_complete(kind):
     plan = _cal(epsilon=10.0, n_byzantine=c).plan(sizes, 0.1)
     assert c < plan["k"] <= len(sizes) - c
     assert plan["coverage_lower"] >= 0.9 - TOL
+
+
+def test_tight_worst_bounds_share_one_row_budget():
+    # Review, session 10: the 2 GiB row budget was per honest mix (up to 64
+    # mixes: 128 GiB in all); the mixes of one plan now count their kept
+    # rows together.
+    from skfedcp.calibrators._dp import _byzantine
+
+    bounds = _byzantine._worst_bounds([40, 60, 80, 80], 1.0, 20, "quantile", 1)
+    parts = bounds.parts
+    assert len(parts) > 1
+    assert all(part._budget is parts[0]._budget for part in parts)
+    parts[0](0.9, 2)
+    assert parts[0]._budget.kept > 0
+    kept = parts[0]._budget.kept
+    parts[1](0.9, 2)
+    assert parts[1]._budget.kept > kept  # one counter for both mixes

@@ -266,3 +266,23 @@ def test_cached_rows_restart_keeps_every_row(monkeypatch):
     assert set(_certified._TABLES[key][0]) == {(10, 3), (40, 7), (50, 11)}
     again = _certified._cached_rows(first[:1], key, _certified._below, t)
     assert np.array_equal(again, fresh[:1])
+
+
+def test_fit_and_plan_agree_for_clients_past_the_certified_range():
+    # Review, session 10: two clients of ~10^9 rows at alpha = 1e-6 (the
+    # plan policy raised): the brackets certified k = 2 while the exact
+    # search (whose values are ~1e-7 off there) found no valid k, so a fit
+    # and plan() disagreed. Clients past 10^8 rows are the exact search's.
+    import numpy as np
+
+    from skfedcp import config_context
+    from skfedcp.calibrators import QuantileOfQuantilesCalibrator
+
+    sizes = np.array([10**9, 10**9 - 1])
+    assert sizes.max() > _certified._CERTIFIED_MAX_SIZE
+    with config_context(max_total_size=10**10):
+        cal = QuantileOfQuantilesCalibrator(local_rank="fixed")
+        plan = cal.plan(sizes, 1e-6)
+        fitted = cal._server_plan(sizes, 1e-6, None)
+    assert fitted["feasible"] == plan["feasible"]
+    assert fitted["k"] == plan["k"]
