@@ -1,4 +1,5 @@
-"""Shared fixtures: seeds, small data sets, the dp-qq paper plan with switches."""
+"""Shared fixtures: seeds, small data sets, the dp-qq paper plan with switches,
+random client sizes."""
 
 import os
 
@@ -51,3 +52,24 @@ def gamma_search(monkeypatch):
         return plan
 
     return search
+
+
+def _draw_client_sizes(rng):
+    """2-300 clients of 1-1,000 rows from one of four families (uniform
+    10-1,000, small 1-59, three distinct sizes, uniform 1-1,000)."""
+    m = int(rng.integers(2, 301))
+    family = int(rng.integers(4))
+    if family == 0:
+        return rng.integers(10, 1001, size=m)
+    if family == 1:
+        return rng.integers(1, 60, size=m)
+    if family == 2:
+        return rng.choice(rng.integers(1, 1001, size=3), size=m)
+    return rng.integers(1, 1001, size=m)
+
+
+@pytest.fixture
+def client_sizes():
+    """``client_sizes(rng)``: random client sizes of one of four families
+    (the QQ plans' fit-path and certified-k tests draw the same profiles)."""
+    return _draw_client_sizes

@@ -172,17 +172,8 @@ def test_bracket_narrows_and_fails_when_reversed():
     assert widths[2] < 0.002
 
 
-def _profile(rng):
-    m = int(rng.integers(2, 301))
-    family = int(rng.integers(4))
-    if family == 0:
-        sizes = rng.integers(10, 1001, size=m)
-    elif family == 1:
-        sizes = rng.integers(1, 60, size=m)
-    elif family == 2:
-        sizes = rng.choice(rng.integers(1, 1001, size=3), size=m)
-    else:
-        sizes = rng.integers(1, 1001, size=m)
+def _profile(rng, client_sizes):
+    sizes = client_sizes(rng)
     return tuple(int(n) for n in sizes), float(rng.choice(ALPHAS))
 
 
@@ -208,16 +199,16 @@ def _check_certified(sizes, alpha):
     return False
 
 
-def test_certified_k_is_the_selected_k():
+def test_certified_k_is_the_selected_k(client_sizes):
     rng = np.random.default_rng(3)
-    decided = sum(_check_certified(*_profile(rng)) for _ in range(30))
+    decided = sum(_check_certified(*_profile(rng, client_sizes)) for _ in range(30))
     assert decided >= 20  # most plans are decided without the exact search (27)
 
 
 @pytest.mark.slow
-def test_certified_k_is_the_selected_k_300_profiles():
+def test_certified_k_is_the_selected_k_300_profiles(client_sizes):
     rng = np.random.default_rng(2026)
-    decided = sum(_check_certified(*_profile(rng)) for _ in range(300))
+    decided = sum(_check_certified(*_profile(rng, client_sizes)) for _ in range(300))
     assert decided >= 220  # 270
 
 

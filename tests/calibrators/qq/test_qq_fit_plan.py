@@ -31,18 +31,9 @@ def _clear_caches():
     _certified._TABLES.clear()
 
 
-def _profile(rng):
-    """Client sizes 1-1,000 from one of several families, 2-300 clients."""
-    m = int(rng.integers(2, 301))
-    family = int(rng.integers(4))
-    if family == 0:
-        sizes = rng.integers(10, 1001, size=m)
-    elif family == 1:
-        sizes = rng.integers(1, 60, size=m)
-    elif family == 2:
-        sizes = rng.choice(rng.integers(1, 1001, size=3), size=m)
-    else:
-        sizes = rng.integers(1, 1001, size=m)
+def _profile(rng, client_sizes):
+    """Client sizes (the ``client_sizes`` fixture), rule, clipping, alpha."""
+    sizes = client_sizes(rng)
     rule = str(rng.choice(["paper", "fixed"]))
     clip = bool(rule == "fixed" and rng.random() < 0.3)
     return sizes.astype(np.int64), float(rng.choice(ALPHAS)), rule, clip
@@ -77,15 +68,15 @@ def _check(monkeypatch, sizes, alpha, rule, clip):
 
 
 @pytest.mark.parametrize("seed", range(24))
-def test_fit_plan_matches_the_reference(monkeypatch, seed):
-    _check(monkeypatch, *_profile(np.random.default_rng(seed)))
+def test_fit_plan_matches_the_reference(monkeypatch, client_sizes, seed):
+    _check(monkeypatch, *_profile(np.random.default_rng(seed), client_sizes))
 
 
 @pytest.mark.slow
-def test_fit_plan_matches_the_reference_400_profiles(monkeypatch):
+def test_fit_plan_matches_the_reference_400_profiles(monkeypatch, client_sizes):
     rng = np.random.default_rng(2027)
     for _ in range(400):
-        _check(monkeypatch, *_profile(rng))
+        _check(monkeypatch, *_profile(rng, client_sizes))
 
 
 def test_undecided_k_falls_back(monkeypatch):
