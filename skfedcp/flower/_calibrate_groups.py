@@ -169,6 +169,24 @@ class _GroupPlan(NamedTuple):
     rounds: list  # per node: (its rounds, ascending; its position in each)
 
 
+def _group_units(total, min_group_size):
+    """The rounds of the public groups from their row totals.
+
+    Returns ``(seen, small, unit_of_group, n_units)``: the groups with rows,
+    those merged into one last round (fewer than ``min_group_size`` rows),
+    each group's round (-1 without rows) and the number of rounds.
+    """
+    seen = total > 0
+    small = np.zeros_like(seen)
+    if min_group_size is not None:
+        small = seen & (total < min_group_size)
+    alone = np.flatnonzero(seen & ~small)
+    unit_of_group = np.full(total.shape[0], -1, dtype=np.int64)
+    unit_of_group[alone] = np.arange(alone.shape[0])
+    unit_of_group[small] = alone.shape[0]
+    return seen, small, unit_of_group, alone.shape[0] + int(small.any())
+
+
 def _plan(session, nodes, public, min_group_size):
     columns, counts = [], []
     for node in nodes:
@@ -180,15 +198,7 @@ def _plan(session, nodes, public, min_group_size):
     column, count = np.concatenate(columns), np.concatenate(counts)
     total = np.zeros(public.shape[0], dtype=np.int64)
     np.add.at(total, column, count)
-    seen = total > 0
-    small = np.zeros_like(seen)
-    if min_group_size is not None:
-        small = seen & (total < min_group_size)
-    alone = np.flatnonzero(seen & ~small)
-    unit_of_group = np.full(public.shape[0], -1, dtype=np.int64)
-    unit_of_group[alone] = np.arange(alone.shape[0])
-    unit_of_group[small] = alone.shape[0]
-    n_units = alone.shape[0] + int(small.any())
+    seen, small, unit_of_group, n_units = _group_units(total, min_group_size)
     # One (round, node) pair per round a node takes part in, ordered by
     # round then node; its size sums the node's cells of that round (the
     # merged small groups may hold several).

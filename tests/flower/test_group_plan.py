@@ -16,7 +16,11 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from skfedcp.flower._calibrate_groups import _plan, _requests  # noqa: E402
+from skfedcp.flower._calibrate_groups import (  # noqa: E402
+    _group_units,
+    _plan,
+    _requests,
+)
 
 
 def _session(n_nodes, n_groups, cells, rng, *, strings=False):
@@ -38,16 +42,11 @@ def _dense_reference(session, nodes, public, min_group_size):
         info = session.info[node]
         counts[i, np.searchsorted(public, info["group_labels"])] = info["group_n"]
     total = counts.sum(axis=0)
-    seen = total > 0
-    small = np.zeros_like(seen)
-    if min_group_size is not None:
-        small = seen & (total < min_group_size)
-    alone = np.flatnonzero(seen & ~small)
-    unit_of_group = np.full(public.shape[0], -1, dtype=np.int64)
-    unit_of_group[alone] = np.arange(alone.shape[0])
-    unit_of_group[small] = alone.shape[0]
+    # The rounds from the totals are the plan's (_group_units); the cells
+    # are counted here from the dense table.
+    seen, small, unit_of_group, n_units = _group_units(total, min_group_size)
     members, sizes = [], []
-    for u in range(alone.shape[0] + int(small.any())):
+    for u in range(n_units):
         cells = counts[:, unit_of_group == u].sum(axis=1)
         members.append(np.flatnonzero(cells > 0))
         sizes.append(cells[cells > 0])
