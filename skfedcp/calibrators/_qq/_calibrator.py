@@ -422,21 +422,33 @@ def _cached_selection(
     rule = local_rank
     if rule == "paper":  # eq. (6) with equal sizes, Appendix A.1 otherwise
         rule = "auto" if np.all(sizes == sizes[0]) else "fixed"
-    sel = select_qq_ranks(
-        tuple(sizes.tolist()),
-        alpha,
-        local_rank=rule,
-        clip_local_rank=clip,
-        conditional=conditional,
-        delta=delta,
-    )
-    if local_rank == "paper" and rule == "fixed" and not sel.feasible and not clip:
-        # A.1 has no valid k (e.g. every l_j > n_j at a tiny alpha): its
-        # clipped ranks min(l_j, n_j) are valid whenever any pair is.
-        sel = select_qq_ranks(
-            tuple(sizes.tolist()), alpha, local_rank="fixed", clip_local_rank=True
+
+    def select(clip_local_rank):
+        return select_qq_ranks(
+            tuple(sizes.tolist()),
+            alpha,
+            local_rank=rule,
+            clip_local_rank=clip_local_rank,
+            conditional=conditional,
+            delta=delta,
         )
+
+    if rule == "fixed":
+        sel = _appendix_a1(select, local_rank, clip)
+    else:
+        sel = select(clip)
     return sel, _read_only_ranks(sel)
+
+
+def _appendix_a1(select, local_rank, clip):
+    """Appendix A.1's selection, ``select(clip_local_rank)``, with the
+    ``"paper"`` rule's fallback: when A.1 has no valid k (e.g. every ``l_j >
+    n_j`` at a tiny alpha), its clipped ranks ``min(l_j, n_j)``, valid
+    whenever any pair is. None when ``select`` leaves it undecided."""
+    sel = select(clip)
+    if sel is not None and not sel.feasible and local_rank == "paper" and not clip:
+        sel = select(True)
+    return sel
 
 
 @lru_cache(maxsize=64)
@@ -455,14 +467,11 @@ def _cached_fit_selection(
     """
     if n_byzantine == 0 and conditional is False and local_rank in ("paper", "fixed"):
         sizes = tuple(np.frombuffer(sizes_bytes, dtype=np.int64).tolist())
-        fast = _fixed_rank_plan(sizes, alpha, clip)
-        if (
-            fast is not None
-            and not fast.feasible
-            and local_rank == "paper"
-            and not clip
-        ):
-            fast = _fixed_rank_plan(sizes, alpha, True)  # as _cached_selection
+        fast = _appendix_a1(
+            lambda clip_local_rank: _fixed_rank_plan(sizes, alpha, clip_local_rank),
+            local_rank,
+            clip,
+        )
         if fast is not None:
             return fast, _read_only_ranks(fast)
     return _cached_selection(
