@@ -39,6 +39,7 @@ from ...utils._docstrings import fill_doc
 from ...utils._quantile import conformal_rank
 from ...utils._validation import check_alpha
 from ._byzantine_bound import certified_band, extreme_coverages, riemann_brackets
+from ._byzantine_max import MAX_CLIENTS, max_byzantine_unequal
 from ._coverage import _FEASIBILITY_TOL, _check_int, _check_sizes, qq_coverage
 from ._coverage import _integrand as _qq_integrand
 
@@ -229,6 +230,10 @@ def max_byzantine(
     def ok(c):
         return _lower_passes(sizes, ranks, k, c, threshold)
 
+    active = sum(l <= n for n, l in zip(sizes, ranks, strict=True))
+    if (len(set(sizes)) > 1 or len(set(ranks)) > 1) and 0 < active <= MAX_CLIENTS:
+        # Every c of a range from one count law per node (_byzantine_max).
+        return max_byzantine_unequal(sizes, ranks, k, threshold, ok, _DECIDE)
     if not ok(0):
         return -1
     # ok(c) fails from some c on (c = k gives a zero bound): the answer is the
