@@ -41,6 +41,7 @@ from scipy.special import ndtr
 
 from ._byzantine_bound import (
     _crowded,
+    _dp_pmf,
     _Extreme,
     _integral,
     _pieces,
@@ -121,16 +122,8 @@ class _Range:
 
 def _count_pmf(p):
     """The law of ``sum_j Bernoulli(p_j)`` per row: (rows, size + 1)."""
-    rows, size = p.shape
-    if not _uses_tree(size):
-        pmf = np.zeros((rows, size + 1))
-        pmf[:, 0] = 1.0
-        for j in range(size):
-            pj = p[:, j : j + 1]
-            nxt = pmf * (1.0 - pj)
-            nxt[:, 1:] += pmf[:, :-1] * pj
-            pmf = nxt
-        return pmf
+    if not _uses_tree(p.shape[1]):
+        return _dp_pmf(p, p.shape[1] + 1)
     _, window = _poisbin_window_tree(p, lean=True)  # unwindowed below 4096
     return window
 
