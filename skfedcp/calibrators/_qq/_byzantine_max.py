@@ -211,13 +211,16 @@ def max_byzantine_unequal(sizes, ranks, k, threshold, lower_passes, decide):
                     status[c] = value >= threshold
                 else:
                     status[c] = lower_passes(c)
-        if not status[c_lo] and c_lo > 0:  # the answer is below the range
-            c_lo, c_hi = max(c_lo - 2 * (c_hi - c_lo + 1), 0), c_lo - 1
-        elif status[c_hi] and c_hi < k - 1:  # above it
-            c_lo, c_hi = c_hi + 1, min(c_hi + 2 * (c_hi - c_lo + 1), k - 1)
+        # The last known pass and the first known failure (monotone in c).
+        last = max((c for c, ok in status.items() if ok), default=-1)
+        first = min((c for c, ok in status.items() if not ok), default=k)
+        if first == last + 1:  # also -1 (c = 0 fails) and k - 1 (all pass)
+            return last
+        width = c_hi - c_lo + 1  # the answer is beyond the range: move on
+        if not status[c_lo]:
+            c_lo, c_hi = max(c_lo - 2 * width, last + 1), c_lo - 1
         else:
-            passing = [c for c in range(c_lo, c_hi + 1) if status[c]]
-            return max(passing) if passing else c_lo - 1
+            c_lo, c_hi = c_hi + 1, min(c_hi + 2 * width, first - 1)
 
 
 def _decide(rng, status, t, f, threshold, decide, among=None):

@@ -100,6 +100,30 @@ def test_a_wrong_guess_moves_the_range(monkeypatch, guess):
     assert max_byzantine(sizes, 0.1, sel.local_ranks, sel.k) == expected
 
 
+@pytest.mark.parametrize("offset", range(-4, 5))
+def test_ranges_around_the_answer(monkeypatch, offset):
+    # First ranges of 3 c's placed all around the answer (ending on it,
+    # starting just past it, ...): the search ends, on the same answer, after
+    # a few ranges (it once went back and forth between two of them).
+    sizes = tuple(int(n) for n in np.random.default_rng(8).integers(10, 300, 60))
+    sel = select_byzantine_ranks(sizes, 0.1, 3)
+    expected = _bisection(sizes, 0.1, sel.local_ranks, sel.k)
+    monkeypatch.setattr(_max, "_HALF_RANGE", 1)
+    monkeypatch.setattr(
+        _max, "_normal_estimate", lambda t, f, threshold: expected + offset
+    )
+    built = []
+
+    class Counted(_max._Range):
+        def __init__(self, *args):
+            built.append(args)
+            assert len(built) < 40, "the range search does not end"
+            super().__init__(*args)
+
+    monkeypatch.setattr(_max, "_Range", Counted)
+    assert max_byzantine(sizes, 0.1, sel.local_ranks, sel.k) == expected
+
+
 def test_every_decision_by_the_exact_path(monkeypatch):
     # No bracket decides and every integral is "too close": each c goes to
     # _lower_passes, the answer is unchanged.
