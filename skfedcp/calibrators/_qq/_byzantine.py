@@ -22,7 +22,10 @@
 # and ranks: every H is the same, L is exact (the equal-size rule below uses
 # qq_coverage directly; the staircase of _equal_steps).  The upper end is
 # bounded the same way by the m - c smallest p_j(t).  How L is integrated,
-# and why the rule only integrates a few ranks, is in _byzantine_bound.py.
+# and why the rule only integrates a few ranks, is in _byzantine_bound.py;
+# how max_byzantine reads a range of c from one count law per node, in
+# _byzantine_max.py.  A fit needs only the ranks, k and L (byzantine_fit_plan);
+# the upper bound and the all-honest coverage are computed when read.
 
 from __future__ import annotations
 

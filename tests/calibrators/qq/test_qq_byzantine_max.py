@@ -155,3 +155,23 @@ def test_many_clients_keep_the_bisection(monkeypatch):
 
     monkeypatch.setattr(_byz, "max_byzantine_unequal", refuse)
     assert max_byzantine(sizes, 0.1, sel.local_ranks, sel.k) == expected
+
+
+def test_random_pairs_are_the_bisection():
+    # Any sizes and ranks (inactive clients, equal sizes with unequal ranks,
+    # ranks past every size), any k: the same answer as the bisection.
+    rng = np.random.default_rng(2026)
+    for _ in range(150):
+        m = int(rng.integers(2, 50))
+        sizes = tuple(int(n) for n in rng.integers(1, 120, m))
+        if rng.random() < 0.2:
+            sizes = tuple(int(n) for n in rng.choice([3, 10, 40], m))
+        if rng.random() < 0.5:
+            ranks = tuple(int(r) for r in rng.integers(1, 130, m))
+        else:
+            ranks = (int(rng.integers(1, 60)),) * m
+        alpha = float(rng.choice([0.02, 0.05, 0.1, 0.2, 0.4]))
+        k = int(rng.integers(1, m + 1))
+        assert max_byzantine(sizes, alpha, ranks, k) == _bisection(
+            sizes, alpha, ranks, k
+        )
