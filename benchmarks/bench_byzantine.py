@@ -49,11 +49,17 @@ what passes validation (a bin edge or ``+inf``):
 
 A ``c`` with no certified plan is reported as infeasible, with the reason.
 
-``--plans``: instead, the CPU time of one cold plan per case (each in a
-fresh process, killed after ``--timeout`` seconds): QQ and dp-qq (paper rule,
-epsilon = 10, alpha = 0.1) with ``n_byzantine`` on unequal sizes drawn from
-10-1,000 (``np.random.default_rng(0)``) and on equal sizes; and
-``max_byzantine`` of a QQ plan (the plan itself not timed).
+``--plans``: instead, the CPU time of one cold plan per case (each number
+from its own fresh process, killed after ``--timeout`` seconds): QQ and dp-qq
+(paper rule, epsilon = 10, alpha = 0.1) with ``n_byzantine`` on unequal sizes
+drawn from 10-1,000 (``np.random.default_rng(0)``) and on equal sizes; and
+``max_byzantine`` of a QQ plan (the plan itself not timed). Two columns:
+``fit s``, the plan a fit pays (the server's ``_server_plan``: for QQ the
+ranks, ``k`` and certified lower bound only, its all-honest coverage and
+upper bound being computed when ``calibration_info_`` / ``coverage_bounds_``
+are read; dp-qq's fit runs :meth:`plan`), and ``plan() s``, :meth:`plan`
+with every report. For ``max_byzantine`` both columns time the same call,
+after a fit plan and after a full plan (its caches warmed by each).
 
 Usage: ``python bench_byzantine.py [--quick] [--reps R] [--dp-reps R]``
 (``--quick``: 20 repetitions, dp-qq with ``rule="paper"`` only), or
@@ -299,13 +305,15 @@ PLAN_CASES = (
 )
 
 
-def _plan_case(index):
-    """Plan case ``index`` of ``PLAN_CASES`` cold; print its CPU seconds."""
-    _, name, c, spec = PLAN_CASES[index]
-    if spec[0] == "unequal":
-        sizes = np.random.default_rng(0).integers(10, 1001, spec[1])
+def _plan_case(spec):
+    """Plan case ``spec = [index, full]`` of ``PLAN_CASES`` cold (the fit's
+    plan, or ``plan()`` when ``full``); print its CPU seconds."""
+    index, full = spec
+    _, name, c, sizes_spec = PLAN_CASES[index]
+    if sizes_spec[0] == "unequal":
+        sizes = np.random.default_rng(0).integers(10, 1001, sizes_spec[1])
     else:
-        sizes = np.full(spec[1], spec[2])
+        sizes = np.full(sizes_spec[1], sizes_spec[2])
     if name.startswith("qq"):
         cal = QuantileOfQuantilesCalibrator(n_byzantine=c)
     else:
@@ -313,7 +321,7 @@ def _plan_case(index):
             epsilon=10.0, score_bounds=(0, 1), n_byzantine=c
         )
     start = time.process_time()
-    plan = cal.plan(sizes, ALPHA)
+    plan = cal.plan(sizes, ALPHA) if full else cal._server_plan(sizes, ALPHA, None)
     seconds = time.process_time() - start
     tail = ""
     if name == "qq-max":  # the tolerance of the plan, after it (not timed)
@@ -326,20 +334,25 @@ def _plan_case(index):
 
 
 def run_plans(timeout):
-    """The ``--plans`` table, each case in a fresh process (importing this
-    checkout, see ``_common.run_fresh``)."""
-    print(f"{'plan (n_byzantine = c)':<30} {'c':>3} {'CPU s':>8}  plan")
+    """The ``--plans`` table, each number from a fresh process (importing
+    this checkout, see ``_common.run_fresh``)."""
+    print(f"{'plan (n_byzantine = c)':<32} {'c':>3} {'fit s':>7} {'plan() s':>8}  plan")
     for index, (label, _, c, _) in enumerate(PLAN_CASES):
-        done = _common.run_fresh(__file__, "plan-case", index, timeout)
-        seconds, rest = done if done else (f"> {timeout:g}", "(killed)")
-        print(f"{label:<30} {c:>3} {seconds:>8}  {rest}")
+        cells, text = [], "(killed)"
+        for full in (False, True):
+            done = _common.run_fresh(__file__, "plan-case", [index, full], timeout)
+            cells.append(done[0] if done else f"> {timeout:g}")
+            text = done[1] if done else text
+        print(f"{label:<32} {c:>3} {cells[0]:>7} {cells[1]:>8}  {text}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plans", action="store_true", help="time cold plans")
     parser.add_argument("--timeout", type=float, default=300.0, help="per plan")
-    parser.add_argument("--plan-case", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--plan-case", type=json.loads, default=None, help=argparse.SUPPRESS
+    )
     parser.add_argument("--quick", action="store_true", help="20 repetitions")
     parser.add_argument("--reps", type=int, default=400, help="repetitions")
     parser.add_argument(

@@ -22,7 +22,10 @@
 # and ranks: every H is the same, L is exact (the equal-size rule below uses
 # qq_coverage directly; the staircase of _equal_steps).  The upper end is
 # bounded the same way by the m - c smallest p_j(t).  How L is integrated,
-# and why the rule only integrates a few ranks, is in _byzantine_bound.py.
+# and why the rule only integrates a few ranks, is in _byzantine_bound.py;
+# how max_byzantine reads a range of c from one count law per node, in
+# _byzantine_max.py.  A fit needs only the ranks, k and L (byzantine_fit_plan);
+# the upper bound and the all-honest coverage are computed when read.
 
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from ...utils._docstrings import fill_doc
 from ...utils._quantile import conformal_rank
 from ...utils._validation import check_alpha
 from ._byzantine_bound import certified_band, extreme_coverages, riemann_brackets
+from ._byzantine_max import MAX_CLIENTS, max_byzantine_unequal
 from ._coverage import _FEASIBILITY_TOL, _check_int, _check_sizes, qq_coverage
 from ._coverage import _integrand as _qq_integrand
 
@@ -229,6 +233,10 @@ def max_byzantine(
     def ok(c):
         return _lower_passes(sizes, ranks, k, c, threshold)
 
+    active = sum(l <= n for n, l in zip(sizes, ranks, strict=True))
+    if (len(set(sizes)) > 1 or len(set(ranks)) > 1) and 0 < active <= MAX_CLIENTS:
+        # Every c of a range from one count law per node (_byzantine_max).
+        return max_byzantine_unequal(sizes, ranks, k, threshold, ok, _DECIDE)
     if not ok(0):
         return -1
     # ok(c) fails from some c on (c = k gives a zero bound): the answer is the
@@ -459,8 +467,23 @@ def fixed_certified_pair(sizes, alpha, c):
     return _fixed_pair(sizes, ranks, alpha, c, True)
 
 
+class ByzantinePlan(NamedTuple):
+    """The ranks, ``k`` and certified bound of a plan, without the bounds a
+    fit does not need (the all-honest coverage and the upper bound).
+
+    What :func:`byzantine_fit_plan` returns when those are left for later:
+    the same ``local_ranks``, ``k`` and ``lower`` (the same bits) as
+    :func:`select_byzantine_ranks`, which completes them.
+    """
+
+    local_ranks: tuple[int, ...]
+    k: int | None
+    feasible: bool
+    lower: float
+
+
 @functools.lru_cache(maxsize=128)
-def _select_cached(sizes, alpha, c, local_rank, clip):
+def _fit_plan_cached(sizes, alpha, c, local_rank, clip):
     equal = len(set(sizes)) == 1
     if local_rank in ("paper", "auto", "joint"):
         if equal:
@@ -483,12 +506,49 @@ def _select_cached(sizes, alpha, c, local_rank, clip):
     found = _fixed_pair(sizes, ranks, alpha, c, not clip and local_rank == "fixed")
     if found is None:
         return _INFEASIBLE
-    ranks, k, lower = found
+    return ByzantinePlan(*found[:2], True, found[2])
+
+
+@functools.lru_cache(maxsize=128)
+def _select_cached(sizes, alpha, c, local_rank, clip):
+    plan = _fit_plan_cached(sizes, alpha, c, local_rank, clip)
+    if isinstance(plan, ByzantineSelection):
+        return plan
+    ranks, k, _, lower = plan
     m = len(sizes)
     # Both trimmed from the grid of the certified bound (its honest sets).
     upper = float(extreme_coverages(sizes, ranks, m - c, False, (k,), m - c)[0])
     benign = float(extreme_coverages(sizes, ranks, m, True, (k,), m - c)[0])
     return ByzantineSelection(ranks, k, benign, True, lower, upper)
+
+
+def _checked(n_per_client, alpha, n_byzantine, local_rank, clip_local_rank):
+    """The arguments of :func:`select_byzantine_ranks`, checked: the key of
+    its cache."""
+    sizes = _check_sizes(n_per_client)
+    alpha = check_alpha(alpha)
+    c = _check_int(n_byzantine, "n_byzantine", 1)
+    if not isinstance(local_rank, str):
+        local_rank = _check_int(local_rank, "local_rank")
+    return sizes, alpha, c, local_rank, bool(clip_local_rank)
+
+
+def byzantine_fit_plan(
+    n_per_client, alpha, n_byzantine, *, local_rank="paper", clip_local_rank=False
+):
+    """:func:`select_byzantine_ranks` as a fit needs it.
+
+    The same plan, but where the ranks come from a rule (unequal sizes, an
+    int or ``"fixed"``) a :class:`ByzantinePlan`: the ranks, ``k`` and the
+    certified ``lower`` the selection computes first, without its upper
+    bound and all-honest coverage (at 1,000 clients they cost twice the
+    rest). A fitted calibrator computes those when they are read, from
+    :func:`select_byzantine_ranks` (whose ranks, ``k`` and ``lower`` are
+    these, cached). Equal sizes with a searched ``l`` and infeasible plans:
+    the full :class:`ByzantineSelection` itself.
+    """
+    key = _checked(n_per_client, alpha, n_byzantine, local_rank, clip_local_rank)
+    return _fit_plan_cached(*key)
 
 
 def select_byzantine_ranks(
@@ -535,9 +595,5 @@ def select_byzantine_ranks(
     >>> sel.local_ranks[0], sel.k, round(sel.lower, 4), round(sel.coverage, 4)
     (9, 16, 0.9006, 0.9072)
     """
-    sizes = _check_sizes(n_per_client)
-    alpha = check_alpha(alpha)
-    c = _check_int(n_byzantine, "n_byzantine", 1)
-    if not isinstance(local_rank, str):
-        local_rank = _check_int(local_rank, "local_rank")
-    return _select_cached(sizes, alpha, c, local_rank, bool(clip_local_rank))
+    key = _checked(n_per_client, alpha, n_byzantine, local_rank, clip_local_rank)
+    return _select_cached(*key)

@@ -144,14 +144,7 @@ def _count_cdf(p, ks):
         return out
     if not _uses_tree(size):
         states = min(int(ks.max()), size + 1)
-        pmf = np.zeros((rows, states))
-        pmf[:, 0] = 1.0
-        for j in range(size):
-            pj = p[:, j : j + 1]
-            nxt = pmf * (1.0 - pj)
-            nxt[:, 1:] += pmf[:, :-1] * pj
-            pmf = nxt
-        cdf = np.minimum(np.cumsum(pmf, axis=1), 1.0)
+        cdf = np.minimum(np.cumsum(_dp_pmf(p, states), axis=1), 1.0)
         return cdf[:, np.minimum(ks, states) - 1].T
     step = max(1, _TREE_CHUNK // size)
     for start in range(0, rows, step):
@@ -160,6 +153,20 @@ def _count_cdf(p, ks):
         kk = np.broadcast_to(np.minimum(ks, size + 1), (block.shape[0], ks.size))
         out[:, start : start + step] = _window_cdf(offset, window, kk).T
     return np.clip(out, 0.0, 1.0)
+
+
+def _dp_pmf(p, states):
+    """The law of ``sum_j Bernoulli(p_j)`` per row of ``p`` on the counts
+    ``0..states - 1`` (the mass of larger counts dropped: no step lowers a
+    count), one client at a time."""
+    pmf = np.zeros((p.shape[0], states))
+    pmf[:, 0] = 1.0
+    for j in range(p.shape[1]):
+        pj = p[:, j : j + 1]
+        nxt = pmf * (1.0 - pj)
+        nxt[:, 1:] += pmf[:, :-1] * pj
+        pmf = nxt
+    return pmf
 
 
 # A plan reads one (sizes, ranks) at a time (dp-qq: one per gamma); each

@@ -17,7 +17,13 @@ from ...utils._validation import check_scores
 from ...utils._warnings import warn_user
 from .._base import BaseCalibrator, CoverageBounds
 from .._messages import Problem, check_client_sizes
-from ._byzantine import ByzantineSelection, max_byzantine, select_byzantine_ranks
+from ._byzantine import (
+    ByzantinePlan,
+    ByzantineSelection,
+    byzantine_fit_plan,
+    max_byzantine,
+    select_byzantine_ranks,
+)
 from ._certified import _fixed_rank_plan, _RankPlan
 from ._order_statistics import local_order_statistics
 from ._selection import select_qq_ranks
@@ -316,8 +322,9 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
     def calibration_info_(self) -> dict[str, Any]:
         """The fitted plan; its exact coverage is computed on first read."""
         info = _fitted_value(self, "calibration_info_")
-        if isinstance(info["coverage"], _LazyCoverage):
-            info["coverage"] = info["coverage"].value()
+        for name in ("coverage", "coverage_upper"):
+            if isinstance(info.get(name), _LazyCoverage):
+                info[name] = info[name].value()
         return info
 
     @calibration_info_.setter
@@ -329,8 +336,8 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         """:meth:`coverage_bounds` of the fit, computed on first read."""
         bounds = _fitted_value(self, "coverage_bounds_")
         if isinstance(bounds, _LazyCoverage):
-            value = bounds.value()
-            bounds = self.__dict__["coverage_bounds_"] = CoverageBounds(value, value)
+            bounds = _bounds_of(bounds.selection())
+            self.__dict__["coverage_bounds_"] = bounds
         return bounds
 
     @coverage_bounds_.setter
@@ -350,10 +357,7 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         ``alpha`` (``coverage_bounds_``).
         """
         assert n_per_client is not None and alpha is not None  # filled if fitted
-        sel = self._selection(n_per_client, alpha)[0]
-        if isinstance(sel, ByzantineSelection):
-            return CoverageBounds(sel.lower, sel.upper)
-        return CoverageBounds(sel.coverage, sel.coverage)
+        return _bounds_of(self._selection(n_per_client, alpha)[0])
 
     def max_byzantine(self) -> int:
         """Largest number of dishonest clients the fitted plan tolerates.
@@ -365,12 +369,20 @@ class QuantileOfQuantilesCalibrator(_QuantileOfQuantilesProtocol):
         ``+inf`` (nothing can lower it), ``-1`` if the plan is not valid even
         with honest clients.
         """
-        check_is_fitted(self, "calibration_info_")
-        plan = self.calibration_info_
+        check_is_fitted(self)
+        plan = _fitted_value(self, "calibration_info_")  # no lazy coverage read
         sizes = _nonempty(self.n_per_client_)
         if not plan["feasible"]:
             return int(sizes.shape[0])
         return max_byzantine(sizes, self._fitted_alpha, plan["local_ranks"], plan["k"])
+
+
+def _bounds_of(sel):
+    """``coverage_bounds`` of a full selection: ``(lower, upper)`` against
+    dishonest clients, else ``(M, M)``."""
+    if isinstance(sel, ByzantineSelection):
+        return CoverageBounds(sel.lower, sel.upper)
+    return CoverageBounds(sel.coverage, sel.coverage)
 
 
 def _client_of_size(n, sizes):
@@ -465,6 +477,12 @@ def _cached_fit_selection(
     ``calibration_info_["coverage"]`` or ``coverage_bounds_`` is read. A
     grid search over 5 folds and 3 alphas pays 16 plans and reads none.
     """
+    if n_byzantine and conditional is False:  # the Byzantine rule's fit plan
+        sizes = tuple(np.frombuffer(sizes_bytes, dtype=np.int64).tolist())
+        fast = byzantine_fit_plan(
+            sizes, alpha, n_byzantine, local_rank=local_rank, clip_local_rank=clip
+        )
+        return fast, _read_only_ranks(fast)
     if n_byzantine == 0 and conditional is False and local_rank in ("paper", "fixed"):
         sizes = tuple(np.frombuffer(sizes_bytes, dtype=np.int64).tolist())
         fast = _appendix_a1(
@@ -480,12 +498,17 @@ def _cached_fit_selection(
 
 
 class _LazyCoverage(NamedTuple):
-    """The exact coverage of a plan, computed when first read."""
+    """The exact coverage of a plan (or its Byzantine ``field``, ``"upper"``),
+    computed when first read."""
 
     key: tuple
+    field: str = "coverage"
 
     def value(self):
-        return _cached_selection(*self.key)[0].coverage
+        return getattr(self.selection(), self.field)
+
+    def selection(self):
+        return _cached_selection(*self.key)[0]
 
 
 def _fitted_value(estimator, name):
@@ -507,15 +530,16 @@ def _read_only_ranks(sel):
 def _plan_dict(sel, ranks, key=None):
     """The plan of a selection; a :class:`_RankPlan`'s coverage is a
     :class:`_LazyCoverage` of ``key`` (computed when read)."""
+    lazy = isinstance(sel, (_RankPlan, ByzantinePlan))
     plan = {
         "feasible": sel.feasible,
         "local_ranks": ranks,
         "k": sel.k,
-        "coverage": _LazyCoverage(key) if isinstance(sel, _RankPlan) else sel.coverage,
+        "coverage": _LazyCoverage(key) if lazy else sel.coverage,
     }
-    if isinstance(sel, ByzantineSelection):
+    if isinstance(sel, (ByzantineSelection, ByzantinePlan)):
         plan["coverage_lower"] = sel.lower
-        plan["coverage_upper"] = sel.upper
+        plan["coverage_upper"] = _LazyCoverage(key, "upper") if lazy else sel.upper
     return plan
 
 

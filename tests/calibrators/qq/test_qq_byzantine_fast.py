@@ -30,6 +30,7 @@ def _clear_caches():
         _byz._equal_cell,
         _byz._equal_bracket,
         _byz._select_cached,
+        _byz._fit_plan_cached,
         _byz.fixed_certified_pair,
         _bound._window_probs,
         _bound._grid_cdf_cached,
