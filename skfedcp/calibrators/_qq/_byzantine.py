@@ -506,7 +506,8 @@ def _fit_plan_cached(sizes, alpha, c, local_rank, clip):
     found = _fixed_pair(sizes, ranks, alpha, c, not clip and local_rank == "fixed")
     if found is None:
         return _INFEASIBLE
-    return ByzantinePlan(*found[:2], True, found[2])
+    ranks, k, lower = found
+    return ByzantinePlan(ranks, k, True, lower)
 
 
 @functools.lru_cache(maxsize=128)

@@ -172,11 +172,11 @@ def _integrals(rng, t, f, cs):
     at1 = 0.0 if zero else rows[:, -1]
     middle = np.zeros(cs.size)
     if b > a:
-        edges = [np.array([a, b])]
+        cuts = [np.array([a, b])]
         for c in cs.tolist():
             ext = _Extreme(sub.ext.sizes, sub.ext.ranks, sub.m - c, True)
-            edges.append(np.concatenate(_pieces(ext, a, b)))
-        edges = np.unique(np.concatenate(edges))
+            cuts.append(np.concatenate(_pieces(ext, a, b)))
+        edges = np.unique(np.concatenate(cuts))
         lows, highs = _presplit(edges[:-1], edges[1:], grid, first, last, a, b)
         middle = _integral(sub, np.arange(cs.size), lows, highs)
     return np.clip(a + middle + (1.0 - b) * at1, 0.0, 1.0)
@@ -188,7 +188,7 @@ def max_byzantine_unequal(sizes, ranks, k, threshold, lower_passes, decide):
     ``lower_passes(c)``: the exact per-c decision (``_lower_passes``), for
     the integrals too close to call; ``decide``: the bracket margin.
     """
-    status = {}  # c -> passes
+    status: dict[int, bool] = {}  # c -> passes
     t, guide = _normal_rows(sizes, ranks, k)
     estimate = _normal_estimate(t, guide, threshold)
     c_lo = min(max(estimate - _HALF_RANGE, 0), k - 1)

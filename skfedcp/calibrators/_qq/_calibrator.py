@@ -537,9 +537,12 @@ def _plan_dict(sel, ranks, key=None):
         "k": sel.k,
         "coverage": _LazyCoverage(key) if lazy else sel.coverage,
     }
-    if isinstance(sel, (ByzantineSelection, ByzantinePlan)):
+    if isinstance(sel, ByzantinePlan):
         plan["coverage_lower"] = sel.lower
-        plan["coverage_upper"] = _LazyCoverage(key, "upper") if lazy else sel.upper
+        plan["coverage_upper"] = _LazyCoverage(key, "upper")
+    elif isinstance(sel, ByzantineSelection):
+        plan["coverage_lower"] = sel.lower
+        plan["coverage_upper"] = sel.upper
     return plan
 
 
