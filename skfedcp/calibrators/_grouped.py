@@ -153,7 +153,8 @@ class GroupedCalibrator(ParamNamesCacheMixin, BaseEstimator):
         (parallel composition, see Notes); ``inf`` for non-private
         strategies.
     coverage_bounds_ : GroupCoverageBounds
-        :meth:`coverage_bounds` of the fit.
+        :meth:`coverage_bounds` of the fit (computed on first read: a fit
+        pays no group's exact coverage until it is asked for).
 
     Notes
     -----
@@ -351,7 +352,10 @@ class GroupedCalibrator(ParamNamesCacheMixin, BaseEstimator):
             float(getattr(c, "epsilon_spent_", math.inf)) for c in fitted
         )
         self._fitted_alpha = alpha
-        self.coverage_bounds_ = self.coverage_bounds()
+        # Computed on first read: a fit (a grid search's folds) reads no
+        # group's bounds, which cost a group's exact coverage (QQ) or its
+        # upper bound against dishonest clients (n_byzantine).
+        self.coverage_bounds_ = _BoundsNotRead()
         if self.infinite_groups_.size:
             self._warn_infinite(alpha)
 
@@ -394,6 +398,23 @@ class GroupedCalibrator(ParamNamesCacheMixin, BaseEstimator):
         index = self.group_index(group_ids)
         return np.append(self.threshold_, self.fallback_threshold_)[index]
 
+    @property
+    def coverage_bounds_(self) -> GroupCoverageBounds:
+        """:meth:`coverage_bounds` of the fit, computed on first read."""
+        try:
+            bounds = self.__dict__["coverage_bounds_"]
+        except KeyError:
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute 'coverage_bounds_'"
+            ) from None
+        if isinstance(bounds, _BoundsNotRead):
+            bounds = self.__dict__["coverage_bounds_"] = self.coverage_bounds()
+        return bounds
+
+    @coverage_bounds_.setter
+    def coverage_bounds_(self, bounds):
+        self.__dict__["coverage_bounds_"] = bounds
+
     def coverage_bounds(self) -> GroupCoverageBounds:
         """Per-group ``(lower, upper)`` coverage of the fitted plans.
 
@@ -409,6 +430,10 @@ class GroupedCalibrator(ParamNamesCacheMixin, BaseEstimator):
             if cal is not None:
                 lower[g], upper[g] = cal.coverage_bounds()
         return GroupCoverageBounds(lower, upper)
+
+
+class _BoundsNotRead:
+    """Marker of a fit's ``coverage_bounds_`` not read yet (picklable)."""
 
 
 def lookup_groups(

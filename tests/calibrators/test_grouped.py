@@ -215,3 +215,31 @@ def test_avg_has_no_coverage_bound():
     scores, clients, groups = _federation(4, n=3000)
     cal = GroupedCalibrator("avg").fit(scores, clients, group_ids=groups, alpha=0.1)
     assert np.isnan(cal.coverage_bounds_.lower).all()
+
+
+@pytest.mark.parametrize("n_byzantine", [0, 1])
+def test_coverage_bounds_are_read_lazily_with_the_same_bits(n_byzantine):
+    # A fit stores a marker; the first read computes every group's bounds,
+    # which equal coverage_bounds() (eager) bit for bit, before and after a
+    # pickle round trip; an unfitted calibrator has no such attribute.
+    import pickle
+
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(20, 120, 12)
+    clients = np.repeat(np.arange(12), sizes)
+    scores = rng.exponential(size=clients.size)
+    groups = rng.integers(0, 2, clients.size)
+    strategy = QuantileOfQuantilesCalibrator(n_byzantine=n_byzantine)
+    cal = GroupedCalibrator(strategy).fit(scores, clients, group_ids=groups, alpha=0.2)
+    assert not isinstance(cal.__dict__["coverage_bounds_"], GroupCoverageBounds)
+    eager = cal.coverage_bounds()
+    thawed = pickle.loads(pickle.dumps(cal))
+    for fitted in (cal, thawed):
+        bounds = fitted.coverage_bounds_
+        assert isinstance(bounds, GroupCoverageBounds)
+        np.testing.assert_array_equal(bounds.lower, eager.lower)
+        np.testing.assert_array_equal(bounds.upper, eager.upper)
+        assert fitted.__dict__["coverage_bounds_"] is bounds  # read once
+    if n_byzantine:
+        assert np.all(eager.lower <= eager.upper) and np.all(eager.lower < 1.0)
+    assert not hasattr(GroupedCalibrator(strategy), "coverage_bounds_")

@@ -51,6 +51,7 @@ def per_node_fit(cal, scores, ids, *, alpha, seeds, random_state, labels=None):
 
 def assert_same_fit(deployed, reference):
     """Every public fitted attribute of ``reference`` is equal in ``deployed``."""
-    for name, value in vars(reference).items():
+    for name in vars(reference):  # read through the attributes: lazy ones computed
         if name.endswith("_") and not name.startswith("_"):
-            assert repr(getattr(deployed, name)) == repr(value), name
+            expected = getattr(reference, name)
+            assert repr(getattr(deployed, name)) == repr(expected), name
