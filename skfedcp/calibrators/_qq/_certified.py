@@ -315,15 +315,16 @@ def _difference_bound(groups, spread):
     """
     cs = np.array([c for _, c in groups], dtype=np.float64)
     v = cs @ np.minimum(spread[:, :-1], spread[:, 1:])
-    v = np.maximum(v * (1.0 - 1e-6) - 0.5, 0.0)
-    k = np.ones_like(v)
-    big = v > 0.0
-    for d in (0.25, 0.5):
-        tail = 1.0 / (2.0 * v[big] * (2.0 - d)) + (1.0 - d) * np.exp(
-            -2.0 * v[big] * d * (2.0 - d)
-        )
-        k[big] = np.minimum(k[big], tail)
-    return (4.0 / math.pi) * k * (1.0 + 1e-6)
+    # (v = 0 becomes 1e-300: its K bounds are then huge, and K <= 1 holds.)
+    v = np.maximum(v * (1.0 - 1e-6) - 0.5, 1e-300)
+    k = np.minimum(_k_bound(v, 0.25), _k_bound(v, 0.5))
+    return (4.0 / math.pi) * np.minimum(k, 1.0) * (1.0 + 1e-6)
+
+
+def _k_bound(v, d):
+    """1 / (2 v (2 - d)) + (1 - d) exp(-2 v d (2 - d)) >= K(v)
+    (:func:`_difference_bound`)."""
+    return 1.0 / (2.0 * (2.0 - d) * v) + (1.0 - d) * np.exp(-2.0 * d * (2.0 - d) * v)
 
 
 def _log_slopes(ns, ls, t):
