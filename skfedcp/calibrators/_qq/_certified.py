@@ -22,11 +22,15 @@
 # lines of slope G_i through the piece's end values, which moves each bound
 # inwards by D^2 / (2 G_i) (D the piece's drop; ~40% narrower brackets).  A
 # bound B_i on |F_k''| over each piece (_curvature_bound: from the same
-# counts, the larger of F_{k+1} - F_{k-2} and F_{k+2} - F_{k-1} bounding
-# the differences of the laws without two clients, and |f_j'| = f_j
-# |(l - 1) / t - (r - 1) / (1 - t)|)
-# bounds the trapezoid rule's error on it by B_i h_i^3 / 12; each piece
-# takes the tighter of its two brackets (another ~35% narrower).  One
+# counts, the larger of F_{k+1} - F_{k-2} and F_{k+2} - F_{k-1}, or where
+# smaller (4 / pi) K(v) ~ 1 / (pi v) from the count's variance v by a
+# Fourier argument (_difference_bound), bounding the differences of the
+# laws without two clients, and |f_j'| = f_j |(l - 1) / t - (r - 1) / (1 -
+# t)|) bounds the trapezoid rule's error on it by B_i h_i^3 / 12; each
+# piece takes the tighter of its two brackets.  On a grid plan's pieces B_i
+# is ~3-4 times the largest second difference quotient of F (12 times
+# with the windows alone: their max(P) ~ 1 / sqrt(2 pi v) against a true
+# difference ~ 1 / v).  One
 # Poisson-binomial law per node gives F_k for every k of a window (and two
 # more on each side) at once.  F is computed to ~1e-13: the DP of _count_cdf
 # rounds by a few ulps of 1 per client (at most _CERTIFIED_MAX_CLIENTS = 256
@@ -47,8 +51,8 @@
 # the scale s of the step, sigma(S(c)) / mu'(c), rounded to a power of
 # sqrt(2): the folds of a cross-validation, its refit and the groups of a
 # grouped calibration (the same alpha, similar sizes) land on the same
-# nodes and share each client's values (betainc, densities: _cached_rows).  65 nodes
-# first; each further level (129, then 257) adds the nodes interleaving the
+# nodes and share each client's values (betainc, densities: _cached_rows).  33 nodes
+# first; each further level (65, 129, then 257) adds the nodes interleaving the
 # previous ones, whose values are kept.  A level is skipped when the last
 # one would still leave the decision open (_hopeless, a guess for speed:
 # the exact search then decides at once).
@@ -66,11 +70,12 @@
 # outside the window) is undecided: None, and the caller runs the exact
 # search.  On the grid-search profiles (100 clients of 10-1,000 rows, 80
 # per fold) the M(k) around the threshold are ~3e-4 to 6e-4 apart, the
-# brackets 5e-5 (alpha = 0.05) to 1e-4 (alpha = 0.2) wide at 65 nodes:
-# the 16 plans of a 3-alpha x 5-fold search are all decided (three of them,
-# 1e-5 to 2e-5 from the threshold, at 129 nodes); on random profiles of
-# 2-256 clients of 1-1,000 rows about 15 fits in 16.  _fixed_rank_plan is the plan a fit
-# takes: A.1's ranks and the certified k, the coverage left for later.
+# brackets 4e-5 (alpha = 0.05) to 8e-5 (alpha = 0.2) wide at 33 nodes
+# (1.2e-5 to 2.3e-5 at 65): the 16 plans of a 3-alpha x 5-fold search are
+# all decided, 14 at 33 nodes (two, 1e-5 from the threshold, at 65); on
+# random profiles of 2-256 clients of 1-1,000 rows about 98 fits in 100.
+# _fixed_rank_plan is the plan a fit takes: A.1's ranks and the certified
+# k, the coverage left for later.
 
 from __future__ import annotations
 
@@ -90,8 +95,8 @@ from ._selection import _fixed_ranks
 # step's scales either side of the centre), 2 n + 1 of them at level 0 with
 # n = _BRACKET_HALF_NODES, doubled per level up to _BRACKET_LEVELS levels.
 _BRACKET_SPAN = 6.0
-_BRACKET_HALF_NODES = 32
-_BRACKET_LEVELS = 3
+_BRACKET_HALF_NODES = 16
+_BRACKET_LEVELS = 4
 # Up to this many active clients (the lean DP of _count_cdf, one numpy step
 # per client); beyond, the exact search is cheaper than the brackets (1,000
 # clients: ~37 ms against ~66 ms for the brackets' product-tree passes) and
@@ -258,7 +263,7 @@ def _band_bound(f_wide, below, above=None):
     return np.maximum(upper - lower, 0.0) + 2.0 * _F_ROUNDING
 
 
-def _curvature_bound(groups, t, f_wide, key, sums=None):
+def _curvature_bound(groups, t, f_wide, key, sums=None, spread=None):
     """B_i >= |F_k''| on each piece [t_i, t_{i+1}], for each k (rows).
 
     With a_j = P(S_{-j} = k - 1), F_k'' = -sum_j f_j' a_j - sum_j f_j a_j',
@@ -267,8 +272,11 @@ def _curvature_bound(groups, t, f_wide, key, sums=None):
     P(S_{-ij} = r) <= P(r <= S <= r + 2) = F_{r+3} - F_r; the difference
     of the two (nonnegative) counts of a_j' is at most the larger of them,
     max(F_{k+1} - F_{k-2}, F_{k+2} - F_{k-1}) (three terms of S's law, not
-    the four of F_{k+2} - F_{k-2}); hence |F_k''| <= (sum_j |f_j'|) (F_{k+1}
-    - F_{k-1}) + mu'^2 max(F_{k+1} - F_{k-2}, F_{k+2} - F_{k-1}). On a piece
+    the four of F_{k+2} - F_{k-2}), and at most :func:`_difference_bound`
+    (from S_{-ij}'s variance; ``spread``: each group's p (1 - p) at the
+    nodes, None: not used), whichever is smaller; hence |F_k''| <= (sum_j
+    |f_j'|) (F_{k+1} - F_{k-1}) + mu'^2 min(max(F_{k+1} - F_{k-2}, F_{k+2}
+    - F_{k-1}), that bound). On a piece
     (:func:`_band_bound`), f_j' = f_j g_j with g_j(t) = (l - 1) / t -
     (r - 1) / (1 - t) decreasing, so |f_j'| <= (f_j's bound on the piece)
     x max(|g_j|) at the piece's ends (:func:`_log_slopes`). Raised by 1e-6
@@ -277,8 +285,49 @@ def _curvature_bound(groups, t, f_wide, key, sums=None):
     """
     top, bend = _piece_sums(groups, t, key) if sums is None else sums
     pair = np.maximum(_band_bound(f_wide, 2, 1), _band_bound(f_wide, 1, 2))
+    if spread is not None:
+        pair = np.minimum(pair, _difference_bound(groups, spread)[None, :])
     bound = bend[None, :] * _band_bound(f_wide, 1) + (top * top)[None, :] * pair
     return bound * (1.0 + 1e-6)
+
+
+def _difference_bound(groups, spread):
+    """On each piece, a bound on |P(W = r - 1) - P(W = r)| for every r and
+    W = S_{-ij}, the count without any two clients.
+
+    Fourier: P(W = r - 1) - P(W = r) = (1 / 2 pi) int_{-pi}^{pi} phi(u)
+    e^{-iru} (e^{iu} - 1) du, phi = prod_j (1 - p_j + p_j e^{iu}) W's
+    characteristic function, and |1 - p + p e^{iu}|^2 = 1 - 4 p (1 - p)
+    sin^2(u / 2) <= exp(-4 p (1 - p) sin^2(u / 2)), so with v = Var(W) =
+    sum p_j (1 - p_j) over W's clients, |e^{iu} - 1| = 2 |sin(u / 2)| and
+    c = cos(u / 2), the difference is at most (1 / 2 pi) int 2 |sin(u / 2)|
+    exp(-2 v sin^2(u / 2)) du = (4 / pi) K(v), K(v) = int_0^1 exp(-2 v (1 -
+    c^2)) dc. With s = 1 - c, 1 - c^2 = s (2 - s) >= s (2 - d) on [0, d]
+    and >= d (2 - d) on [d, 1] (it increases), so K(v) <= 1 / (2 v (2 -
+    d)) + (1 - d) exp(-2 v d (2 - d)) for any d in (0, 1), and K <= 1 (the
+    smaller of d = 1/4 and d = 1/2 is taken; ~1 / (3.5 v) against the
+    exact ~1 / (4 v) for large v: ~1 / (pi v) in all, where the band
+    bound's max(P) is ~1 / sqrt(2 pi v)). On a piece, v >= sum_j min(p_j
+    (1 - p_j)) at its two ends (p_j increases in t, p (1 - p) is unimodal
+    in p) - 1/2 (two clients of p (1 - p) <= 1/4 each removed). ``spread``:
+    each group's p (1 - p) at the nodes (rows); v is lowered by 1e-6 of
+    itself and the bound raised by as much for the rounding (the p's, ~1e-13
+    relative, and up to an ulp absolute near 0 or 1: at most ~1e-13 of v
+    wherever the bound is below 1, which needs v > 0.3; the closed forms' few
+    ulps).
+    """
+    cs = np.array([c for _, c in groups], dtype=np.float64)
+    v = cs @ np.minimum(spread[:, :-1], spread[:, 1:])
+    # (v = 0 becomes 1e-300: its K bounds are then huge, and K <= 1 holds.)
+    v = np.maximum(v * (1.0 - 1e-6) - 0.5, 1e-300)
+    k = np.minimum(_k_bound(v, 0.25), _k_bound(v, 0.5))
+    return (4.0 / math.pi) * np.minimum(k, 1.0) * (1.0 + 1e-6)
+
+
+def _k_bound(v, d):
+    """1 / (2 v (2 - d)) + (1 - d) exp(-2 v d (2 - d)) >= K(v)
+    (:func:`_difference_bound`)."""
+    return 1.0 / (2.0 * (2.0 - d) * v) + (1.0 - d) * np.exp(-2.0 * d * (2.0 - d) * v)
 
 
 def _log_slopes(ns, ls, t):
@@ -320,7 +369,7 @@ def _certified_k(groups, threshold):
     if scale_exp is None:
         return None
     ks = np.arange(max(1, k_guess - _WINDOW), min(m_active, k_guess + _WINDOW) + 1)
-    nodes, values = [], []
+    nodes, values, spreads = [], [], []
     for level in range(_BRACKET_LEVELS):
         t = _bracket_nodes(center, scale_exp, level)
         if t.size == 0:
@@ -328,14 +377,17 @@ def _certified_k(groups, threshold):
         # Names the node set (the constants too, should a test change them).
         key = ("bracket", center, scale_exp, level, _BRACKET_HALF_NODES, _BRACKET_SPAN)
         nodes.append(t)
-        values.append(_wide_cdf(groups, ks, t, key, m_active))
+        f, spread = _wide_cdf(groups, ks, t, key, m_active, spread=True)
+        values.append(f)
+        spreads.append(spread)
         if level:  # the levels' nodes interleaved, in order
             t_all = np.concatenate(nodes)
             order = np.argsort(t_all, kind="stable")
             t_all, f_all = t_all[order], np.concatenate(values, 1)[:, order]
+            spread = np.concatenate(spreads, 1)[:, order]
         else:
-            t_all, f_all = t, values[0]
-        lower, upper = _bracket(groups, t_all, f_all, key)
+            t_all, f_all = t, f
+        lower, upper = _bracket(groups, t_all, f_all, key, spread)
         decided = _decide(ks, lower, upper, threshold, m_active)
         if decided is not None or _hopeless(lower, upper, threshold, level):
             return decided
@@ -361,25 +413,31 @@ def _piece_densities(sizes, ranks, t):
     return density * (1.0 + 1e-13 * sizes)
 
 
-def _wide_cdf(groups, ks, t, key, m_active):
+def _wide_cdf(groups, ks, t, key, m_active, spread=False):
     """F at the nodes for ``ks`` and ``_WIDE`` ks on each side (rows;
-    F_k = 0 for k < 1 and 1 for k > m_active)."""
+    F_k = 0 for k < 1 and 1 for k > m_active). ``spread=True``: also each
+    group's p (1 - p) at the nodes (rows; :func:`_difference_bound`), from
+    the DP's own probabilities."""
     wide = np.arange(int(ks[0]) - _WIDE, int(ks[-1]) + _WIDE + 1)
     inside = (wide >= 1) & (wide <= m_active)
     f = np.empty((wide.shape[0], t.shape[0]))
-    f[inside] = _count_cdf(groups, wide[inside], t, key, m_active)
+    probs = _count_probabilities(groups, wide[inside], t, key, m_active)
+    f[inside] = _count_cdf(groups, wide[inside], t, key, m_active, probs)
     f[wide < 1] = 0.0
     f[wide > m_active] = 1.0
+    if spread:
+        return f, probs * (1.0 - probs)
     return f
 
 
-def _bracket(groups, t, f_wide, key):
+def _bracket(groups, t, f_wide, key, spread=None):
     """(lower, upper) bounds of M(k) for the ks of ``f_wide``'s inner rows
-    (:func:`_riemann_bracket` with :func:`_slope_bound`; ``key`` names the
-    node set ``t``, None: nothing cached)."""
+    (:func:`_riemann_bracket` with :func:`_slope_bound` and
+    :func:`_curvature_bound`; ``key`` names the node set ``t``, None:
+    nothing cached; ``spread``: as for :func:`_curvature_bound`)."""
     sums = _piece_sums(groups, t, key)
     slope = _slope_bound(groups, t, f_wide, key, sums)
-    curvature = _curvature_bound(groups, t, f_wide, key, sums)
+    curvature = _curvature_bound(groups, t, f_wide, key, sums, spread)
     return _riemann_bracket(t, f_wide[_WIDE:-_WIDE], slope, curvature)
 
 
@@ -401,11 +459,25 @@ def _hopeless(lower, upper, threshold, level):
     return bool(np.any(gap < width / 4.0))
 
 
-def _count_cdf(groups, ks, t, key, m_active):
+def _count_probabilities(groups, ks, t, key, m_active):
+    """Each group's probabilities (rows) at the nodes ``t`` on the side the
+    DP of :func:`_count_cdf` takes for ``ks``: P(value <= t), or P(value >
+    t) when counting the clients above t needs fewer states."""
+    flip = m_active - int(ks[0]) + 1 < int(ks[-1])
+    return _cached_rows(
+        groups,
+        key and ("above" if flip else "below", key),
+        _above if flip else _below,
+        t,
+    )
+
+
+def _count_cdf(groups, ks, t, key, m_active, probs=None):
     """P(S(t) <= k - 1) for each k of ``ks`` (rows) at the nodes ``t``.
 
     Each client's probabilities come from :func:`_cached_rows` under
-    ``key`` (None: computed afresh, the same betainc values).
+    ``key`` (None: computed afresh, the same betainc values), or are
+    ``probs`` (:func:`_count_probabilities`' for the same arguments).
     A DP over the clients: counting those below t up to ``max(ks) - 1``,
     or those above up to ``m - min(ks)`` (fewer states), each step
     ``pmf[r] += q (pmf[r - 1] - pmf[r])`` in place on the states reached so
@@ -416,12 +488,8 @@ def _count_cdf(groups, ks, t, key, m_active):
     flip = above < below
     states = above if flip else below
     # One contiguous row per group: P(value <= t), or P(value > t) if flip.
-    probs = _cached_rows(
-        groups,
-        key and ("above" if flip else "below", key),
-        _above if flip else _below,
-        t,
-    )
+    if probs is None:
+        probs = _count_probabilities(groups, ks, t, key, m_active)
     # Row 0 is a zero sentinel (P(count = -1)); the law sits in rows 1.. .
     law = np.zeros((states + 1, t.shape[0]))
     law[1] = 1.0

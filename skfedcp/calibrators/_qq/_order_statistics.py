@@ -12,8 +12,9 @@ from ...federated._partition import _group_order
 
 __all__ = ["local_order_statistics"]
 
-# The band filter (see _banded_order_statistics) pays off on large inputs
-# with clients of a few hundred rows or more; below, plain partitions win.
+# The band filter (see _banded_order_statistics) pays off on large inputs of
+# shuffled rows (it spares their grouping) with clients of a few hundred rows
+# or more; below, and on grouped rows, plain partitions win.
 _BAND_MIN_ROWS = 1 << 15
 _BAND_MIN_MEAN_SIZE = 64
 _BAND_SAMPLE = 1 << 14
@@ -88,25 +89,37 @@ def _partition_order_statistics(partition, ranks, scores, check_finite=False):
         _check_finite(scores)
     if common is not None and common > sizes[0]:
         return np.full(sizes.shape[0], np.inf)
+    if partition.is_grouped:
+        # One copy, each client's rows partitioned in place: faster than the
+        # band filter on grouped rows at every size measured (80-1,000
+        # clients of 10-3,000 rows: 0.14 against 0.33 ms at 80 clients of
+        # 10-1,000, 2.2 against 4.3 ms at 1,000), which pays off only when
+        # it spares the grouping of shuffled rows.
+        return _select_grouped(scores.copy(), partition.offsets, ranks)
     values = _banded_order_statistics(partition, ranks, scores)
     if values is not None:
         return values
     # Shuffled rows are gathered into a fresh array by the partition: that
     # copy may be partitioned in place (the caller's scores never are).
-    in_place = not partition.is_grouped
     if common is not None:
         matrix = partition.as_matrix(scores)
         matrix.partition(common - 1, axis=1)
         return matrix[:, common - 1].copy()
-    groups = partition.split(scores)
-    values = np.full(len(groups), np.inf)
-    for j, (g, r) in enumerate(zip(groups, ranks, strict=True)):
-        if r <= g.shape[0]:
-            if in_place:
-                g.partition(r - 1)
-            else:
-                g = np.partition(g, r - 1)
-            values[j] = g[r - 1]
+    return _select_grouped(partition.grouped(scores), partition.offsets, ranks)
+
+
+def _select_grouped(work, bounds, ranks):
+    """The ``ranks[j]``-th smallest of each client's block ``work[bounds[j]:
+    bounds[j + 1]]`` (``+inf`` past its size); ``work`` is partitioned in
+    place (a copy of the caller's rows)."""
+    values = np.full(ranks.shape[0], np.inf)
+    bounds = bounds.tolist()
+    for j, r in enumerate(ranks.tolist()):
+        start, stop = bounds[j], bounds[j + 1]
+        if r <= stop - start:
+            block = work[start:stop]
+            block.partition(r - 1)
+            values[j] = block[r - 1]
     return values
 
 

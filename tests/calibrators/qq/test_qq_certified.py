@@ -99,6 +99,37 @@ def test_curvature_bound_bounds_the_second_derivative(seed):
     assert (quotient.max(axis=0) / bound.max(axis=0)).max() > 1e-3
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_curvature_bound_with_the_spread_on_a_plan_s_nodes(seed):
+    # The bound a plan uses (the count's spread given): |F_k''| <= B_i on
+    # each piece of a plan's nodes (20-60 clients of 10-300 rows), checked on
+    # a fine grid inside the pieces; the spread's term makes it tighter than
+    # the windows' alone somewhere, and stays within 4x of the quotients
+    # (0.49-0.63 of it on these cases).
+    rng = np.random.default_rng(500 + seed)
+    alpha = float(rng.choice(ALPHAS[1:]))
+    sizes = tuple(int(n) for n in rng.integers(10, 301, size=int(rng.integers(20, 61))))
+    groups = _active_groups(sizes, _conformal_ranks(sizes, alpha))
+    m = sum(c for _, c in groups)
+    k_guess, scale = _certified._guess_and_scale(groups, 1.0 - alpha)
+    ks = np.arange(max(1, k_guess - 2), min(m, k_guess + 2) + 1)
+    t = _certified._bracket_nodes(1.0 - alpha, scale, 0)[::2]
+    f_wide, spread = _certified._wide_cdf(groups, ks, t, None, m, spread=True)
+    bound = _certified._curvature_bound(groups, t, f_wide, None, None, spread)
+    windows = _certified._curvature_bound(groups, t, f_wide, None)
+    second = []
+    for i in range(t.shape[0] - 1):
+        fine = np.linspace(t[i], t[i + 1], 201)
+        f = _certified._count_cdf(groups, ks, fine, None, m)
+        second.append(
+            np.abs(np.diff(f, 2, axis=1)).max(axis=1) / (fine[1] - fine[0]) ** 2
+        )
+    quotient = np.array(second).T
+    assert np.all(quotient <= bound * (1 + 1e-6) + 1e-6)
+    assert np.all(bound <= windows) and np.any(bound < windows / 2.0)
+    assert np.max(quotient / bound) > 0.25
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_two_clients_removed_law_difference_bound(seed):
     # The curvature bound's lemma: without clients i and j, |P(T = s) -
@@ -128,6 +159,42 @@ def test_two_clients_removed_law_difference_bound(seed):
                 assert bound <= windows4[s] + 1e-15
                 tighter |= bound < windows4[s] - 1e-6
     assert tighter
+
+
+def _bernoulli_law(q):
+    out = np.array([1.0])
+    for x in q:
+        out = np.convolve(out, [1.0 - x, x])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_difference_bound_from_the_variance(seed):
+    # The Fourier lemma: without any two clients i and j, |P(W = r - 1) -
+    # P(W = r)| <= (4 / pi) K(Var(S) - 1/2) for every r (_difference_bound,
+    # Var(S) read from each client's p (1 - p) at a piece's two ends, here
+    # equal). Sharp: on the larger laws the largest difference is over a third
+    # of the bound (a bound three times smaller would fail), and the bound
+    # is below a third of the largest three-term window of S's law.
+    rng = np.random.default_rng(400 + seed)
+    m = int(rng.choice([6, 12, 40, 90]))
+    p = rng.uniform(0.0, 1.0, size=m) if seed % 2 else rng.beta(0.5, 0.5, size=m)
+    p[: int(rng.integers(0, 3))] = rng.choice([0.0, 1.0])
+    groups = [((10 + j, 1), 1) for j in range(m)]  # only the counts are read
+    spread = np.repeat((p * (1.0 - p))[:, None], 2, axis=1)
+    bound = float(_certified._difference_bound(groups, spread)[0])
+    full = _bernoulli_law(p)
+    windows = np.array([full[r : r + 3].sum() for r in range(m - 1)])
+    largest = 0.0
+    for i in range(m):
+        for j in range(i + 1, m):
+            law = np.concatenate(([0.0], _bernoulli_law(np.delete(p, [i, j])), [0.0]))
+            gap = np.abs(np.diff(law)).max()
+            assert gap <= bound
+            largest = max(largest, gap)
+    if m >= 40:
+        assert largest > bound / 3.0
+        assert bound < windows.max() / 3.0
 
 
 def test_trapezoid_side_of_the_bracket_holds_alone():

@@ -124,3 +124,31 @@ def test_lazy_attributes_before_a_fit():
     assert not hasattr(cal, "coverage_bounds_")
     with pytest.raises(AttributeError, match="coverage_bounds_"):
         cal.coverage_bounds_  # noqa: B018
+
+
+def test_grouped_unequal_rows_are_selected_client_by_client(monkeypatch):
+    # Grouped rows of unequal sizes (a grid search's folds) skip the band
+    # filter (it only pays when it spares grouping shuffled rows); the
+    # messages are each client's exact order statistic, and the caller's
+    # scores are left as they were.
+    from skfedcp.calibrators._qq import _order_statistics
+
+    def band(*args):
+        raise AssertionError("the band filter ran on grouped rows")
+
+    monkeypatch.setattr(_order_statistics, "_banded_order_statistics", band)
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(10, 1001, 80)
+    sizes[:3] = (5, 7, 9)  # ranks past their sizes at alpha = 0.05: +inf
+    ids = np.repeat(np.arange(80), sizes)
+    scores = rng.exponential(size=ids.size)
+    before = scores.copy()
+    cal = QuantileOfQuantilesCalibrator().fit(scores, ids, alpha=0.05)
+    ranks = cal.calibration_info_["client_ranks"]
+    expected = [
+        np.sort(scores[ids == j])[r - 1] if r <= n else np.inf
+        for j, (n, r) in enumerate(zip(sizes, ranks, strict=True))
+    ]
+    np.testing.assert_array_equal(cal.messages_["quantile"], expected)
+    assert np.isinf(expected).any() and np.isfinite(expected).any()
+    np.testing.assert_array_equal(scores, before)
