@@ -50,7 +50,10 @@ class CoarseBounds:
         the next ones that the cheap test ``tau + 1/(N + 1)`` leaves open
         against ``best`` (bounds do not depend on ``best``: they stay valid
         as it improves); redone on ``_FINE_NODES`` when within
-        ``_FINE_MARGIN`` of ``best``.
+        ``_FINE_MARGIN`` of ``best``. Past ``_BOUND_DP_MAX_CLIENTS`` clients
+        (one gamma at a time) a quarter of ``_COARSE_NODES`` first: a value
+        that already clears ``best`` is returned (not kept: it is asked
+        once, the search moves past it).
         """
         if index not in self.known:
             n_total = float(self.ns @ self.counts)
@@ -62,6 +65,14 @@ class CoarseBounds:
             ][: _BATCH if self.batched else 1]
             batch = batch if index in batch else [index]
             rows = [(taus[i], corrections[i]) for i in batch]
+            # One gamma at a time (the product tree, whose cost grows with
+            # the nodes): a quarter of the nodes first, enough past the
+            # first gammas (their margin grows with tau, the gap of a
+            # Riemann bound shrinks as 1 / nodes); all of them if short.
+            if not self.batched:
+                value = self._bounds(rows, _COARSE_NODES // 4)[0]
+                if value - 3e-10 >= best:
+                    return value
             self.known.update(
                 zip(batch, self._bounds(rows, _COARSE_NODES), strict=True)
             )
