@@ -228,12 +228,14 @@ def _expected_threshold_runs(scores, level, epsilon, m):
         return 1.0
     n = scores.shape[0]
     edges = np.linspace(0.0, 1.0, m + 1)
-    if m < n:  # one run per bin; counts from the edges, O(m log n)
-        cum = _count_le(scores, edges[1:])  # #{J <= b}
-        cum[-1] = n  # the top bin also holds the scores above e_B
-        held = np.diff(np.r_[0, cum])
-        first = last = np.arange(1, m + 1)
-        runs = (first, last, (cum - held).astype(np.float64), n - cum, np.ones(m))
+    if m < n:  # one run per bin; counts from the edges
+        runs = _windowed_bins(scores, level, epsilon, edges)
+        if runs is None:  # every bin, O(m log n)
+            cum = _count_le(scores, edges[1:])  # #{J <= b}
+            cum[-1] = n  # the top bin also holds the scores above e_B
+            held = np.diff(np.r_[0, cum])
+            first = last = np.arange(1, m + 1)
+            runs = (first, last, (cum - held).astype(np.float64), n - cum, np.ones(m))
     else:
         runs = _windowed_runs(scores, level, epsilon, edges)
         if runs is None:
@@ -280,6 +282,48 @@ def _runs(scores, lo, hi, edges):
 # by more than _RUN_DROP, so they hold less than m e^-_RUN_DROP <= 1e-20 of
 # the mass relative to the best bin (m <= 1e7).
 _RUN_DROP = 60.0
+
+
+def _windowed_bins(scores, level, epsilon, edges):
+    """With fewer bins than scores: the bins within ``_RUN_DROP`` logits of
+    the best one (one run each), or None.
+
+    The argument of :func:`_windowed_runs`, bin by bin: ``L_b`` does not
+    decrease in ``b`` and ``G_b`` does not increase, so the loss is
+    quasi-convex in ``b``; once the two outer bins of a window are
+    ``_RUN_DROP`` logits below the best bin inside it, every bin outside is
+    below its nearer outer bin, and the bins left out hold less than ``m
+    e^-_RUN_DROP <= 1e-19`` of the weight of the best one (``m <= 1e7``):
+    the value moves by less than 1e-19, far below the ``_N_BINS_TIE``
+    margin its callers compare with. The window spans the scores within the
+    reach of :func:`_windowed_runs` around the target rank ``q n``, in bins
+    (``m / n`` per score); the counts are those of every bin (the same
+    edges, the same :func:`_count_le`), read at the window's edges only, so
+    the cost no longer grows with ``m`` past the edges themselves (a
+    client announcing 10^6 rows made the automatic bins of ``"dp-central"``
+    sum over every bin of the grid's 10^6). None when the window is every
+    bin or the check fails (the caller counts every bin).
+    """
+    n, m = scores.shape[0], edges.shape[0] - 1
+    delta = max(1.0 / level, 1.0 / (1.0 - level))
+    reach = 2.0 * delta * (_RUN_DROP + 8.0) / epsilon
+    per_score = m / n
+    lo = max(1, int((level * n - reach * (1.0 - level)) * per_score) - 2)
+    hi = min(m, int((level * n + reach * level) * per_score) + 3)
+    if lo == 1 and hi == m:
+        return None
+    cum = _count_le(scores, edges[lo - 1 : hi + 1])  # #{J <= b}, b = lo-1..hi
+    if hi == m:
+        cum[-1] = n  # the top bin also holds the scores above e_B
+    lower = cum[:-1].astype(np.float64)
+    greater = n - cum[1:]
+    loss, sensitivity = _quantile_loss(lower, greater.astype(np.float64), level)
+    logits = (0.5 * epsilon / sensitivity) * (loss.min() - loss)
+    outer = [logits[0] if lo > 1 else -np.inf, logits[-1] if hi < m else -np.inf]
+    if max(outer) > -_RUN_DROP:
+        return None
+    bins = np.arange(lo, hi + 1)
+    return bins, bins, lower, greater, np.ones(bins.shape[0])
 
 
 def _windowed_runs(scores, level, epsilon, edges):
@@ -340,6 +384,11 @@ def _n_bins_expected(n, alpha, epsilon, grid):
             for level, m in zip(levels, grid, strict=True)
         ]
     lowest = min(fast)
+    near = [
+        m for m, value in zip(grid, fast, strict=True) if value <= lowest + _N_BINS_TIE
+    ]
+    if len(near) == 1:  # the reference winner is among them: it is this one
+        return near[0]
     best, best_value = grid[0], math.inf
     for m, level, value in zip(grid, levels, fast, strict=True):
         if value > lowest + _N_BINS_TIE:

@@ -41,6 +41,52 @@ def test_run_values_match_the_reference(n):
         assert abs(fast - ref) <= 1e-14
 
 
+@pytest.mark.parametrize("n", [5000, 48_410, 10**6 + 7000, 10**9 + 7000, 3 * 10**12])
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 10.0])
+def test_windowed_bins_match_every_bin(n, epsilon, monkeypatch):
+    # With fewer bins than scores, the bins within _RUN_DROP logits of the
+    # best (read at the window's edges only) give the value of every bin to
+    # the rounding of the sum; the window is taken where it is narrower than
+    # the grid (every case here at m >= 10^4).
+    scores = _n_bins._UniformScores(n)
+    gamma = _quantile._gamma(n, 0.1, epsilon)
+    taken = 0
+    for m in (100, 999, 10**4, 10**5, 10**6):
+        if m >= n:
+            continue
+        level = _quantile._level(n, 0.1, epsilon, m, gamma)
+        if level >= 1.0:
+            continue
+        edges = np.linspace(0.0, 1.0, m + 1)
+        taken += _n_bins._windowed_bins(scores, level, epsilon, edges) is not None
+        fast = _n_bins._expected_threshold_runs(scores, level, epsilon, m)
+        with monkeypatch.context() as patch:
+            patch.setattr(_n_bins, "_windowed_bins", lambda *args: None)
+            full = _n_bins._expected_threshold_runs(scores, level, epsilon, m)
+        reference = _n_bins._expected_threshold(scores, level, epsilon, m)
+        assert abs(fast - full) <= 1e-15
+        assert abs(fast - reference) <= 1e-14
+    assert taken >= 1
+
+
+@pytest.mark.parametrize("n", [10**6 + 7000, 10**9 + 7000, 3 * 10**12])
+def test_n_bins_for_huge_n_is_the_reference_ranking(n):
+    # The choice (with its single-candidate shortcut) is the first strict
+    # minimum of the reference values over the whole grid.
+    for epsilon in (0.5, 5.0):
+        grid = _n_bins._default_grid()
+        scores = _n_bins._UniformScores(n)
+        gamma = _quantile._gamma(n, 0.1, epsilon)
+        values = [
+            _n_bins._expected_threshold(
+                scores, _quantile._level(n, 0.1, epsilon, m, gamma), epsilon, m
+            )
+            for m in grid
+        ]
+        expected = grid[int(np.argmin(values))]
+        assert _n_bins._n_bins_expected.__wrapped__(n, 0.1, epsilon, grid) == expected
+
+
 def _reference_tight_search(sizes, alpha, epsilon, n_bins, utility):
     """The search before issue 21: one exact bound per (level, k)."""
     m = len(sizes)
