@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from _byzantine_caches import clear_byzantine_caches
 
 from skfedcp.calibrators import (
     PrivateQuantileOfQuantilesCalibrator,
@@ -25,21 +26,7 @@ def _unequal(m, seed, low=10, high=200):
     return tuple(int(n) for n in np.random.default_rng(seed).integers(low, high, m))
 
 
-def _clear_caches():
-    for f in (
-        _byz._equal_cell,
-        _byz._equal_bracket,
-        _byz._select_cached,
-        _byz._fit_plan_cached,
-        _byz.fixed_certified_pair,
-        _bound._window_probs,
-        _bound._grid_cdf_cached,
-        _bound.certified_band,
-        _bound.extreme_coverages,
-        _dp_byz._byzantine_plan,
-    ):
-        if hasattr(f, "cache_clear"):  # not when monkeypatched
-            f.cache_clear()
+_clear_caches = clear_byzantine_caches
 
 
 @pytest.fixture

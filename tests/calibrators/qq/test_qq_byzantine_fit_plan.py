@@ -11,26 +11,13 @@ import pickle
 
 import numpy as np
 import pytest
+from _byzantine_caches import clear_byzantine_caches
 
 from skfedcp.calibrators import QuantileOfQuantilesCalibrator, select_byzantine_ranks
 from skfedcp.calibrators._qq import _byzantine as _byz
-from skfedcp.calibrators._qq import _byzantine_bound as _bound
 from skfedcp.calibrators._qq import _calibrator
 
-
-def _clear_caches():
-    for f in (
-        _byz._select_cached,
-        _byz._fit_plan_cached,
-        _byz.fixed_certified_pair,
-        _bound._window_probs,
-        _bound._grid_cdf_cached,
-        _bound.certified_band,
-        _bound.extreme_coverages,
-        _calibrator._cached_selection,
-        _calibrator._cached_fit_selection,
-    ):
-        f.cache_clear()
+_clear_caches = clear_byzantine_caches
 
 
 def _fit(sizes, alpha, c, rule="paper", clip=False, seed=0):
