@@ -68,7 +68,7 @@ from .._qq._byzantine import (
     max_byzantine,
 )
 from .._qq._coverage import _FEASIBILITY_TOL
-from .._qq._selection import select_qq_ranks
+from .._qq._selection import _fixed_ranks, select_qq_ranks
 from ._byzantine_bounds import CoarseBounds
 from ._common import _describe
 from ._plan import _TIE, GAMMA_GRID, _beats, _dpqq_auto_bins, _qq_score
@@ -165,6 +165,7 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
     equal = len(set(sizes)) == 1
     grid = GAMMA_GRID if isinstance(gamma, str) else (float(gamma),)
     n_total = sum(sizes)
+    sizes_array = np.asarray(sizes)
     best = None  # (score, gamma, _Pair, correction, corrected ranks)
     planned = set()  # the corrections of the gammas planned (equal sizes)
     corrections = [dp_qq_local_correction(epsilon, n_bins, g, alpha, m) for g in grid]
@@ -222,10 +223,8 @@ def _paper_plan(sizes, alpha, epsilon, n_bins, gamma, c):
             # of the clipped ranks finite leaves too few of either (below).
             if _USE_BOUNDS:
                 floor = fixed_k_floor(sizes, 1.0 - tau, c)
-                finite = sum(
-                    min(n, conformal_rank(n, 1.0 - tau)) + correction <= n
-                    for n in sizes
-                )
+                clipped = np.array(_fixed_ranks(sizes, 1.0 - tau, True))
+                finite = int(np.count_nonzero(clipped + correction <= sizes_array))
                 if floor is None or finite < floor + c:
                     continue
             found = fixed_certified_pair(sizes, 1.0 - tau, c)

@@ -39,12 +39,12 @@ from numpy.typing import ArrayLike
 from scipy import special
 
 from ...utils._docstrings import fill_doc
-from ...utils._quantile import conformal_rank
 from ...utils._validation import check_alpha
 from ._byzantine_bound import certified_band, extreme_coverages, riemann_brackets
 from ._byzantine_max import MAX_CLIENTS, max_byzantine_unequal
 from ._coverage import _FEASIBILITY_TOL, _check_int, _check_sizes, qq_coverage
 from ._coverage import _integrand as _qq_integrand
+from ._selection import _conformal_ranks, _fixed_ranks
 
 __all__ = [
     "ByzantineSelection",
@@ -432,8 +432,7 @@ def fixed_k_floor(sizes, alpha, c):
     h, r_max = m - c, m - 2 * c
     if r_max < 1:
         return None
-    ranks = tuple(conformal_rank(n, alpha) for n in sizes)
-    choices = {ranks, _clipped(ranks, sizes)}
+    choices = {_fixed_ranks(sizes, alpha, False), _fixed_ranks(sizes, alpha, True)}
     starts = [certified_band(sizes, l, h, threshold, r_max) for l in choices]
     starts = [band[0] for band in starts if band is not None]
     return min(starts) + c if starts else None
@@ -463,7 +462,7 @@ def fixed_certified_pair(sizes, alpha, c):
     ``k`` and certified bound, without the upper bound and the all-honest
     coverage (dp-qq's gamma search reads neither: they cost as much again).
     """
-    ranks = tuple(conformal_rank(n, alpha) for n in sizes)
+    ranks = _conformal_ranks(sizes, alpha)
     return _fixed_pair(sizes, ranks, alpha, c, True)
 
 
@@ -496,7 +495,7 @@ def _fit_plan_cached(sizes, alpha, c, local_rank, clip):
             )
         local_rank = "fixed"
     if local_rank == "fixed":
-        ranks = tuple(conformal_rank(n, alpha) for n in sizes)
+        ranks = _conformal_ranks(sizes, alpha)
     else:
         ranks = (int(local_rank),) * len(sizes)
     if clip:
