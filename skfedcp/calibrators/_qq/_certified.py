@@ -151,13 +151,18 @@ def _centre_values(ns, ls, center):
     """(clients, 2): P(value <= c) and the density at c of each client's
     order statistic, Beta(l, n - l + 1)."""
     rs = ns - ls + 1.0
+    pdf = _beta_density(ls, rs, center)
+    return np.concatenate((special.betainc(ls, rs, center), pdf), 1)
+
+
+def _beta_density(ls, rs, t):
+    """The Beta(l, r) density at ``t`` (elementwise, through its logarithm)."""
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        log_pdf = (
-            special.xlogy(ls - 1.0, center)
-            + special.xlog1py(rs - 1.0, -center)
+        return np.exp(
+            special.xlogy(ls - 1.0, t)
+            + special.xlog1py(rs - 1.0, -t)
             - special.betaln(ls, rs)
         )
-        return np.concatenate((special.betainc(ls, rs, center), np.exp(log_pdf)), 1)
 
 
 @functools.lru_cache(maxsize=64)
@@ -403,12 +408,7 @@ def _piece_densities(sizes, ranks, t):
     total = ranks + rs - 2.0
     mode = np.where(total > 0.0, (ranks - 1.0) / np.maximum(total, 1.0), 0.5)
     at = np.clip(mode, t[:-1], t[1:])
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        density = np.exp(
-            special.xlogy(ranks - 1.0, at)
-            + special.xlog1py(rs - 1.0, -at)
-            - special.betaln(ranks, rs)
-        )
+    density = _beta_density(ranks, rs, at)
     # The log-space sum rounds by a few ulps of its terms, ~n in size.
     return density * (1.0 + 1e-13 * sizes)
 
