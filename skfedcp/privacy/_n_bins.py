@@ -241,8 +241,7 @@ def _expected_threshold_runs(scores, level, epsilon, m):
         if runs is None:
             runs = _runs(scores, 0, n, edges)
     first, last, lower, greater, size = runs
-    loss, sensitivity = _quantile_loss(lower, greater.astype(np.float64), level)
-    logits = (0.5 * epsilon / sensitivity) * (loss.min() - loss)
+    logits = _run_logits(lower, greater, level, epsilon)
     weights = size * np.exp(logits - logits.max())
     mean_edge = (first + last) / (2.0 * m)
     return float(weights @ mean_edge / weights.sum())
@@ -305,8 +304,7 @@ def _windowed_bins(scores, level, epsilon, edges):
     bin or the check fails (the caller counts every bin).
     """
     n, m = scores.shape[0], edges.shape[0] - 1
-    delta = max(1.0 / level, 1.0 / (1.0 - level))
-    reach = 2.0 * delta * (_RUN_DROP + 8.0) / epsilon
+    reach = _score_reach(level, epsilon)
     per_score = m / n
     lo = max(1, int((level * n - reach * (1.0 - level)) * per_score) - 2)
     hi = min(m, int((level * n + reach * level) * per_score) + 3)
@@ -317,10 +315,8 @@ def _windowed_bins(scores, level, epsilon, edges):
         cum[-1] = n  # the top bin also holds the scores above e_B
     lower = cum[:-1].astype(np.float64)
     greater = n - cum[1:]
-    loss, sensitivity = _quantile_loss(lower, greater.astype(np.float64), level)
-    logits = (0.5 * epsilon / sensitivity) * (loss.min() - loss)
-    outer = [logits[0] if lo > 1 else -np.inf, logits[-1] if hi < m else -np.inf]
-    if max(outer) > -_RUN_DROP:
+    logits = _run_logits(lower, greater, level, epsilon)
+    if not _outer_runs_clear(logits, lo > 1, hi < m):
         return None
     bins = np.arange(lo, hi + 1)
     return bins, bins, lower, greater, np.ones(bins.shape[0])
@@ -340,8 +336,7 @@ def _windowed_runs(scores, level, epsilon, edges):
     check fails (the caller bins every score).
     """
     n = scores.shape[0]
-    delta = max(1.0 / level, 1.0 / (1.0 - level))
-    reach = 2.0 * delta * (_RUN_DROP + 8.0) / epsilon
+    reach = _score_reach(level, epsilon)
     lo = max(0, int(level * n - reach * (1.0 - level)) - 2)
     hi = min(n, int(level * n + reach * level) + 3)
     if lo == 0 and hi == n:
@@ -349,12 +344,33 @@ def _windowed_runs(scores, level, epsilon, edges):
     runs = _runs(scores, lo, hi, edges)
     if runs[0].shape[0] < 3:
         return None
-    loss, sensitivity = _quantile_loss(runs[2], runs[3], level)
-    logits = (0.5 * epsilon / sensitivity) * (loss.min() - loss)
-    outer = [logits[0] if lo > 0 else -np.inf, logits[-1] if hi < n else -np.inf]
-    if max(outer) > -_RUN_DROP:
+    logits = _run_logits(runs[2], runs[3], level, epsilon)
+    if not _outer_runs_clear(logits, lo > 0, hi < n):
         return None
     return runs
+
+
+def _run_logits(lower, greater, level, epsilon):
+    """The mechanism's logits of runs of strict counts ``(L, G)``, the best
+    at 0."""
+    loss, sensitivity = _quantile_loss(lower, greater.astype(np.float64), level)
+    return (0.5 * epsilon / sensitivity) * (loss.min() - loss)
+
+
+def _score_reach(level, epsilon):
+    """Scores on each side of the target rank a window spans: a logit
+    moves by at least ``epsilon / (2 Delta)`` per score away from it, so
+    ``_RUN_DROP`` logits (and 8 to spare) are within this many."""
+    delta = max(1.0 / level, 1.0 / (1.0 - level))
+    return 2.0 * delta * (_RUN_DROP + 8.0) / epsilon
+
+
+def _outer_runs_clear(logits, cut_below, cut_above):
+    """Whether a window's outer runs, on each side where it cuts runs
+    off, lie ``_RUN_DROP`` logits below the best one inside (then, the loss
+    being quasi-convex, so does every run outside)."""
+    outer = [logits[0] if cut_below else -np.inf, logits[-1] if cut_above else -np.inf]
+    return max(outer) <= -_RUN_DROP
 
 
 # Grid values whose fast values lie within this of the smallest are re-ranked
