@@ -197,20 +197,17 @@ def _exact_cdf(lower, greater, sizes, level, epsilon, utility):
 def _stacked_indices(groups, counts_of):
     """Indices of each data set's ``L_b`` and ``G_b`` in the stacked tables
     of :func:`_release_cdfs` (size ``g``'s table starts at ``starts[g]``)."""
-    kept = _INDICES.get(id(counts_of))
-    if kept is not None and kept[0] is counts_of:
-        return kept[1]
-    lower, greater, _ = _stacked_counts(groups, counts_of)
-    lengths = [n + 1 if n <= _TABLE_MAX_N else 1 for n, _ in groups]
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    rows = [low.shape[0] for low, _ in counts_of]
-    offset = np.repeat(starts, rows)[:, None]
-    small = np.repeat([n <= _TABLE_MAX_N for n, _ in groups], rows)[:, None]
-    found = (lower * small + offset, greater * small + offset, starts)
-    if len(_INDICES) >= 16:
-        _INDICES.clear()
-    _INDICES[id(counts_of)] = (counts_of, found)
-    return found
+
+    def build():
+        lower, greater, _ = _stacked_counts(groups, counts_of)
+        lengths = [n + 1 if n <= _TABLE_MAX_N else 1 for n, _ in groups]
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        rows = [low.shape[0] for low, _ in counts_of]
+        offset = np.repeat(starts, rows)[:, None]
+        small = np.repeat([n <= _TABLE_MAX_N for n, _ in groups], rows)[:, None]
+        return lower * small + offset, greater * small + offset, starts
+
+    return _kept_for(_INDICES, counts_of, build)
 
 
 _INDICES: dict = {}  # id(counts_of) -> (counts_of, indices)
@@ -226,16 +223,27 @@ def _stacked_counts(groups, counts_of):
     """``counts_of``'s arrays stacked over the sizes, and each row's ``n``
     (a column); kept per ``counts_of`` object (the search asks them at every
     level)."""
-    kept = _STACKED.get(id(counts_of))
+
+    def build():
+        lower = np.concatenate([low for low, _ in counts_of])
+        greater = np.concatenate([high for _, high in counts_of])
+        sizes = np.repeat(
+            np.array([n for n, _ in groups], dtype=np.float64),
+            [low.shape[0] for low, _ in counts_of],
+        )[:, None]
+        return lower, greater, sizes
+
+    return _kept_for(_STACKED, counts_of, build)
+
+
+def _kept_for(cache, counts_of, build):
+    """``build()``, kept in ``cache`` per ``counts_of`` object (held with
+    it, so that its id is not reused while kept; at most 16 kept)."""
+    kept = cache.get(id(counts_of))
     if kept is not None and kept[0] is counts_of:
         return kept[1]
-    lower = np.concatenate([low for low, _ in counts_of])
-    greater = np.concatenate([high for _, high in counts_of])
-    sizes = np.repeat(
-        np.array([n for n, _ in groups], dtype=np.float64),
-        [low.shape[0] for low, _ in counts_of],
-    )[:, None]
-    if len(_STACKED) >= 16:
-        _STACKED.clear()
-    _STACKED[id(counts_of)] = (counts_of, (lower, greater, sizes))
-    return lower, greater, sizes
+    found = build()
+    if len(cache) >= 16:
+        cache.clear()
+    cache[id(counts_of)] = (counts_of, found)
+    return found
